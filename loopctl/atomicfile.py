@@ -1,0 +1,56 @@
+"""Whole-file writes that a crash can never leave half-written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+_TMP_PREFIX = ".loopctl-"
+_TMP_SUFFIX = ".tmp"
+
+
+def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o644) -> None:
+    """Write `data` to `path` via a temp file in the same folder, fsync, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def sweep_temp_files(folder: Path) -> int:
+    """Remove temp files left by writers that were killed mid-write; return how many."""
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    for leftover in folder.glob(f"{_TMP_PREFIX}*{_TMP_SUFFIX}"):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+            removed += 1
+    return removed
+
+
+def _fsync_dir(folder: Path) -> None:
+    # The rename is only durable once the directory entry itself is flushed.
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)

@@ -1,0 +1,39 @@
+"""The typer application: argument parsing only; each command calls one core function."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from loopctl.cli import definitions_cmds
+
+app = typer.Typer(
+    name="loopctl",
+    help="Run agent loops: a worktree per task, maker and checker, budgets, an inbox for humans.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals can hold tokens
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from loopctl._version import __version__
+
+        print(f"loopctl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """loopctl: loop engineering for coding agents."""
+
+
+definitions_cmds.register(app)

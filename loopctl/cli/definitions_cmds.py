@@ -1,0 +1,202 @@
+"""Commands over definitions: init, validate, agents, skills."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from loopctl.cli.boundary import boundary, eprint
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def _root() -> Path:
+    from loopctl.paths import find_repo_root
+
+    return find_repo_root()
+
+
+def _load(*, strict: bool = True):  # type: ignore[no-untyped-def]
+    from loopctl.definitions import load_project
+
+    project = load_project(_root())
+    if strict:
+        project.raise_for_errors()
+    return project
+
+
+def init() -> None:
+    """Scaffold .loop/, example agents and skills in this git repository."""
+    from loopctl.scaffold import init_project
+
+    result = init_project(_root())
+    for path in result.created:
+        print(f"created  {path}")
+    for path in result.skipped:
+        print(f"skipped  {path} (already exists)")
+    if result.detected:
+        print(f"agent CLIs found: {', '.join(result.detected)}; default maker: {result.maker}")
+    else:
+        print(
+            "no agent CLI found on PATH (claude, codex, opencode, aider, goose);"
+            f" wrote {result.maker} as a starting point — install one, or use backend = \"command\""
+        )
+    print("next: loopctl validate, then loopctl run example --once")
+
+
+def validate(json_out: JsonFlag = False) -> None:
+    """Check every definition and report each problem as path:line: message."""
+    project = _load(strict=False)
+    root = project.root
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json(
+            "validation",
+            {
+                "ok": not project.errors,
+                "loops": sorted(project.loops),
+                "agents": sorted(project.agents),
+                "skills": sorted(project.skills),
+                "problems": [
+                    {
+                        "path": str(p.path.relative_to(root)) if p.path else None,
+                        "line": p.line,
+                        "severity": p.severity,
+                        "message": p.message,
+                    }
+                    for p in project.problems
+                ],
+            },
+        )
+    else:
+        for problem in project.problems:
+            print(problem.render(root))
+        errors, warnings = len(project.errors), len(project.warnings)
+        summary = (
+            f"{len(project.loops)} loops, {len(project.agents)} agents,"
+            f" {len(project.skills)} skills"
+        )
+        if errors:
+            eprint(f"{errors} error(s), {warnings} warning(s) ({summary} valid)")
+        else:
+            print(f"ok: {summary}" + (f", {warnings} warning(s)" if warnings else ""))
+    if project.errors:
+        raise typer.Exit(2)
+
+
+def agents(json_out: JsonFlag = False) -> None:
+    """List the agents this repository defines."""
+    project = _load()
+    rows = sorted(project.agents.values(), key=lambda a: a.name)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json(
+            "agents",
+            [
+                {
+                    "name": a.name,
+                    "backend": a.backend.value,
+                    "model": a.model,
+                    "description": a.description,
+                    "path": str(a.path.relative_to(project.root)),
+                    "timeout_s": a.timeout_s,
+                    "max_turns": a.max_turns,
+                    "env_allow": list(a.env_allow),
+                }
+                for a in rows
+            ],
+        )
+        return
+    from loopctl.cli.render import print_table
+
+    print_table(
+        ("NAME", "BACKEND", "MODEL", "FILE", "DESCRIPTION"),
+        [
+            (
+                a.name,
+                a.backend.value,
+                a.model or "-",
+                str(a.path.relative_to(project.root)),
+                a.description,
+            )
+            for a in rows
+        ],
+        empty="no agents defined (run `loopctl init`, or add agents/<name>.toml)",
+    )
+
+
+skills_app = typer.Typer(help="List skills, or show one.", no_args_is_help=False)
+
+
+@skills_app.callback(invoke_without_command=True)
+@boundary
+def skills(ctx: typer.Context, json_out: JsonFlag = False) -> None:
+    """List the skills this repository offers its agents."""
+    if ctx.invoked_subcommand is not None:
+        return
+    project = _load()
+    rows = sorted(project.skills.values(), key=lambda s: s.name)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json(
+            "skills",
+            [
+                {
+                    "name": s.name,
+                    "description": s.description,
+                    "path": str(s.path.relative_to(project.root)),
+                    "license": s.license,
+                }
+                for s in rows
+            ],
+        )
+        return
+    from loopctl.cli.render import print_table
+
+    print_table(
+        ("NAME", "FILE", "DESCRIPTION"),
+        [(s.name, str(s.path.relative_to(project.root)), s.description) for s in rows],
+        empty="no skills found (skills/<name>/SKILL.md, .claude/skills/, .agents/skills/)",
+    )
+
+
+@skills_app.command("show")
+@boundary
+def skills_show(name: str, json_out: JsonFlag = False) -> None:
+    """Show one skill's front matter and instructions."""
+    project = _load()
+    skill = project.skill(name)
+    body = skill.instructions()
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json(
+            "skill",
+            {
+                "name": skill.name,
+                "description": skill.description,
+                "path": str(skill.path.relative_to(project.root)),
+                "license": skill.license,
+                "compatibility": skill.compatibility,
+                "allowed_tools": list(skill.allowed_tools),
+                "metadata": dict(skill.metadata),
+                "instructions": body,
+            },
+        )
+        return
+    print(f"{skill.name} — {skill.path.relative_to(project.root)}")
+    print(skill.description)
+    print()
+    print(body)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(boundary(init))
+    app.command()(boundary(validate))
+    app.command()(boundary(agents))
+    app.add_typer(skills_app, name="skills")

@@ -1,0 +1,42 @@
+"""Output helpers shared by commands: versioned JSON, plain or rich tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+JSON_VERSION = 1
+
+
+def print_json(kind: str, payload: Any) -> None:
+    """Print `{"version": 1, kind: payload}`, the shape every --json output has."""
+    document = {"version": JSON_VERSION, kind: payload}
+    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, empty: str) -> None:
+    """A table for people: rich on a terminal, aligned plain text when piped."""
+    if not rows:
+        print(empty)
+        return
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*(str(cell) for cell in row))
+        Console().print(table)
+        return
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(str(cell)))
+    lines = [headers, *rows]
+    for row in lines:
+        cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(row)]
+        print("  ".join(cells).rstrip())

@@ -1,0 +1,204 @@
+"""Agent definitions: agents/*.toml, .codex/agents/*.toml and .claude/agents/*.md."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from loopctl.definitions.fields import Table
+from loopctl.definitions.source import Problems, parse_front_matter, parse_toml
+
+
+class Backend(StrEnum):
+    CLAUDE = "claude"
+    CODEX = "codex"
+    OPENCODE = "opencode"
+    AIDER = "aider"
+    GOOSE = "goose"
+    COMMAND = "command"
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+
+CLI_BACKENDS = (Backend.CLAUDE, Backend.CODEX, Backend.OPENCODE, Backend.AIDER, Backend.GOOSE)
+HTTP_BACKENDS = (Backend.OPENAI, Backend.ANTHROPIC)
+
+_AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+# Codex reads any of its config keys from a custom-agent file; we keep them for the codex preset.
+_CODEX_KEYS = (
+    "nickname_candidates",
+    "model_reasoning_effort",
+    "model_reasoning_summary",
+    "model_verbosity",
+    "sandbox_mode",
+    "approval_policy",
+    "web_search",
+    "mcp_servers",
+    "skills",
+    "model_provider",
+    "profile",
+)
+# Claude Code sub-agent front-matter fields (docs/sub-agents.md).
+_CLAUDE_KEYS = (
+    "tools",
+    "disallowedTools",
+    "permissionMode",
+    "skills",
+    "mcpServers",
+    "hooks",
+    "memory",
+    "background",
+    "effort",
+    "isolation",
+    "color",
+    "initialPrompt",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """A subagent: which backend runs it, with what instructions and limits."""
+
+    name: str
+    path: Path
+    backend: Backend
+    description: str = ""
+    instructions: str = ""
+    model: str | None = None
+    timeout_s: float = 1200.0
+    max_turns: int | None = None
+    env_allow: tuple[str, ...] = ()
+    argv: tuple[str, ...] | None = None  # backend "command": the program to run
+    args: tuple[str, ...] = ()  # extra arguments appended to a preset's argv
+    prompt_via: str = "both"  # stdin | file | both
+    resume: bool = False
+    base_url: str | None = None
+    api_key_env: str | None = None
+    tools: tuple[str, ...] = ()
+    permission_mode: str | None = None
+
+
+def _check_name(name: str, table: Table, key: str | None) -> bool:
+    if not _AGENT_NAME.match(name):
+        table.error(
+            key,
+            f"agent name {name!r} must be 1-64 characters of letters, digits, '.', '_' or '-',"
+            " starting with a letter or digit",
+        )
+        return False
+    return True
+
+
+def load_toml_agent(
+    path: Path, problems: Problems, *, default_backend: Backend | None
+) -> Agent | None:
+    """Read a TOML agent; `default_backend` None means the file must say (or give `argv`)."""
+    errors_before = len(problems.errors)
+    doc = parse_toml(path, problems)
+    if doc is None:
+        return None
+    table = Table.of(doc, problems)
+    from_codex = default_backend is Backend.CODEX
+    name = table.string("name", path.stem) or path.stem
+    _check_name(name, table, "name" if table.has("name") else None)
+    fallback = default_backend or (Backend.COMMAND if table.has("argv") else None)
+    if fallback is None and not table.has("backend"):
+        table.error(None, "missing 'backend': one of " + ", ".join(b.value for b in Backend))
+    fallback = fallback or Backend.COMMAND
+    backend_text = table.string("backend", fallback.value, choices=[b.value for b in Backend])
+    backend = Backend(backend_text or fallback.value)
+    description = table.string("description", "") or ""
+    instructions = table.string("developer_instructions", "") or ""
+    if table.has("instructions"):
+        if instructions:
+            table.error("instructions", "give 'developer_instructions' or 'instructions', not both")
+        instructions = table.string("instructions", "") or ""
+    model = table.string("model")
+    timeout_s = table.duration("timeout", 1200.0) or 1200.0
+    max_turns = table.integer("max_turns", None, minimum=1)
+    env = table.table("env")
+    env_allow: tuple[str, ...] = ()
+    if env is not None:
+        env_allow = env.string_list("allow")
+        env.finish()
+    argv = table.argv("argv", required=backend is Backend.COMMAND)
+    if argv is not None and backend is not Backend.COMMAND:
+        table.error("argv", f"'argv' is only for backend = \"command\" (this agent uses {backend})")
+    args = table.string_list("args", allow_single=False)
+    prompt_via = table.string("prompt_via", "both", choices=("stdin", "file", "both")) or "both"
+    resume = table.boolean("resume", False)
+    base_url = table.string("base_url")
+    api_key_env = table.string("api_key_env")
+    if backend in (Backend.OPENAI, Backend.ANTHROPIC) and not model:
+        table.error(None, f"backend {backend} needs a 'model'")
+    if base_url is not None and not re.match(r"^https?://", base_url):
+        table.error("base_url", f"'base_url' must start with http:// or https://, not {base_url!r}")
+    if api_key_env is not None and api_key_env not in env_allow:
+        # The key must reach the backend; listing it once is enough.
+        env_allow = (*env_allow, api_key_env)
+    table.known(*_CODEX_KEYS)
+    table.finish(
+        allow_unknown=from_codex,
+        unknown_hint=" (kept for Codex, unused by loopctl)" if from_codex else "",
+    )
+    if len(problems.errors) > errors_before:
+        return None
+    return Agent(
+        name=name,
+        path=path,
+        backend=backend,
+        description=description,
+        instructions=instructions,
+        model=model,
+        timeout_s=timeout_s,
+        max_turns=max_turns,
+        env_allow=env_allow,
+        argv=argv,
+        args=args,
+        prompt_via=prompt_via,
+        resume=resume,
+        base_url=base_url,
+        api_key_env=api_key_env,
+    )
+
+
+def load_claude_agent(path: Path, problems: Problems) -> Agent | None:
+    errors_before = len(problems.errors)
+    doc = parse_front_matter(path, problems)
+    if doc is None:
+        return None
+    table = Table.of(doc, problems)
+    name = table.string("name", path.stem) or path.stem
+    _check_name(name, table, "name" if table.has("name") else None)
+    description = table.string("description", required=True, max_len=4096) or ""
+    model = table.string("model")
+    if model == "inherit":
+        model = None
+    max_turns = table.integer("maxTurns", None, minimum=1)
+    tools_raw = table.raw("tools")
+    tools: tuple[str, ...] = ()
+    if isinstance(tools_raw, str):
+        tools = tuple(t.strip() for t in tools_raw.split(",") if t.strip())
+    elif isinstance(tools_raw, list) and all(isinstance(t, str) for t in tools_raw):
+        tools = tuple(tools_raw)
+    elif tools_raw is not None:
+        table.error("tools", "'tools' must be a comma-separated string or a list of tool names")
+    permission_mode = table.string("permissionMode")
+    table.known(*_CLAUDE_KEYS)
+    table.finish(allow_unknown=True, unknown_hint=" (not a Claude Code sub-agent field)")
+    if len(problems.errors) > errors_before:
+        return None
+    return Agent(
+        name=name,
+        path=path,
+        backend=Backend.CLAUDE,
+        description=description,
+        instructions=doc.body.strip(),
+        model=model,
+        max_turns=max_turns,
+        tools=tools,
+        permission_mode=permission_mode,
+    )

@@ -1,0 +1,65 @@
+"""Test isolation: every test gets its own HOME, cache and git config, and may not touch ours."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REAL_HOME = Path.home()
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("home")
+    gitconfig = home / ".gitconfig-empty"
+    gitconfig.write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("LOOPCTL_HOME", str(home / ".loopctl"))
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, str(home / name.lower()))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in list(os.environ):
+        if name.startswith("GIT_") and name not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
+            monkeypatch.delenv(name)
+    before = _home_snapshot()
+    yield home
+    assert _home_snapshot() == before, "a test wrote to the real home directory"
+
+
+def _home_snapshot() -> set[str]:
+    # Only the top level and loopctl's own folders: cheap, and where a leak would land.
+    watched = [REAL_HOME, REAL_HOME / ".cache" / "loopctl", REAL_HOME / ".loopctl"]
+    entries: set[str] = set()
+    for folder in watched:
+        if folder.is_dir():
+            entries.update(str(p) for p in folder.iterdir())
+    return entries
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in a test repository and return stdout."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "README.md").write_text("hello\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
