@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-
 from pathlib import Path
 from string import Template
 

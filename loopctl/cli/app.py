@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from loopctl.cli import definitions_cmds
+from loopctl.cli import definitions_cmds, inspect_cmds, run_cmds
 
 app = typer.Typer(
     name="loopctl",
@@ -37,3 +37,5 @@ def root(
 
 
 definitions_cmds.register(app)
+run_cmds.register(app)
+inspect_cmds.register(app)

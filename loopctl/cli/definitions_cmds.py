@@ -41,7 +41,7 @@ def init() -> None:
     else:
         print(
             "no agent CLI found on PATH (claude, codex, opencode, aider, goose);"
-            f" wrote {result.maker} as a starting point — install one, or use backend = \"command\""
+            f' wrote {result.maker} as a starting point — install one, or use backend = "command"'
         )
     print("next: loopctl validate, then loopctl run example --once")
 

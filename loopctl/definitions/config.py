@@ -162,7 +162,10 @@ def load_config(path: Path, problems: Problems) -> Config:
             out = entry.number("output", None)
             cached = entry.number("cached_input", None)
             if inp is None or out is None:
-                entry.error(None, f"[prices.\"{model}\"] needs both 'input' and 'output' (USD per 1M tokens)")
+                entry.error(
+                    None,
+                    f"[prices.\"{model}\"] needs both 'input' and 'output' (USD per 1M tokens)",
+                )
             else:
                 prices.append((model, Price(inp, out, cached)))
             entry.finish()

@@ -39,7 +39,7 @@ def format_duration(seconds: float) -> str:
     """The inverse of parse_duration, for display."""
     if seconds < 1:
         return f"{int(seconds * 1000)}ms"
-    whole = int(round(seconds))
+    whole = round(seconds)
     parts = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if whole >= size:
@@ -164,7 +164,9 @@ class Table:
         value = self._get(key)
         if value is MISSING:
             if required:
-                self.error(key if key in self.data else None, f"missing required key {self.where(key)}")
+                self.error(
+                    key if key in self.data else None, f"missing required key {self.where(key)}"
+                )
             return default
         if not isinstance(value, str):
             self._wrong_type(key, value, "a string")
@@ -230,7 +232,8 @@ class Table:
             if not isinstance(item, str) or not item:
                 self.error(
                     key,
-                    f"{self.where(key)}[{index}] must be a non-empty string, not {describe_type(item)}",
+                    f"{self.where(key)}[{index}] must be a non-empty string,"
+                    f" not {describe_type(item)}",
                 )
                 return ()
             items.append(item)
@@ -276,7 +279,7 @@ class Table:
             return tuple(value)
         self.error(
             key,
-            f"{self.where(key)} must be a command: a list of strings like [\"pytest\", \"-q\"]"
+            f'{self.where(key)} must be a command: a list of strings like ["pytest", "-q"]'
             f" or a string split like a shell would, not {describe_type(value)}",
         )
         return None
@@ -294,8 +297,8 @@ class Table:
                 return ()
             # ["uv sync", "npm ci"] reads as two commands; ["uv", "sync"] as one argv.
             if isinstance(value, list) and all(" " in v for v in value) and len(value) > 1:
-                commands = [self._coerce_argv(key, v, f"{key}[{i}]") for i, v in enumerate(value)]
-                return tuple(c for c in commands if c is not None)
+                split = [self._coerce_argv(key, v, f"{key}[{i}]") for i, v in enumerate(value)]
+                return tuple(c for c in split if c is not None)
             return (single,)
         if not isinstance(value, list):
             self._wrong_type(key, value, "a list of commands")
@@ -315,7 +318,7 @@ class Table:
         if isinstance(value, bool) or not isinstance(value, str):
             self.error(
                 key,
-                f"{self.where(key)} must be a duration string like \"90s\", \"5m\" or \"1h30m\","
+                f'{self.where(key)} must be a duration string like "90s", "5m" or "1h30m",'
                 f" not {describe_type(value)}",
             )
             return default

@@ -154,7 +154,7 @@ def _read_actions(deliver: Table) -> tuple[Action, ...]:
     if raw is None:
         return (Action("commit"),)
     if not isinstance(raw, list):
-        deliver.error("actions", "'actions' must be a list like [\"commit\", \"push\"]")
+        deliver.error("actions", '\'actions\' must be a list like ["commit", "push"]')
         return ()
     actions: list[Action] = []
     for index, item in enumerate(raw):
@@ -163,7 +163,7 @@ def _read_actions(deliver: Table) -> tuple[Action, ...]:
                 deliver.error(
                     "actions",
                     f"unknown action {item!r}{did_you_mean(item, BUILTIN_ACTIONS)}; built-ins are"
-                    f" {', '.join(BUILTIN_ACTIONS)}, or use {{ name = \"…\", argv = [...] }}",
+                    f' {", ".join(BUILTIN_ACTIONS)}, or use {{ name = "…", argv = [...] }}',
                 )
                 continue
             actions.append(Action(item))
@@ -175,7 +175,9 @@ def _read_actions(deliver: Table) -> tuple[Action, ...]:
                 deliver.error("actions", f"actions[{index}] needs a 'name' of lowercase letters")
                 continue
             if extra:
-                deliver.error("actions", f"actions[{index}] has unknown key(s) {', '.join(sorted(extra))}")
+                deliver.error(
+                    "actions", f"actions[{index}] has unknown key(s) {', '.join(sorted(extra))}"
+                )
                 continue
             if isinstance(argv, str):
                 import shlex
@@ -229,7 +231,7 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
         try:
             ZoneInfo(tz)
         except (ZoneInfoNotFoundError, ValueError):
-            table.error("tz", f"unknown time zone {tz!r} (use an IANA name such as \"UTC\")")
+            table.error("tz", f'unknown time zone {tz!r} (use an IANA name such as "UTC")')
 
     tasks = None
     tasks_table = table.table("tasks")
@@ -282,13 +284,17 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
             setup=worktree_table.argv_list("setup"),
             copy=worktree_table.glob_list("copy"),
             keep=KeepPolicy(
-                worktree_table.string("keep", config.keep.value, choices=[k.value for k in KeepPolicy])
+                worktree_table.string(
+                    "keep", config.keep.value, choices=[k.value for k in KeepPolicy]
+                )
                 or config.keep
             ),
         )
         for pattern in worktree.copy:
             if pattern.startswith("/") or ".." in Path(pattern).parts:
-                worktree_table.error("copy", f"copy pattern {pattern!r} must stay inside the repository")
+                worktree_table.error(
+                    "copy", f"copy pattern {pattern!r} must stay inside the repository"
+                )
         worktree_table.finish()
 
     budget = read_budget(table.table("budget"), config.budget)
@@ -303,7 +309,8 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
             if gated not in names:
                 deliver_table.error(
                     "approve",
-                    f"'approve' names {gated!r}, which is not in 'actions' ({', '.join(names) or 'none'})"
+                    f"'approve' names {gated!r}, which is not in 'actions'"
+                    f" ({', '.join(names) or 'none'})"
                     f"{did_you_mean(gated, names)}",
                 )
         deliver = DeliverSpec(

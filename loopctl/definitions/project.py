@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,7 +80,7 @@ class Project:
         return found
 
 
-def _known(kind: str, names: dict[str, object]) -> str:
+def _known(kind: str, names: Mapping[str, object]) -> str:
     return f"{kind} found: {', '.join(sorted(names))}" if names else f"no {kind} are defined"
 
 

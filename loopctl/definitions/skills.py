@@ -77,7 +77,9 @@ def load_skill(path: Path, problems: Problems) -> Skill | None:
         if not description.strip():
             table.error("description", "'description' is empty; say what the skill does and when")
         elif len(description) > 1024:
-            table.error("description", f"'description' is {len(description)} characters; at most 1024")
+            table.error(
+                "description", f"'description' is {len(description)} characters; at most 1024"
+            )
     license_ = table.string("license")
     compatibility = table.string("compatibility", max_len=500)
     allowed = table.raw("allowed-tools")
@@ -91,7 +93,9 @@ def load_skill(path: Path, problems: Problems) -> Skill | None:
     metadata_raw = table.raw("metadata")
     metadata: tuple[tuple[str, str], ...] = ()
     if isinstance(metadata_raw, dict):
-        if all(isinstance(k, str) and isinstance(v, str | int | float) for k, v in metadata_raw.items()):
+        if all(
+            isinstance(k, str) and isinstance(v, str | int | float) for k, v in metadata_raw.items()
+        ):
             metadata = tuple((k, str(v)) for k, v in metadata_raw.items())
         else:
             table.error("metadata", "'metadata' must map strings to strings")
@@ -101,9 +105,7 @@ def load_skill(path: Path, problems: Problems) -> Skill | None:
         if key in _CLAUDE_EXTRA_KEYS:
             table.warn(key, f"'{key}' is a Claude Code extension; other agents ignore it")
     table.known(*_STANDARD_KEYS, *_CLAUDE_EXTRA_KEYS)
-    table.finish(
-        unknown_hint=f"; the Agent Skills format allows only {', '.join(_STANDARD_KEYS)}"
-    )
+    table.finish(unknown_hint=f"; the Agent Skills format allows only {', '.join(_STANDARD_KEYS)}")
     if table.failed:
         return None
     return Skill(

@@ -65,7 +65,9 @@ def read_definition_text(path: Path, problems: Problems) -> str | None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        problems.error(path, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); save it as UTF-8")
+        problems.error(
+            path, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x}); save it as UTF-8"
+        )
         return None
     if text.startswith("\ufeff"):
         text = text[1:]
@@ -190,7 +192,7 @@ def parse_front_matter(path: Path, problems: Problems) -> ParsedDoc | None:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(match.group(1), Loader=loader)  # noqa: S506 - a SafeLoader
+        data = yaml.load(match.group(1), Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 2 if mark is not None else 1

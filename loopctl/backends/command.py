@@ -1,0 +1,105 @@
+"""Backend "command": any program speaking the agent protocol of DESIGN §2."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from loopctl.backends.base import (
+    AgentRequest,
+    AgentResult,
+    AgentStatus,
+    read_protocol_result,
+    trailing_json,
+)
+from loopctl.definitions.agents import Agent
+from loopctl.errors import AgentUnavailable
+
+PLACEHOLDERS = ("prompt_file", "worktree", "loop", "task", "attempt", "model")
+
+
+def render_argv(agent: Agent, request: AgentRequest) -> list[str]:
+    """Fill `{prompt_file}` and friends; other text is passed through untouched."""
+    assert agent.argv is not None
+    values = {
+        "prompt_file": str(request.prompt_file),
+        "worktree": str(request.worktree),
+        "loop": request.loop,
+        "task": request.task,
+        "attempt": str(request.attempt),
+        "model": agent.model or "",
+    }
+    rendered = []
+    for arg in (*agent.argv, *agent.args):
+        for key, value in values.items():
+            arg = arg.replace("{" + key + "}", value)
+        rendered.append(arg)
+    return rendered
+
+
+class CommandBackend:
+    name = "command"
+
+    def check_available(self, agent: Agent, env: dict[str, str]) -> None:
+        if not agent.argv:
+            raise AgentUnavailable(f"agent {agent.name!r} has no argv ({agent.path})")
+        program = agent.argv[0]
+        if "/" in program:
+            candidate = Path(program)
+            if not candidate.is_absolute():
+                return  # relative to the worktree; checked when it runs
+            if not candidate.exists():
+                raise AgentUnavailable(f"agent {agent.name!r}: program not found: {program}")
+            return
+        if shutil.which(program, path=env.get("PATH")) is None:
+            raise AgentUnavailable(
+                f"agent {agent.name!r}: program {program!r} is not on PATH"
+                f" (install it, or fix argv in {agent.path})"
+            )
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        from loopctl import process
+
+        agent = request.agent
+        stdin = request.prompt if agent.prompt_via in ("stdin", "both") else None
+        done = process.run(
+            render_argv(agent, request),
+            cwd=request.worktree,
+            env=request.env,
+            timeout=agent.timeout_s,
+            stdin=stdin,
+            stdout_path=request.stdout_path,
+            stderr_path=request.stderr_path,
+            redactor=request.redactor,
+        )
+        return result_from_completed(done)
+
+
+def result_from_completed(done: object) -> AgentResult:
+    """Turn a finished process into an AgentResult, reading a trailing protocol JSON line."""
+    from loopctl.process import Completed
+
+    assert isinstance(done, Completed)
+    payload = trailing_json(done.stdout_tail)
+    parsed = read_protocol_result(payload) if payload is not None else None
+    if done.timed_out:
+        status = AgentStatus.TIMEOUT
+    elif done.interrupted:
+        status = AgentStatus.INTERRUPTED
+    elif done.exit_code != 0 or (parsed is not None and parsed.is_error):
+        status = AgentStatus.ERROR
+    else:
+        status = AgentStatus.OK
+    text = parsed.text if parsed is not None and parsed.text is not None else done.stdout_tail
+    return AgentResult(
+        status=status,
+        exit_code=done.exit_code,
+        duration_s=done.duration_s,
+        text=text[-4000:],
+        input_tokens=parsed.input_tokens if parsed else None,
+        output_tokens=parsed.output_tokens if parsed else None,
+        cached_tokens=parsed.cached_tokens if parsed else None,
+        cost_usd=parsed.cost_usd if parsed else None,
+        session_id=parsed.session_id if parsed else None,
+        output_tail=done.output_tail(4000),
+    )

@@ -1,0 +1,254 @@
+"""Read-only commands: status, log, replay, inbox, worktrees."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from loopctl.cli.boundary import boundary
+from loopctl.cli.definitions_cmds import JsonFlag
+
+
+def _project(strict: bool = True) -> Any:
+    from loopctl.definitions import load_project
+    from loopctl.paths import find_repo_root
+
+    project = load_project(find_repo_root())
+    if strict:
+        project.raise_for_errors()
+    return project
+
+
+def _log(project: Any) -> Any:
+    from loopctl.events import EventLog
+
+    return EventLog(project.paths.events_file)
+
+
+def status(json_out: JsonFlag = False) -> None:
+    """Loops, their last run, spend against budget, and the open inbox."""
+    from loopctl.report import loop_statuses
+
+    project = _project(strict=False)
+    statuses = loop_statuses(project)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("status", [s.to_json() for s in statuses])
+        return
+    from loopctl.cli.render import print_table
+
+    rows = []
+    for s in statuses:
+        spend = f"{s.tokens} tok" + (f" ${s.cost_usd:.2f}" if s.cost_usd else "")
+        if s.max_usd:
+            spend += f" / ${s.max_usd:.2f}"
+        state = (
+            f"running (pid {s.running_pid})" if s.running_pid else (s.last_status or "never run")
+        )
+        rows.append(
+            (s.loop, s.trigger, state, (s.last_started or "-")[:19], spend, str(s.open_items))
+        )
+    print_table(
+        ("LOOP", "TRIGGER", "STATE", "LAST RUN", "SPEND", "INBOX"),
+        rows,
+        empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
+    )
+    if project.errors:
+        print(f"{len(project.errors)} definition error(s): run `loopctl validate`", file=sys.stderr)
+
+
+def log(
+    loop: Annotated[str | None, typer.Argument(help="Only this loop's events.")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new events.")
+    ] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """The event log, oldest first."""
+    import json
+
+    from loopctl.report import describe
+
+    project = _project(strict=False)
+    events_log = _log(project)
+
+    def show(event: Any) -> None:
+        if loop is not None and event.loop != loop:
+            return
+        if json_out:
+            print(json.dumps({"seq": event.seq, **event.to_json()}, ensure_ascii=False), flush=True)
+        else:
+            where = f"{event.loop}/{event.run}" if event.run else (event.loop or "-")
+            print(f"{event.seq:>6} {event.ts[:19]} {where} {describe(event)}", flush=True)
+
+    events = events_log.read()
+    for event in events:
+        show(event)
+    if follow:
+        last = events[-1].seq if events else 0
+        try:
+            for event in events_log.follow(last, stop=lambda: False):
+                show(event)
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None
+
+
+def replay(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (a unique prefix works).")],
+    json_out: JsonFlag = False,
+) -> None:
+    """A past run rebuilt from its events, as a readable timeline."""
+    from loopctl.report import describe, find_run
+
+    project = _project(strict=False)
+    run = find_run(_log(project).read(), run_id)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json(
+            "replay",
+            {
+                "run": run.run,
+                "loop": run.loop,
+                "status": run.status,
+                "tasks": {
+                    name: {
+                        "status": t.status,
+                        "reason": t.reason,
+                        "commit": t.commit,
+                        "attempts": [
+                            {
+                                "number": a.number,
+                                "verdict": a.verdict,
+                                "reason": a.reason,
+                                "fingerprint": a.fingerprint,
+                            }
+                            for a in t.attempts
+                        ],
+                    }
+                    for name, t in run.tasks.items()
+                },
+                "events": [{"seq": e.seq, **e.to_json()} for e in run.events],
+            },
+        )
+        return
+    print(f"run {run.run} · loop {run.loop} · {run.status}")
+    start = run.events[0].ts if run.events else run.started
+    from datetime import datetime
+
+    t0 = datetime.fromisoformat(start)
+    for event in run.events:
+        offset = (datetime.fromisoformat(event.ts) - t0).total_seconds()
+        print(f"  +{offset:7.1f}s  {describe(event)}")
+    for name, task in run.tasks.items():
+        commit = f" commit {task.commit[:12]}" if task.commit else ""
+        print(f"task {name}: {task.status} after {len(task.attempts)} attempt(s){commit}")
+
+
+inbox_app = typer.Typer(help="What needs a human: approvals, failures, escalations.")
+
+
+@inbox_app.callback(invoke_without_command=True)
+@boundary
+def inbox(
+    ctx: typer.Context,
+    show_all: Annotated[bool, typer.Option("--all", help="Include closed items.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """List open inbox items."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from loopctl.inbox import items
+
+    project = _project(strict=False)
+    found = [i for i in items(_log(project).read()) if show_all or i.is_open]
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("inbox", [i.to_json() for i in found])
+        return
+    from datetime import UTC, datetime
+
+    from loopctl.cli.render import print_table
+
+    now = datetime.now(UTC)
+
+    def age(ts: str) -> str:
+        seconds = int((now - datetime.fromisoformat(ts)).total_seconds())
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+            if seconds >= size:
+                return f"{seconds // size}{unit}"
+        return f"{seconds}s"
+
+    print_table(
+        ("ID", "KIND", "LOOP", "TASK", "AGE", "SUMMARY"),
+        [
+            (i.id, i.kind, i.loop or "-", i.task or "-", age(i.opened), i.summary[:90])
+            for i in found
+        ],
+        empty="inbox empty: nothing needs you",
+    )
+
+
+worktrees_app = typer.Typer(help="loopctl's worktrees: list them, or prune finished ones.")
+
+
+@worktrees_app.callback(invoke_without_command=True)
+@boundary
+def worktrees(ctx: typer.Context, json_out: JsonFlag = False) -> None:
+    """List loopctl's worktrees with the state of their task."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from loopctl.workspaces import worktree_report
+
+    project = _project(strict=False)
+    rows = worktree_report(project)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("worktrees", [r.to_json() for r in rows])
+        return
+    from loopctl.cli.render import print_table
+
+    print_table(
+        ("LOOP", "TASK", "BRANCH", "TASK STATE", "DIRTY", "PATH"),
+        [
+            (r.loop, r.task, r.branch, r.task_status, "yes" if r.dirty else "no", r.path)
+            for r in rows
+        ],
+        empty="no loopctl worktrees",
+    )
+
+
+@worktrees_app.command("prune")
+@boundary
+def worktrees_prune(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Remove worktrees of finished tasks, following each loop's `keep` policy."""
+    from loopctl.workspaces import prune
+
+    project = _project(strict=False)
+    removed = prune(project, dry_run=dry_run)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("pruned", [r.to_json() for r in removed])
+        return
+    verb = "would remove" if dry_run else "removed"
+    for r in removed:
+        print(f"{verb} {r.path} ({r.loop}/{r.task}: {r.task_status})")
+    if not removed:
+        print("nothing to prune")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(boundary(status))
+    app.command()(boundary(log))
+    app.command()(boundary(replay))
+    app.add_typer(inbox_app, name="inbox")
+    app.add_typer(worktrees_app, name="worktrees")

@@ -1,0 +1,120 @@
+"""What a person sees while a run works: a live table on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from types import TracebackType
+from typing import Any
+
+from loopctl.events import Event, EventType
+
+_PLAIN = {
+    EventType.TICK_STARTED: "run {run} started",
+    EventType.RUN_RESUMED: "run {run} resumed",
+    EventType.TASK_FOUND: "task {task} found",
+    EventType.WORKTREE_CREATED: "task {task} worktree {path} on {branch}",
+    EventType.ATTEMPT_STARTED: "task {task} attempt {attempt} started",
+    EventType.AGENT_FINISHED: "task {task} {role} {agent} finished: {status} in {duration_s}s",
+    EventType.CHECK_FINISHED: "task {task} check: {reason}",
+    EventType.COMMIT_CREATED: "task {task} committed {sha:.12} on {branch}",
+    EventType.TASK_FINISHED: "task {task} {status}: {reason}",
+    EventType.INBOX_OPENED: "inbox {id} opened ({kind}): {summary}",
+    EventType.BUDGET_STOPPED: "task {task} stopped by budget: {reason}",
+    EventType.TICK_FINISHED: "run {run} {status}",
+    EventType.RUN_INTERRUPTED: "run {run} interrupted",
+}
+
+
+class _Default(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def plain_line(event: Event) -> str | None:
+    template = _PLAIN.get(event.type)  # type: ignore[call-overload]
+    if template is None:
+        return None
+    values = _Default({**event.data, "run": event.run, "task": event.task, "loop": event.loop})
+    if values.get("sha") is None:
+        values["sha"] = ""
+    try:
+        text = template.format_map(values)
+    except (ValueError, TypeError):
+        text = f"{event.type} {event.task or ''}"
+    return f"{event.ts[11:19]} {text}"
+
+
+class RunView:
+    """Observer for the engine: renders each event as it is appended."""
+
+    def __init__(self, *, live: bool | None = None) -> None:
+        self.live = sys.stderr.isatty() if live is None else live
+        self._lock = threading.Lock()
+        self._rows: dict[str, dict[str, str]] = {}
+        self._header = ""
+        self._spend = [0, 0.0]
+        self._live: Any = None
+
+    def __enter__(self) -> RunView:
+        if self.live:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(
+                self._render(), console=Console(stderr=True), refresh_per_second=4, transient=False
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(exc_type, exc, tb)
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            if not self.live:
+                line = plain_line(event)
+                if line:
+                    print(line, file=sys.stderr, flush=True)
+                return
+            self._track(event)
+            self._live.update(self._render())
+
+    def _track(self, event: Event) -> None:
+        data = event.data
+        if event.type in (EventType.TICK_STARTED, EventType.RUN_RESUMED):
+            self._header = f"{event.loop} · run {event.run}"
+        if event.task is None:
+            return
+        row = self._rows.setdefault(event.task, {"status": "found", "attempt": "-", "last": ""})
+        if event.type == EventType.ATTEMPT_STARTED:
+            row["attempt"] = str(data.get("attempt"))
+            row["status"] = "maker working"
+        elif event.type == EventType.AGENT_FINISHED:
+            row["status"] = "checking"
+            self._spend[0] += int(data.get("input_tokens") or 0) + int(
+                data.get("output_tokens") or 0
+            )
+            self._spend[1] += float(data.get("cost_usd") or 0.0)
+        elif event.type == EventType.CHECK_FINISHED:
+            row["last"] = str(data.get("reason", ""))[:80]
+        elif event.type == EventType.TASK_FINISHED:
+            row["status"] = str(data.get("status"))
+
+    def _render(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title=self._header or "loopctl", show_edge=False, title_justify="left")
+        for column in ("task", "status", "attempt", "last verdict"):
+            table.add_column(column, overflow="fold")
+        for task, row in self._rows.items():
+            table.add_row(task, row["status"], row["attempt"], row["last"])
+        table.caption = f"spend: {self._spend[0]} tokens, ${self._spend[1]:.2f}"
+        return table

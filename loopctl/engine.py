@@ -1,0 +1,1170 @@
+"""A tick or a goal: tasks → worktrees → attempts (maker, checks, judge) → delivery.
+
+Every step is an event appended before it is reported; a killed run resumes from the log.
+The engine never prints: it returns outcomes and tells an optional observer about each event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets as pysecrets
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loopctl import budgets, checks, git, history
+from loopctl.conditions import ResolvedCondition, resolve_condition
+from loopctl.definitions import Agent, Loop, Project
+from loopctl.definitions.config import KeepPolicy
+from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
+from loopctl.errors import LoopctlError, UsageError
+from loopctl.events import Event, EventLog, EventType
+from loopctl.inbox import ItemKind, new_item_id, open_items, render_inbox_md
+from loopctl.lock import RunnerLock
+from loopctl.prompts import AttemptSummary, MakerContext, judge_prompt, maker_prompt
+from loopctl.state import write_state
+from loopctl.tasks import TaskSourceError, TaskSpec, discover
+from loopctl.worktrees import Workspace, ensure_worktree, remove_worktree, sanitize_task_id
+
+Observer = Callable[[Event], None]
+GOAL_LOOP = "goal"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    task: str
+    status: str  # done | failed | stopped | skipped
+    reason: str
+    attempts: int
+    commit: str | None = None
+    branch: str | None = None
+    worktree: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    run: str
+    loop: str
+    status: str  # done | failed | stopped
+    reason: str
+    tasks: tuple[TaskOutcome, ...] = ()
+    resumed: bool = False
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+
+@dataclass(frozen=True, slots=True)
+class GoalOptions:
+    condition: str
+    check: tuple[str, ...] | None = None
+    agent: str | None = None
+    max_iterations: int | None = None
+    in_place: bool = False
+    base: str = "HEAD"
+
+
+@dataclass(slots=True)
+class _RunContext:
+    project: Project
+    loop: Loop
+    run_id: str
+    condition: ResolvedCondition | None
+    maker: Agent
+    judge: Agent | None
+    in_place: bool
+    base_ref: str
+    protected: tuple[str, ...]
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def goal_task_id(condition: str) -> str:
+    """A readable task id for a goal: "tests green" -> "tests-green"."""
+    slug = "-".join("".join(c if c.isalnum() else " " for c in condition.lower()).split())
+    return sanitize_task_id(slug[:48] or "goal")
+
+
+def new_run_id(now: datetime) -> str:
+    return now.strftime("%Y%m%dT%H%M%S") + "-" + pysecrets.token_hex(2)
+
+
+def _author(text: str) -> tuple[str, str]:
+    if "<" in text and text.rstrip().endswith(">"):
+        name, _, email = text.partition("<")
+        return name.strip() or "loopctl", email.rstrip(">").strip() or "loopctl@localhost"
+    return text.strip() or "loopctl", "loopctl@localhost"
+
+
+class Engine:
+    """Runs loops and goals for one project, recording everything in its event log."""
+
+    def __init__(
+        self,
+        project: Project,
+        *,
+        observer: Observer | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.project = project
+        self.paths = project.paths
+        self.clock = clock
+        self.observer = observer
+        self.log = EventLog(self.paths.events_file, clock=clock)
+        self._projection_lock = threading.Lock()
+
+    # --- events and projections ----------------------------------------------------------------
+
+    def emit(
+        self,
+        type_: str,
+        *,
+        run: str | None,
+        loop: str | None,
+        task: str | None = None,
+        **data: Any,
+    ) -> Event:
+        event = self.log.append(type_, run=run, loop=loop, task=task, data=data)
+        if self.observer is not None:
+            with contextlib.suppress(Exception):  # a broken view must never stop the work
+                self.observer(event)
+        return event
+
+    def refresh_projections(self) -> None:
+        """Re-render STATE.md and INBOX.md from the log (atomic writes)."""
+        from loopctl.atomicfile import write_atomic
+
+        with self._projection_lock:
+            events = self.log.read()
+            write_state(self.paths.state_md, history.fold(events).values())
+            write_atomic(self.paths.inbox_md, render_inbox_md(open_items(events)))
+
+    # --- entry points --------------------------------------------------------------------------
+
+    def run_loop_once(self, loop: Loop) -> RunOutcome:
+        """One tick of `loop`, or the resumption of its interrupted last tick."""
+        maker = self._maker_agent(loop.maker.agent)
+        judge = self._judge_agent(loop)
+        condition = None
+        if loop.goal:
+            condition = resolve_condition(
+                loop.goal,
+                self.paths.root,
+                check=None,
+                configured=self.project.config.condition_map(),
+            )
+        return self._run(loop, condition, maker, judge, in_place=False, base_ref="HEAD")
+
+    def run_goal(self, options: GoalOptions) -> RunOutcome:
+        """Iterate maker and checker until `options.condition` holds or the budget is spent."""
+        config = self.project.config
+        condition = resolve_condition(
+            options.condition,
+            self.paths.root,
+            check=options.check,
+            configured=config.condition_map(),
+        )
+        budget = config.budget
+        if options.max_iterations is not None:
+            budget = replace(budget, max_iterations=options.max_iterations)
+        loop = Loop(
+            name=GOAL_LOOP,
+            path=self.paths.loop_dir / "goal",
+            description=options.condition,
+            goal=options.condition,
+            prompt=f"Make this condition hold: {options.condition}",
+            maker=MakerSpec(agent=options.agent or config.maker),
+            checker=CheckerSpec(agent=config.checker if condition.argv is None else None),
+            budget=budget,
+            deliver=DeliverSpec(),
+        )
+        maker = self._maker_agent(loop.maker.agent)
+        judge = self._judge_agent(loop) if condition.argv is None else None
+        return self._run(
+            loop, condition, maker, judge, in_place=options.in_place, base_ref=options.base
+        )
+
+    # --- set-up --------------------------------------------------------------------------------
+
+    def _maker_agent(self, name: str | None) -> Agent:
+        if name is None:
+            agents = self.project.agents
+            if len(agents) == 1:
+                return next(iter(agents.values()))
+            raise UsageError(
+                "no maker agent: pass --agent NAME, or set [defaults] maker in .loop/config.toml"
+                f" (agents found: {', '.join(sorted(agents)) or 'none'})"
+            )
+        return self.project.agent(name)
+
+    def _judge_agent(self, loop: Loop) -> Agent | None:
+        name = loop.checker.agent
+        if name is None and loop.goal and not loop.checker.commands:
+            name = self.project.config.checker
+        return self.project.agent(name) if name else None
+
+    def _check_available(self, agents: Sequence[Agent]) -> None:
+        from loopctl.backends import backend_for
+        from loopctl.secrets import build_env
+
+        for agent in agents:
+            env = build_env(allow=(*agent.env_allow, *self.project.config.env_allow))
+            backend_for(agent).check_available(agent, env)
+
+    def _protected(
+        self, loop: Loop, condition: ResolvedCondition | None, maker: Agent, judge: Agent | None
+    ) -> tuple[str, ...]:
+        patterns: list[str] = list(loop.checker.protect)
+        if condition is not None and condition.source == "builtin":
+            patterns += condition.protect
+        if not loop.maker.allow_self_edit:
+            agent_paths = [a.path for a in (maker, judge) if a is not None]
+            skill_folders = [
+                self.project.skills[name].folder
+                for name in loop.maker.skills
+                if name in self.project.skills
+            ]
+            patterns += checks.self_edit_paths(self.paths.root, agent_paths, skill_folders)
+        return tuple(dict.fromkeys(patterns))
+
+    # --- the run -------------------------------------------------------------------------------
+
+    def _run(
+        self,
+        loop: Loop,
+        condition: ResolvedCondition | None,
+        maker: Agent,
+        judge: Agent | None,
+        *,
+        in_place: bool,
+        base_ref: str,
+    ) -> RunOutcome:
+        root = self.paths.root
+        if not in_place and not git.has_commits(root):
+            raise LoopctlError("the repository has no commits yet; commit something first")
+        if condition is not None and condition.argv is None and judge is None:
+            raise UsageError(
+                f"the goal {condition.text!r} is not a known check and no checker agent is set:"
+                " pass --check CMD, add it to [conditions] in .loop/config.toml, or set"
+                " [defaults] checker"
+            )
+        self._check_available([a for a in (maker, judge) if a is not None])
+        lock_name = (
+            loop.name
+            if loop.name != GOAL_LOOP
+            else f"goal-{goal_task_id(condition.text if condition else 'goal')}"
+        )
+        with RunnerLock(self.paths.locks_dir, lock_name):
+            from loopctl.atomicfile import sweep_temp_files
+
+            sweep_temp_files(self.paths.loop_dir)
+            ensure_gitignore(self.paths.loop_dir)
+            return self._run_locked(loop, condition, maker, judge, in_place, base_ref)
+
+    def _resumable(self, loop: Loop, goal_task: str | None) -> history.RunView | None:
+        runs = history.fold(self.log.read())
+        candidates = [r for r in runs.values() if r.loop == loop.name]
+        if goal_task is not None:
+            candidates = [r for r in candidates if goal_task in r.tasks]
+        if not candidates:
+            return None
+        last = candidates[-1]
+        return last if last.finished is None else None
+
+    def _run_locked(
+        self,
+        loop: Loop,
+        condition: ResolvedCondition | None,
+        maker: Agent,
+        judge: Agent | None,
+        in_place: bool,
+        base_ref: str,
+    ) -> RunOutcome:
+        goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
+        previous = self._resumable(loop, goal_task)
+        resumed = previous is not None
+        if previous is not None:
+            run_id = previous.run
+            self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name)
+            specs = [
+                TaskSpec(t.task, t.task, t.prompt, t.title, t.base_ref, t.fields)
+                for t in previous.tasks.values()
+            ]
+        else:
+            run_id = new_run_id(self.clock())
+            self.emit(
+                EventType.TICK_STARTED,
+                run=run_id,
+                loop=loop.name,
+                kind="goal" if loop.name == GOAL_LOOP else "tick",
+                condition=condition.text if condition else None,
+                check=list(condition.argv) if condition and condition.argv else None,
+                maker=maker.name,
+                judge=judge.name if judge else None,
+                in_place=in_place,
+            )
+            try:
+                if goal_task is not None:
+                    specs = [
+                        TaskSpec(
+                            goal_task,
+                            condition.text if condition else goal_task,
+                            loop.prompt or "",
+                            condition.text if condition else "",
+                            base_ref,
+                        )
+                    ]
+                else:
+                    specs = discover(loop, self.paths.root)
+            except TaskSourceError as exc:
+                return self._finish_run(
+                    run_id, loop, [], "failed", str(exc), resumed, open_item=True
+                )
+            for spec in specs[: loop.budget.max_tasks]:
+                self.emit(
+                    EventType.TASK_FOUND,
+                    run=run_id,
+                    loop=loop.name,
+                    task=spec.id,
+                    prompt=spec.prompt,
+                    title=spec.title,
+                    base_ref=spec.base_ref,
+                    raw_id=spec.raw_id,
+                    fields=spec.fields,
+                )
+            specs = specs[: loop.budget.max_tasks]
+        self.refresh_projections()
+        ctx = _RunContext(
+            project=self.project,
+            loop=loop,
+            run_id=run_id,
+            condition=condition,
+            maker=maker,
+            judge=judge,
+            in_place=in_place,
+            base_ref=base_ref,
+            protected=self._protected(loop, condition, maker, judge),
+        )
+        try:
+            outcomes = self._work_all(ctx, specs)
+        except KeyboardInterrupt:
+            ctx.stop.set()
+            self.emit(EventType.RUN_INTERRUPTED, run=run_id, loop=loop.name)
+            self.refresh_projections()
+            raise
+        statuses = {o.status for o in outcomes}
+        if not outcomes or statuses <= {"done", "skipped"}:
+            status, reason = "done", ""
+        elif "stopped" in statuses:
+            status = "stopped"
+            reason = next(o.reason for o in outcomes if o.status == "stopped")
+        else:
+            status = "failed"
+            reason = next(o.reason for o in outcomes if o.status not in ("done", "skipped"))
+        return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
+
+    def _finish_run(
+        self,
+        run_id: str,
+        loop: Loop,
+        outcomes: list[TaskOutcome],
+        status: str,
+        reason: str,
+        resumed: bool,
+        *,
+        open_item: bool = False,
+    ) -> RunOutcome:
+        if open_item:
+            self._open_item(
+                run_id,
+                loop.name,
+                None,
+                ItemKind.FAILED,
+                f"tick failed: {reason}",
+                {"reason": reason},
+            )
+        counts: dict[str, int] = {}
+        for outcome in outcomes:
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        self.emit(
+            EventType.TICK_FINISHED,
+            run=run_id,
+            loop=loop.name,
+            status=status,
+            reason=reason,
+            tasks=counts,
+        )
+        self.refresh_projections()
+        run = history.fold(self.log.read()).get(run_id)
+        return RunOutcome(
+            run=run_id,
+            loop=loop.name,
+            status=status,
+            reason=reason,
+            tasks=tuple(outcomes),
+            resumed=resumed,
+            tokens=run.tokens if run else 0,
+            cost_usd=run.cost_usd if run else 0.0,
+        )
+
+    def _work_all(self, ctx: _RunContext, specs: list[TaskSpec]) -> list[TaskOutcome]:
+        parallel = max(1, min(ctx.loop.budget.max_parallel, len(specs)))
+        if parallel == 1:
+            return [self._work_task(ctx, spec) for spec in specs]
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="loopctl-task") as pool:
+            futures = [pool.submit(self._work_task, ctx, spec) for spec in specs]
+            try:
+                return [f.result() for f in futures]
+            except KeyboardInterrupt:
+                ctx.stop.set()
+                from loopctl import process
+
+                process.terminate_all()
+                raise
+
+    # --- one task ------------------------------------------------------------------------------
+
+    def _task_view(self, run_id: str, task_id: str) -> history.TaskView | None:
+        run = history.fold(self.log.read()).get(run_id)
+        return run.tasks.get(task_id) if run else None
+
+    def _work_task(self, ctx: _RunContext, spec: TaskSpec) -> TaskOutcome:
+        loop = ctx.loop
+        view = self._task_view(ctx.run_id, spec.id)
+        if view is not None and view.finished:
+            return TaskOutcome(
+                spec.id,
+                view.status,
+                view.reason,
+                len(view.attempts),
+                view.commit,
+                view.branch,
+                view.worktree,
+            )
+        try:
+            workspace = self._workspace(ctx, spec, view)
+        except LoopctlError as exc:
+            return self._finish_task(
+                ctx, spec, "failed", f"cannot prepare the worktree: {exc}", None, 0, None
+            )
+        if (
+            loop.tasks is not None
+            and loop.tasks.dedupe == "base"
+            and self._unchanged_since_success(loop.name, spec.id, workspace.base_sha, ctx.run_id)
+        ):
+            return self._finish_task(
+                ctx,
+                spec,
+                "skipped",
+                "base commit unchanged since it last succeeded",
+                workspace,
+                0,
+                None,
+            )
+        baseline = self._baseline(ctx, spec, workspace)
+        while True:
+            if ctx.stop.is_set():
+                raise KeyboardInterrupt
+            view = self._task_view(ctx.run_id, spec.id)
+            attempts = view.attempts if view else []
+            finished = [a for a in attempts if a.verdict is not None]
+            fingerprints = [a.fingerprint if a.verdict == "failed" else None for a in finished]
+            if finished and finished[-1].verdict == "passed":
+                return self._deliver(ctx, spec, workspace, finished[-1].number)
+            streak = budgets.identical_failure_streak(fingerprints)
+            if streak >= loop.budget.stop_after_identical_failures:
+                last = finished[-1]
+                return self._finish_task(
+                    ctx,
+                    spec,
+                    "stopped",
+                    f"{streak} identical failures in a row"
+                    f" (fingerprint {last.fingerprint}): {last.reason}",
+                    workspace,
+                    len(attempts),
+                    last,
+                )
+            pending = next((a for a in attempts if a.verdict is None), None)
+            if pending is not None and pending.starts >= 2:
+                # Interrupted twice: redoing it once was the promise; record it as failed.
+                self.emit(
+                    EventType.ATTEMPT_FINISHED,
+                    run=ctx.run_id,
+                    loop=loop.name,
+                    task=spec.id,
+                    attempt=pending.number,
+                    verdict="failed",
+                    reason="interrupted twice",
+                    fingerprint=None,
+                )
+                continue
+            number = pending.number if pending is not None else len(attempts) + 1
+            if pending is None and number > loop.budget.max_iterations:
+                final = finished[-1] if finished else None
+                return self._finish_task(
+                    ctx,
+                    spec,
+                    "failed",
+                    f"not met after {loop.budget.max_iterations} attempts:"
+                    f" {final.reason if final else ''}",
+                    workspace,
+                    len(attempts),
+                    final,
+                )
+            run_events = [e for e in self.log.read() if e.run == ctx.run_id]
+            reason = budgets.stop_reason(loop.budget, run_events, self.clock())
+            if reason is not None:
+                self.emit(
+                    EventType.BUDGET_STOPPED,
+                    run=ctx.run_id,
+                    loop=loop.name,
+                    task=spec.id,
+                    reason=reason,
+                )
+                return self._finish_task(
+                    ctx,
+                    spec,
+                    "stopped",
+                    reason,
+                    workspace,
+                    len(attempts),
+                    finished[-1] if finished else None,
+                )
+            self._attempt(ctx, spec, workspace, number, attempts, baseline)
+
+    def _unchanged_since_success(
+        self, loop: str, task: str, base_sha: str, current_run: str
+    ) -> bool:
+        for run in history.fold(self.log.read()).values():
+            if run.loop != loop or run.run == current_run:
+                continue
+            done = run.tasks.get(task)
+            if done is not None and done.status == "done" and done.base_sha == base_sha:
+                return True
+        return False
+
+    def _workspace(
+        self, ctx: _RunContext, spec: TaskSpec, view: history.TaskView | None
+    ) -> Workspace:
+        root = self.paths.root
+        if ctx.in_place:
+            head = git.head_sha(root)
+            base = view.base_sha if view and view.base_sha else head
+            if view is None or view.worktree is None:
+                self.emit(
+                    EventType.WORKTREE_CREATED,
+                    run=ctx.run_id,
+                    loop=ctx.loop.name,
+                    task=spec.id,
+                    path=str(root),
+                    branch=git.current_branch(root),
+                    base_sha=base,
+                    in_place=True,
+                )
+            return Workspace(root, git.current_branch(root) or "HEAD", base, False)
+        worktree_root = self.project.config.worktree_root or self.paths.default_worktree_root()
+        base_ref = self._resolve_base(spec.base_ref or ctx.base_ref)
+        workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_ref)
+        if view is not None and view.base_sha:
+            # The log is the source of truth; the worktree's own record is writable by the agent.
+            workspace = replace(workspace, base_sha=view.base_sha)
+        if workspace.created or view is None or view.worktree is None:
+            self.emit(
+                EventType.WORKTREE_CREATED,
+                run=ctx.run_id,
+                loop=ctx.loop.name,
+                task=spec.id,
+                path=str(workspace.path),
+                branch=workspace.branch,
+                base_sha=workspace.base_sha,
+                reused=not workspace.created,
+            )
+            if workspace.created:
+                self._prepare_worktree(ctx, spec, workspace)
+        return workspace
+
+    def _resolve_base(self, ref: str) -> str:
+        root = self.paths.root
+        if ref.startswith("-"):
+            raise LoopctlError(f"refusing base ref {ref!r}: it looks like an option")
+        try:
+            return git.resolve_commit(root, ref)
+        except LoopctlError:
+            if ref != "HEAD":
+                with contextlib.suppress(LoopctlError):
+                    return git.resolve_commit(root, f"origin/{ref}")
+            raise
+
+    def _prepare_worktree(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> None:
+        from loopctl import process
+        from loopctl.globs import compile_glob
+
+        spec_worktree = ctx.loop.worktree
+        root = self.paths.root
+        for pattern in spec_worktree.copy:
+            regex = compile_glob(pattern)
+            for source in sorted(root.rglob("*")):
+                if ".git" in source.parts or not source.is_file():
+                    continue
+                relative = source.relative_to(root)
+                if not regex.match(relative.as_posix()):
+                    continue
+                target = workspace.path / relative
+                if target.resolve().is_relative_to(workspace.path.resolve()):
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(source, target)
+        run_dir = self._attempt_dir(ctx, spec.id, 0)
+        for index, argv in enumerate(spec_worktree.setup, start=1):
+            done = process.run(
+                list(argv),
+                cwd=workspace.path,
+                env=self._check_env(),
+                timeout=1800,
+                stdout_path=run_dir / f"setup-{index}.out",
+                stderr_path=run_dir / f"setup-{index}.err",
+                redactor=self._redactor(()),
+            )
+            self.emit(
+                EventType.NOTE,
+                run=ctx.run_id,
+                loop=ctx.loop.name,
+                task=spec.id,
+                what="setup",
+                argv=list(argv),
+                exit_code=done.exit_code,
+            )
+            if not done.ok:
+                raise LoopctlError(f"worktree setup `{' '.join(argv)}` exited {done.exit_code}")
+
+    # --- environment ---------------------------------------------------------------------------
+
+    def _agent_allow(self, agent: Agent) -> tuple[str, ...]:
+        return (*agent.env_allow, *self.project.config.env_allow)
+
+    def _redactor(self, allow: Sequence[str]) -> Any:
+        from loopctl.secrets import Redactor, withheld_values
+
+        # Everything secret-looking is redacted from captured output, allowed or not.
+        return Redactor(withheld_values(allow=()))
+
+    def _check_env(self) -> dict[str, str]:
+        from loopctl.secrets import build_env
+
+        return build_env(allow=self.project.config.env_allow)
+
+    def _attempt_dir(self, ctx: _RunContext, task_id: str, attempt: int) -> Path:
+        folder = (
+            self.paths.runs_dir
+            / ctx.run_id
+            / task_id
+            / (f"attempt-{attempt}" if attempt else "setup")
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    # --- checks --------------------------------------------------------------------------------
+
+    def _check_commands(self, ctx: _RunContext) -> tuple[tuple[str, ...], ...]:
+        commands = list(ctx.loop.checker.commands)
+        condition = ctx.condition
+        if condition is not None and condition.argv and tuple(condition.argv) not in commands:
+            commands.append(tuple(condition.argv))
+        return tuple(commands)
+
+    def _baseline(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> Any:
+        """Test counts on the base commit, so a maker cannot pass by running fewer tests."""
+        from loopctl.conditions import TestCounts, parse_test_counts
+
+        condition = ctx.condition
+        if (
+            condition is None
+            or condition.source != "builtin"
+            or condition.argv is None
+            or condition.tool is None
+        ):
+            return None
+        view = self._task_view(ctx.run_id, spec.id)
+        for event in ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED):
+            counts = event.data.get("counts")
+            return TestCounts(**counts) if isinstance(counts, dict) else None
+        if view is not None and view.attempts:
+            return None  # attempts already ran against this worktree; the base is gone
+        from loopctl import process
+
+        folder = self._attempt_dir(ctx, spec.id, 0)
+        done = process.run(
+            list(condition.argv),
+            cwd=workspace.path,
+            env=self._check_env(),
+            timeout=ctx.loop.checker.timeout_s,
+            stdout_path=folder / "baseline.out",
+            stderr_path=folder / "baseline.err",
+            redactor=self._redactor(()),
+        )
+        counts = parse_test_counts(condition.tool, done.output_tail(200_000))
+        self.emit(
+            EventType.BASELINE_CHECKED,
+            run=ctx.run_id,
+            loop=ctx.loop.name,
+            task=spec.id,
+            exit_code=done.exit_code,
+            counts=None
+            if counts is None
+            else {
+                "passed": counts.passed,
+                "failed": counts.failed,
+                "skipped": counts.skipped,
+                "errors": counts.errors,
+            },
+        )
+        return counts
+
+    def _verdict(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        workspace: Workspace,
+        number: int,
+        baseline: Any,
+        maker_result: Any,
+    ) -> checks.Verdict:
+        from loopctl import process
+        from loopctl.conditions import parse_test_counts, weakened
+
+        changed = git.changed_paths(workspace.path, workspace.base_sha)
+        violations = checks.protected_violations(
+            changed, protected=ctx.protected, scope=ctx.loop.maker.scope
+        )
+        if violations:
+            return checks.protection_verdict(violations)
+        folder = self._attempt_dir(ctx, spec.id, number)
+        outputs: list[str] = []
+        commands = self._check_commands(ctx)
+        for index, argv in enumerate(commands, start=1):
+            done = process.run(
+                list(argv),
+                cwd=workspace.path,
+                env=self._check_env(),
+                timeout=ctx.loop.checker.timeout_s,
+                stdout_path=folder / f"check-{index}.out",
+                stderr_path=folder / f"check-{index}.err",
+                redactor=self._redactor(()),
+            )
+            output = done.output_tail(200_000)
+            outputs.append(output)
+            verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
+            if not verdict.passed:
+                return replace(verdict, output_tail=output[-4000:])
+            if (
+                ctx.condition is not None
+                and ctx.condition.argv is not None
+                and tuple(argv) == tuple(ctx.condition.argv)
+                and baseline is not None
+            ):
+                reason = weakened(baseline, parse_test_counts(ctx.condition.tool, output))
+                if reason is not None:
+                    from loopctl.fingerprint import fingerprint
+
+                    return checks.Verdict(
+                        False,
+                        reason,
+                        fingerprint(1, reason).digest,
+                        done.exit_code,
+                        output[-4000:],
+                        "weakened",
+                    )
+        if ctx.judge is not None:
+            return self._judge(ctx, spec, workspace, number, "\n".join(outputs))
+        if not commands:
+            if maker_result.status != "ok":
+                return checks.Verdict(
+                    False,
+                    f"the maker's turn ended with {maker_result.status} and no check is configured",
+                    f"agent-{maker_result.status}",
+                    maker_result.exit_code,
+                    maker_result.output_tail,
+                    "agent",
+                )
+            return checks.Verdict(
+                True, "no check configured; the maker finished its turn", None, 0, "", "none"
+            )
+        return checks.Verdict(
+            True, "every check passed", None, 0, outputs[-1][-4000:] if outputs else "", "command"
+        )
+
+    def _judge(
+        self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace, number: int, check_output: str
+    ) -> checks.Verdict:
+
+        judge = ctx.judge
+        assert judge is not None
+        condition = ctx.condition.text if ctx.condition else (ctx.loop.goal or spec.prompt)
+        diff = git.diff_text(workspace.path, workspace.base_sha, 40_000)
+        prompt = judge_prompt(
+            condition=condition,
+            task_prompt=spec.prompt,
+            instructions=judge.instructions,
+            diff=diff,
+            check_output=check_output,
+        )
+        result = self._run_agent(ctx, spec, workspace, number, judge, "checker", prompt, None)
+        answer = checks.parse_judge_answer(result.text) or checks.parse_judge_answer(
+            result.output_tail
+        )
+        if answer is None:
+            from loopctl.fingerprint import fingerprint
+
+            return checks.Verdict(
+                False,
+                f"the checker agent {judge.name!r} gave no verdict ({result.status})",
+                fingerprint(result.exit_code, "no verdict").digest,
+                result.exit_code,
+                result.output_tail,
+                "judge",
+            )
+        met, reason = answer
+        if met:
+            return checks.Verdict(
+                True, reason or "the checker judged the condition met", None, 0, "", "judge"
+            )
+        from loopctl.fingerprint import fingerprint
+
+        return checks.Verdict(
+            False,
+            f"not met: {reason}",
+            fingerprint(1, reason).digest,
+            1,
+            result.output_tail,
+            "judge",
+        )
+
+    # --- agents --------------------------------------------------------------------------------
+
+    def _run_agent(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        workspace: Workspace,
+        number: int,
+        agent: Agent,
+        role: str,
+        prompt: str,
+        session: str | None,
+    ) -> Any:
+        from loopctl.atomicfile import write_atomic
+        from loopctl.backends import AgentRequest, backend_for
+        from loopctl.secrets import Redactor, build_env, withheld_values
+
+        folder = self._attempt_dir(ctx, spec.id, number)
+        prompt_file = folder / f"{role}-prompt.md"
+        write_atomic(prompt_file, prompt)
+        allow = self._agent_allow(agent)
+        env = build_env(
+            allow=allow,
+            extra={
+                "LOOPCTL_LOOP": ctx.loop.name,
+                "LOOPCTL_TASK": spec.id,
+                "LOOPCTL_ATTEMPT": str(number),
+                "LOOPCTL_WORKTREE": str(workspace.path),
+                "LOOPCTL_PROMPT_FILE": str(prompt_file),
+                "LOOPCTL_ROLE": role,
+                "LOOPCTL_RUN": ctx.run_id,
+            },
+        )
+        request = AgentRequest(
+            agent=agent,
+            role=role,
+            prompt=prompt,
+            worktree=workspace.path,
+            prompt_file=prompt_file,
+            env=env,
+            stdout_path=folder / f"{role}.out",
+            stderr_path=folder / f"{role}.err",
+            redactor=Redactor(withheld_values(allow=())),
+            loop=ctx.loop.name,
+            task=spec.id,
+            attempt=number,
+            session_id=session,
+        )
+        result = backend_for(agent).run(request)
+        self.emit(
+            EventType.AGENT_FINISHED,
+            run=ctx.run_id,
+            loop=ctx.loop.name,
+            task=spec.id,
+            attempt=number,
+            role=role,
+            agent=agent.name,
+            backend=agent.backend.value,
+            **result.event_data(),
+        )
+        return result
+
+    def _attempt(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        workspace: Workspace,
+        number: int,
+        earlier: list[history.AttemptView],
+        baseline: Any,
+    ) -> None:
+        loop = ctx.loop
+        self.emit(
+            EventType.ATTEMPT_STARTED, run=ctx.run_id, loop=loop.name, task=spec.id, attempt=number
+        )
+        summaries = [
+            AttemptSummary(
+                a.number, a.verdict or "interrupted", a.reason, a.fingerprint, a.output_tail
+            )
+            for a in earlier
+            if a.number < number
+        ]
+        check = " && ".join(" ".join(c) for c in self._check_commands(ctx)) or None
+        skills = list(self.project.skills.values())
+        full = [self.project.skills[n] for n in loop.maker.skills if n in self.project.skills]
+        prompt = maker_prompt(
+            MakerContext(
+                task_id=spec.id,
+                task_prompt=spec.prompt,
+                goal=loop.goal,
+                check=check,
+                instructions=ctx.maker.instructions,
+                rules=loop.rules,
+                protected=ctx.protected,
+                scope=loop.maker.scope,
+                skills=skills,
+                full_skills=full,
+                attempts=summaries,
+                attempt_number=number,
+            )
+        )
+        session = None
+        if ctx.maker.resume:
+            session = next((s for s in reversed(self._sessions(ctx.run_id, spec.id))), None)
+        maker_result = self._run_agent(
+            ctx, spec, workspace, number, ctx.maker, "maker", prompt, session
+        )
+        if maker_result.status == "interrupted" or ctx.stop.is_set():
+            raise KeyboardInterrupt
+        verdict = self._verdict(ctx, spec, workspace, number, baseline, maker_result)
+        self.emit(
+            EventType.CHECK_FINISHED,
+            run=ctx.run_id,
+            loop=loop.name,
+            task=spec.id,
+            attempt=number,
+            passed=verdict.passed,
+            reason=verdict.reason,
+            fingerprint=verdict.fingerprint,
+            exit_code=verdict.exit_code,
+            source=verdict.source,
+            failing_tests=list(verdict.failing_tests),
+            output_tail=verdict.output_tail[-2000:],
+        )
+        self.emit(
+            EventType.ATTEMPT_FINISHED,
+            run=ctx.run_id,
+            loop=loop.name,
+            task=spec.id,
+            attempt=number,
+            verdict="passed" if verdict.passed else "failed",
+            reason=verdict.reason,
+            fingerprint=verdict.fingerprint,
+            output_tail=verdict.output_tail[-1500:],
+        )
+        self.refresh_projections()
+
+    def _sessions(self, run_id: str, task_id: str) -> list[str]:
+        return [
+            str(e.data["session_id"])
+            for e in self.log.read()
+            if e.run == run_id
+            and e.task == task_id
+            and e.type == EventType.AGENT_FINISHED
+            and e.data.get("role") == "maker"
+            and e.data.get("session_id")
+        ]
+
+    # --- delivery and endings ------------------------------------------------------------------
+
+    def _deliver(
+        self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace, attempt: int
+    ) -> TaskOutcome:
+        loop = ctx.loop
+        commit: str | None = None
+        if ctx.in_place:
+            return self._finish_task(
+                ctx,
+                spec,
+                "done",
+                "condition met (changes left in the working tree)",
+                workspace,
+                attempt,
+                None,
+            )
+        view = self._task_view(ctx.run_id, spec.id)
+        commit = view.commit if view else None
+        if commit is None and any(a.name == "commit" for a in loop.deliver.actions):
+            name, email = _author(loop.deliver.author or self.project.config.author)
+            message = (
+                f"loopctl: {loop.name}/{spec.id} (attempt {attempt})\n\n"
+                f"{spec.prompt.strip()[:500]}\n\n"
+                f"Loop: {loop.name}\nTask: {spec.id}\nAttempt: {attempt}\nRun: {ctx.run_id}\n"
+            )
+            commit = git.commit_all(workspace.path, message, author_name=name, author_email=email)
+            if commit is None:
+                commit = (
+                    git.head_sha(workspace.path)
+                    if git.head_sha(workspace.path) != workspace.base_sha
+                    else None
+                )
+            if commit is not None:
+                self.emit(
+                    EventType.COMMIT_CREATED,
+                    run=ctx.run_id,
+                    loop=loop.name,
+                    task=spec.id,
+                    sha=commit,
+                    branch=workspace.branch,
+                )
+        for action in loop.deliver.actions:
+            if action.name == "commit":
+                continue
+            # Push, PR, merge and custom actions arrive with approval gates; record the seam.
+            gated = action.name in loop.deliver.approve
+            self.emit(
+                EventType.ACTION_DEFERRED,
+                run=ctx.run_id,
+                loop=loop.name,
+                task=spec.id,
+                action=action.name,
+                gated=gated,
+                commit=commit,
+            )
+            if gated:
+                self._open_item(
+                    ctx.run_id,
+                    loop.name,
+                    spec.id,
+                    ItemKind.APPROVAL,
+                    f"approve `{action.name}` of {workspace.branch} at {str(commit)[:12]}",
+                    {
+                        "action": action.name,
+                        "branch": workspace.branch,
+                        "commit": commit,
+                        "worktree": str(workspace.path),
+                    },
+                )
+        return self._finish_task(
+            ctx,
+            spec,
+            "done",
+            "condition met" if loop.goal else "checks passed",
+            workspace,
+            attempt,
+            None,
+            commit=commit,
+        )
+
+    def _finish_task(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        status: str,
+        reason: str,
+        workspace: Workspace | None,
+        attempts: int,
+        last: history.AttemptView | None,
+        *,
+        commit: str | None = None,
+    ) -> TaskOutcome:
+        loop = ctx.loop
+        if status in ("failed", "stopped"):
+            self._open_item(
+                ctx.run_id,
+                loop.name,
+                spec.id,
+                ItemKind.FAILED,
+                f"{spec.id}: {reason}",
+                {
+                    "reason": reason,
+                    "branch": workspace.branch if workspace else None,
+                    "worktree": str(workspace.path) if workspace else None,
+                    "fingerprint": last.fingerprint if last else None,
+                    "attempts": attempts,
+                    "check_tail": (last.output_tail[-1500:] if last else ""),
+                },
+            )
+        self.emit(
+            EventType.TASK_FINISHED,
+            run=ctx.run_id,
+            loop=loop.name,
+            task=spec.id,
+            status=status,
+            reason=reason,
+            commit=commit,
+            attempts=attempts,
+        )
+        if workspace is not None and not ctx.in_place:
+            keep = loop.worktree.keep
+            remove = keep is KeepPolicy.NEVER or (
+                keep is KeepPolicy.ON_FAILURE and status in ("done", "skipped")
+            )
+            if remove:
+                with contextlib.suppress(LoopctlError):
+                    remove_worktree(self.paths.root, workspace.path)
+        self.refresh_projections()
+        return TaskOutcome(
+            spec.id,
+            status,
+            reason,
+            attempts,
+            commit,
+            workspace.branch if workspace else None,
+            str(workspace.path) if workspace else None,
+        )
+
+    def _open_item(
+        self,
+        run_id: str,
+        loop: str,
+        task: str | None,
+        kind: ItemKind,
+        summary: str,
+        evidence: dict[str, Any],
+    ) -> str:
+        item_id = new_item_id(run_id, loop, task or "", kind.value, summary)
+        self.emit(
+            EventType.INBOX_OPENED,
+            run=run_id,
+            loop=loop,
+            task=task,
+            id=item_id,
+            kind=kind.value,
+            summary=summary,
+            evidence=evidence,
+        )
+        return item_id
+
+
+def ctx_events(events: Sequence[Event], run_id: str, task: str, type_: str) -> list[Event]:
+    return [e for e in events if e.run == run_id and e.task == task and e.type == type_]
+
+
+def ensure_gitignore(loop_dir: Path) -> None:
+    """`.loop/` appears on first use; its runtime folders must never be committed."""
+    from loopctl.atomicfile import write_atomic
+    from loopctl.scaffold import TEMPLATES
+
+    target = loop_dir / ".gitignore"
+    if not target.exists():
+        write_atomic(target, (TEMPLATES / "gitignore").read_text(encoding="utf-8"))
+

@@ -1,0 +1,425 @@
+"""The append-only event log: one checksummed JSON line per event (DESIGN §5, invariant 1)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from enum import StrEnum
+from pathlib import Path, PurePath
+from typing import Any, NoReturn
+
+from loopctl.errors import LoopctlError
+
+FORMAT_VERSION = 1
+
+# Backwards tail reads start at this size and double, so a huge last record costs O(size).
+_TAIL_CHUNK = 8192
+_TAIL_CHUNK_MAX = 1 << 20
+
+
+class EventType(StrEnum):
+    TICK_STARTED = "tick_started"
+    TICK_FINISHED = "tick_finished"
+    TICK_SKIPPED = "tick_skipped"
+    TASK_FOUND = "task_found"
+    TASK_FINISHED = "task_finished"
+    WORKTREE_CREATED = "worktree_created"
+    ATTEMPT_STARTED = "attempt_started"
+    AGENT_FINISHED = "agent_finished"
+    CHECK_FINISHED = "check_finished"
+    ATTEMPT_FINISHED = "attempt_finished"
+    COMMIT_CREATED = "commit_created"
+    INBOX_OPENED = "inbox_opened"
+    INBOX_CLOSED = "inbox_closed"
+    BUDGET_STOPPED = "budget_stopped"
+    RUN_INTERRUPTED = "run_interrupted"
+    RUN_RESUMED = "run_resumed"
+    BASELINE_CHECKED = "baseline_checked"
+    ACTION_DEFERRED = "action_deferred"
+    NOTE = "note"
+
+
+class LogCorrupt(LoopctlError):
+    """A record of the event log that is not its torn last line is damaged."""
+
+    def __init__(self, path: Path, line: int, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        super().__init__(
+            f"{path}:{line}: corrupt event log record ({reason}); "
+            "move the file aside or truncate it at that line"
+        )
+
+    def __reduce__(self) -> tuple[type[LogCorrupt], tuple[Path, int, str]]:
+        return (type(self), (self.path, self.line, self.reason))
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One record of the log; `type` stays a plain string so unknown types still load."""
+
+    seq: int
+    ts: str
+    type: str
+    run: str | None
+    loop: str | None
+    task: str | None
+    data: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written to the log, without its checksum."""
+        return {
+            "v": FORMAT_VERSION,
+            "seq": self.seq,
+            "ts": self.ts,
+            "type": self.type,
+            "run": self.run,
+            "loop": self.loop,
+            "task": self.task,
+            "data": dict(self.data),
+        }
+
+    @property
+    def time(self) -> datetime:
+        """`ts` as an aware datetime."""
+        return datetime.fromisoformat(self.ts)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class EventLog:
+    """Appends and reads one repository's event log, safely across threads and processes."""
+
+    def __init__(self, path: Path, clock: Callable[[], datetime] = _utc_now) -> None:
+        self.path = path
+        self.lock_path = path.with_name(path.name + ".lock")
+        self._clock = clock
+        # flock excludes other open files, not other threads sharing one; this covers those.
+        self._thread_lock = threading.Lock()
+
+    def append(
+        self,
+        type: str,
+        *,
+        run: str | None = None,
+        loop: str | None = None,
+        task: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> Event:
+        """Durably append one event and return it as `read` will see it."""
+        if not isinstance(type, str) or not type:
+            raise ValueError(f"event type must be a non-empty string, not {type!r}")
+        # Normalise to plain JSON values first, so the checksum we compute is the one a reader
+        # recomputes (tuples, Paths and int keys would otherwise serialise differently).
+        payload = _plain_json(dict(data or {}))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._thread_lock, self._file_lock():
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                last_seq, keep = self._tail(fd, size)
+                if keep < size:
+                    # A writer died mid-line; cut the fragment so this record starts a line.
+                    os.ftruncate(fd, keep)
+                record: dict[str, Any] = {
+                    "v": FORMAT_VERSION,
+                    "seq": last_seq + 1,
+                    "ts": self._clock().astimezone(UTC).isoformat(timespec="microseconds"),
+                    "type": str(type),
+                    "run": run,
+                    "loop": loop,
+                    "task": task,
+                    "data": payload,
+                }
+                record["sum"] = _checksum(record)
+                line = (json.dumps(record, allow_nan=False) + "\n").encode("ascii")
+                written = os.write(fd, line)
+                if written != len(line):
+                    os.ftruncate(fd, keep)
+                    raise OSError(f"short write to {self.path}: {written} of {len(line)} bytes")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if keep == 0:
+                _fsync_dir(self.path.parent)
+        del record["sum"]
+        return _event_from(record)
+
+    def read(self) -> list[Event]:
+        """Every event in order; a torn last line is ignored, damage before it raises."""
+        try:
+            buf = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        events, _consumed = self._parse(buf, first_line=1, prev_seq=0)
+        return events
+
+    def iter_from(self, after_seq: int) -> list[Event]:
+        """The events with seq greater than `after_seq`."""
+        return [event for event in self.read() if event.seq > after_seq]
+
+    def last_seq(self) -> int:
+        """The seq of the last event `read` would return (0 for an empty log)."""
+        if not self.path.exists():
+            return 0
+        with self._thread_lock, self._file_lock():
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return 0
+            try:
+                last_seq, _keep = self._tail(fd, os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
+        return last_seq
+
+    def follow(
+        self, after_seq: int, stop: Callable[[], bool], poll: float = 0.2
+    ) -> Iterator[Event]:
+        """Yield events after `after_seq` as they are appended, until `stop()` is true."""
+        offset = 0  # bytes of complete, already parsed lines
+        line = 1
+        prev_seq = 0
+        seen: tuple[int, ...] | None = None  # (dev, inode, size, mtime) when last parsed
+        while True:
+            try:
+                st = os.stat(self.path)
+                current: tuple[int, ...] | None = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            except FileNotFoundError:
+                current = None
+            if current != seen:
+                if current is None or seen is None or current[:2] != seen[:2]:
+                    # A new file (first look, or moved aside and recreated): start over.
+                    if seen is not None:
+                        after_seq = 0
+                    offset, line, prev_seq = 0, 1, 0
+                elif current[2] < offset:
+                    # Cut below what we parsed (by hand): re-parse, show only newer events.
+                    offset, line, prev_seq = 0, 1, 0
+                seen = current
+                if current is not None and current[2] > offset:
+                    buf = _read_range(self.path, offset, current[2] - offset)
+                    events, consumed = self._parse(buf, first_line=line, prev_seq=prev_seq)
+                    offset += consumed
+                    line += buf.count(b"\n", 0, consumed)
+                    for event in events:
+                        prev_seq = event.seq
+                        if event.seq > after_seq:
+                            after_seq = event.seq
+                            yield event
+            if stop():
+                return
+            time.sleep(poll)
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        # A sidecar file, so truncating or replacing the log never drops a held lock.
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _parse(self, buf: bytes, *, first_line: int, prev_seq: int) -> tuple[list[Event], int]:
+        """Events of the complete lines in `buf`, and how many bytes they span.
+
+        A trailing fragment without a newline, and an unparsable last line, are left
+        unconsumed: they are a write that died (or, while following, one in progress).
+        """
+        events: list[Event] = []
+        pos = 0
+        line = first_line
+        while (end := buf.find(b"\n", pos)) >= 0:
+            try:
+                event = _decode(buf[pos:end])
+            except _BadRecord as bad:
+                if bad.torn and end + 1 == len(buf):
+                    break
+                raise LogCorrupt(self.path, line, bad.reason) from None
+            if event.seq != prev_seq + 1:
+                raise LogCorrupt(
+                    self.path,
+                    line,
+                    f"seq {event.seq} follows seq {prev_seq}, expected {prev_seq + 1}",
+                )
+            events.append(event)
+            prev_seq = event.seq
+            pos = end + 1
+            line += 1
+        return events, pos
+
+    def _tail(self, fd: int, size: int) -> tuple[int, int]:
+        """The last good seq and the length to keep, judged from the end of the file alone."""
+        if size == 0:
+            return 0, 0
+        buf, start = _read_tail(fd, size, newlines=3)
+        pieces = buf.split(b"\n")
+        fragment = pieces.pop()
+        keep = size - len(fragment)
+        lines: list[tuple[int, bytes]] = []  # (offset, bytes) of each complete line in buf
+        offset = start
+        for index, piece in enumerate(pieces):
+            # Unless buf starts the file, its first piece may start mid-line.
+            if index > 0 or start == 0:
+                lines.append((offset, piece))
+            offset += len(piece) + 1
+        # Mirror `read`: only the file's very last line may be bad, and then only if it is torn.
+        for back, (line_start, raw) in enumerate(reversed(lines[-2:])):
+            try:
+                return _decode(raw).seq, keep
+            except _BadRecord as bad:
+                if back == 0 and not fragment and bad.torn:
+                    keep = line_start
+                    continue
+                self._corrupt_at(fd, line_start, bad.reason)
+        return 0, keep
+
+    def _corrupt_at(self, fd: int, offset: int, reason: str) -> NoReturn:
+        newlines = 0
+        pos = 0
+        while pos < offset:
+            chunk = os.pread(fd, min(_TAIL_CHUNK_MAX, offset - pos), pos)
+            if not chunk:
+                break
+            newlines += chunk.count(b"\n")
+            pos += len(chunk)
+        raise LogCorrupt(self.path, newlines + 1, reason)
+
+
+class _BadRecord(Exception):
+    def __init__(self, reason: str, *, torn: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        # torn: damage a write killed midway could leave; tolerated on the last line only.
+        self.torn = torn
+
+
+_OPTIONAL_TEXT = ("run", "loop", "task")
+
+
+def _decode(raw: bytes) -> Event:
+    try:
+        record = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise _BadRecord("not valid JSON", torn=True) from None
+    if not isinstance(record, dict):
+        raise _BadRecord("not a JSON object", torn=True)
+    version = record.get("v")
+    if isinstance(version, int) and version != FORMAT_VERSION:
+        raise _BadRecord(
+            f"format version {version}, this loopctl reads {FORMAT_VERSION}; upgrade loopctl",
+            torn=False,
+        )
+    claimed = record.pop("sum", None)
+    actual = _checksum(record)
+    if claimed != actual:
+        raise _BadRecord(f"checksum {claimed!r} does not match the content ({actual})", torn=True)
+    problem = _shape_problem(record)
+    if problem:
+        raise _BadRecord(problem, torn=False)
+    return _event_from(record)
+
+
+def _shape_problem(record: Mapping[str, Any]) -> str | None:
+    if type(record.get("v")) is not int:
+        return "missing format version"
+    seq = record.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        return "missing or invalid 'seq'"
+    for key in ("ts", "type"):
+        if not isinstance(record.get(key), str):
+            return f"missing or invalid {key!r}"
+    for key in _OPTIONAL_TEXT:
+        if not isinstance(record.get(key), str | None):
+            return f"invalid {key!r}"
+    if not isinstance(record.get("data"), dict):
+        return "missing or invalid 'data'"
+    return None
+
+
+def _event_from(record: Mapping[str, Any]) -> Event:
+    return Event(
+        seq=record["seq"],
+        ts=record["ts"],
+        type=record["type"],
+        run=record.get("run"),
+        loop=record.get("loop"),
+        task=record.get("task"),
+        data=record["data"],
+    )
+
+
+def _checksum(record: Mapping[str, Any]) -> str:
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # surrogatepass: a lone surrogate (from a surrogateescape'd file name) must not crash us.
+    return f"{zlib.crc32(canonical.encode('utf-8', 'surrogatepass')):08x}"
+
+
+def _plain_json(value: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(value, default=_json_default, allow_nan=False)
+    plain: dict[str, Any] = json.loads(text)
+    return plain
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"event data value of type {type(value).__name__} is not JSON-serialisable")
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _read_tail(fd: int, size: int, *, newlines: int) -> tuple[bytes, int]:
+    """The shortest suffix of the file holding `newlines` newlines (or all of it), and its start."""
+    chunks: list[bytes] = []
+    pos = size
+    found = 0
+    step = _TAIL_CHUNK
+    while pos > 0 and found < newlines:
+        want = min(step, pos)
+        pos -= want
+        chunk = os.pread(fd, want, pos)
+        chunks.append(chunk)
+        found += chunk.count(b"\n")
+        step = min(step * 2, _TAIL_CHUNK_MAX)
+    chunks.reverse()
+    return b"".join(chunks), pos
+
+
+def _read_range(path: Path, offset: int, length: int) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read(length)
+    except FileNotFoundError:
+        return b""
+
+
+def _fsync_dir(folder: Path) -> None:
+    # A new file's directory entry is only durable once the directory is flushed.
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)

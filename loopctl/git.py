@@ -1,0 +1,476 @@
+"""The only module that runs git: hardened `git` calls and the few queries loopctl needs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loopctl.errors import GitError
+
+# Invariant 8: an agent can write hooks and config into the worktree it works in (the common
+# .git/config included). These overrides sit at command scope, above any repository config, so
+# nothing the agent planted runs inside loopctl's own git commands with loopctl's environment.
+_HARDENING = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.untrackedCache=false",
+    "-c", "protocol.ext.allow=never",
+    "-c", "core.pager=cat",
+    "-c", "color.ui=false",
+    "-c", "commit.gpgSign=false",
+    "-c", "submodule.recurse=false",
+)  # fmt: skip
+
+# Kept from the caller's environment so tests (and users) can isolate git's global config.
+_KEPT_GIT_VARS = frozenset({"GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"})
+
+# Diffs must not run external diff programs or textconv drivers a repository configures.
+_SAFE_DIFF = ("--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty")
+# Diffs meant for people (and prompts) show non-ASCII names as they are.
+_READABLE = ("-c", "core.quotePath=false")
+
+# Subcommands that never read working-tree file content, so no clean/smudge filter can run.
+_CONTENT_FREE = frozenset(
+    {
+        "--version",
+        "branch",
+        "check-ref-format",
+        "config",
+        "for-each-ref",
+        "ls-files",
+        "merge-base",
+        "rev-parse",
+        "show-ref",
+        "symbolic-ref",
+        "version",
+    }
+)
+
+_FILTER_KEY = re.compile(r"^filter\..+\.(?:clean|smudge|process)$", re.DOTALL)
+_FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_TRUNCATED = "\n[diff truncated at {limit} bytes]\n"
+
+
+@dataclass(frozen=True, slots=True)
+class GitResult:
+    """What a git command returned; text is decoded as UTF-8 with surrogate escapes."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorktreeEntry:
+    """One record of `git worktree list --porcelain`."""
+
+    path: Path
+    head: str
+    branch: str | None  # short name (no refs/heads/); None when detached or bare
+    detached: bool
+    locked: bool
+    prunable: bool
+    lock_reason: str = ""
+
+
+def git(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    check: bool = True,
+    timeout: float = 120,
+    input: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> GitResult:
+    """Run one hardened git command in `cwd`; raise GitError on failure when `check`."""
+    subcommand = _subcommand(args)
+    if any("\0" in arg for arg in args):
+        raise GitError(f"git {subcommand} refused: an argument contains a NUL byte")
+    env = _base_env()
+    if subcommand not in _CONTENT_FREE:
+        env.update(_filter_neutralisers(cwd))
+    env.update(extra_env or {})
+    result = _run(["git", *_HARDENING, *args], cwd=cwd, env=env, timeout=timeout, input=input)
+    if check and result.returncode != 0:
+        raise GitError(f"git {subcommand} failed: {_first_line(result)}")
+    return result
+
+
+def is_git_repo(path: Path) -> bool:
+    """True when `path` is inside a git working tree."""
+    try:
+        result = git(["rev-parse", "--is-inside-work-tree"], cwd=path, check=False)
+    except GitError:
+        return False
+    return result.returncode == 0 and result.stdout.strip() == "true"
+
+
+def toplevel(path: Path) -> Path:
+    """The top folder of the working tree containing `path`."""
+    return Path(git(["rev-parse", "--show-toplevel"], cwd=path).stdout.rstrip("\n"))
+
+
+def resolve_commit(repo: Path, ref: str) -> str:
+    """The full sha of the commit `ref` names; GitError "unknown ref" when there is none."""
+    sha = ""
+    if "\0" not in ref:
+        result = git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+            cwd=repo,
+            check=False,
+        )
+        sha = result.stdout.strip() if result.returncode == 0 else ""
+    if not _FULL_SHA.match(sha):
+        raise GitError(
+            f"unknown ref {ref!r}: no branch, tag or commit by that name in {repo} "
+            "(check the spelling, or fetch it first)"
+        )
+    return sha
+
+
+def has_commits(repo: Path) -> bool:
+    """True once HEAD points at a commit."""
+    result = git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=repo, check=False)
+    return result.returncode == 0
+
+
+def current_branch(repo: Path) -> str | None:
+    """The checked-out branch's short name, or None when HEAD is detached."""
+    result = git(["symbolic-ref", "--quiet", "HEAD"], cwd=repo, check=False)
+    ref = result.stdout.rstrip("\n")
+    if result.returncode != 0 or not ref.startswith("refs/heads/"):
+        return None
+    return ref.removeprefix("refs/heads/")
+
+
+def branch_exists(repo: Path, branch: str) -> bool:
+    """True when refs/heads/<branch> exists."""
+    # for-each-ref walks the ref store, so a hostile name is never used to open a file.
+    wanted = f"refs/heads/{branch}"
+    out = git(["for-each-ref", "--format=%(refname)", "--", wanted], cwd=repo).stdout
+    return wanted in out.splitlines()
+
+
+def worktree_add(repo: Path, path: Path, branch: str, base_sha: str) -> None:
+    """Add a worktree at `path` on `branch`, creating the branch at `base_sha` if needed."""
+    if branch_exists(repo, branch):
+        # An existing branch is checked out as it is: its commits are earlier work.
+        args = ["worktree", "add", "--quiet", "--", str(path), branch]
+    else:
+        sha = _require_sha(repo, base_sha)
+        args = ["worktree", "add", "--quiet", "--no-track", "-b", branch, "--", str(path), sha]
+    git(args, cwd=repo)
+
+
+def worktree_remove(repo: Path, path: Path, force: bool = True) -> None:
+    """Remove the worktree at `path` (with `force`, even when it has uncommitted changes)."""
+    git(["worktree", "remove", *(["--force"] if force else []), "--", str(path)], cwd=repo)
+
+
+def worktree_unlock(repo: Path, path: Path) -> None:
+    """Unlock the worktree at `path`."""
+    git(["worktree", "unlock", "--", str(path)], cwd=repo)
+
+
+def worktree_list(repo: Path) -> list[WorktreeEntry]:
+    """Every worktree git knows for this repository, the main one first."""
+    result = git(["worktree", "list", "--porcelain", "-z"], cwd=repo, check=False)
+    if result.returncode == 0:
+        return _parse_worktrees(result.stdout.split("\0"))
+    # git < 2.36 has no -z; loopctl's own worktree paths never contain newlines.
+    plain = git(["worktree", "list", "--porcelain"], cwd=repo)
+    return _parse_worktrees(plain.stdout.split("\n"))
+
+
+def worktree_prune(repo: Path) -> None:
+    """Forget worktrees whose folders are gone."""
+    git(["worktree", "prune"], cwd=repo)
+
+
+def delete_branch(repo: Path, branch: str, force: bool = True) -> None:
+    """Delete a local branch (with `force`, even when it is not merged)."""
+    git(["branch", "-D" if force else "-d", "--", branch], cwd=repo)
+
+
+def merge_base(repo: Path, a: str, b: str) -> str | None:
+    """The best common ancestor of two commits, or None when they share no history."""
+    result = git(["merge-base", "--end-of-options", a, b], cwd=repo, check=False)
+    sha = result.stdout.strip()
+    return sha if result.returncode == 0 and _FULL_SHA.match(sha) else None
+
+
+def git_dir(worktree: Path) -> Path:
+    """The absolute git dir of a worktree (for a linked one, <main>/.git/worktrees/<name>)."""
+    return Path(git(["rev-parse", "--absolute-git-dir"], cwd=worktree).stdout.rstrip("\n"))
+
+
+def common_dir(repo: Path) -> Path:
+    """The absolute git dir shared by all worktrees of the repository."""
+    out = git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=repo).stdout
+    return Path(out.rstrip("\n"))
+
+
+def head_sha(worktree: Path) -> str:
+    """The full sha HEAD points at."""
+    return git(["rev-parse", "--verify", "HEAD^{commit}"], cwd=worktree).stdout.strip()
+
+
+def is_dirty(worktree: Path) -> bool:
+    """True when the worktree has staged, unstaged or untracked (not ignored) changes."""
+    result = git(
+        [
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=normal",
+            "--ignore-submodules=dirty",
+        ],
+        cwd=worktree,
+    )
+    return result.stdout != ""
+
+
+def changed_paths(worktree: Path, base_sha: str) -> list[str]:
+    """Files that differ from `base_sha`: committed, staged, unstaged and untracked, sorted."""
+    sha = _require_sha(worktree, base_sha)
+    tracked = git(
+        ["diff", "--name-only", "-z", "--no-renames", "--no-relative", *_SAFE_DIFF, sha, "--"],
+        cwd=worktree,
+    ).stdout
+    return sorted({*_split_z(tracked), *_untracked(worktree)})
+
+
+def diff_text(worktree: Path, base_sha: str, max_bytes: int) -> str:
+    """The patch from `base_sha` to the working tree, untracked files as added, truncated."""
+    sha = _require_sha(worktree, base_sha)
+    # Far bigger files would be cut anyway: git labels them binary instead of diffing them.
+    threshold = f"core.bigFileThreshold={max(4 * max_bytes, 1 << 20)}"
+    with _untracked_as_added(worktree) as env:
+        out = git(
+            ["-c", threshold, *_READABLE, "diff", "--no-relative", *_SAFE_DIFF, sha, "--"],
+            cwd=worktree,
+            extra_env=env,
+        ).stdout
+    return _truncate(_printable(out), max_bytes)
+
+
+def diff_stat(worktree: Path, base_sha: str) -> str:
+    """`git diff --stat` from `base_sha` to the working tree, untracked files as added."""
+    sha = _require_sha(worktree, base_sha)
+    with _untracked_as_added(worktree) as env:
+        out = git(
+            [*_READABLE, "diff", "--stat=200", "--no-relative", *_SAFE_DIFF, sha, "--"],
+            cwd=worktree,
+            extra_env=env,
+        ).stdout
+    return _printable(out)
+
+
+def commit_all(worktree: Path, message: str, *, author_name: str, author_email: str) -> str | None:
+    """Stage everything (deletions too) and commit; the new sha, or None when nothing changed."""
+    git(["add", "-A"], cwd=worktree)
+    staged = git(["diff", "--cached", "--quiet", *_SAFE_DIFF], cwd=worktree, check=False)
+    if staged.returncode == 0:
+        return None
+    if staged.returncode != 1:
+        raise GitError(f"git diff failed: {_first_line(staged)}")
+    identity = {
+        "GIT_AUTHOR_NAME": author_name,
+        "GIT_AUTHOR_EMAIL": author_email,
+        "GIT_COMMITTER_NAME": author_name,
+        "GIT_COMMITTER_EMAIL": author_email,
+    }
+    git(
+        [
+            "-c", f"user.name={author_name}",
+            "-c", f"user.email={author_email}",
+            "commit", "--quiet", "--no-verify", "--no-gpg-sign", "--file=-",
+        ],
+        cwd=worktree,
+        input=message,
+        extra_env=identity,
+    )  # fmt: skip
+    return head_sha(worktree)
+
+
+# --- running git -------------------------------------------------------------------------------
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    # loopctl parses some of git's words (a lock reason, error lines): keep them untranslated.
+    env["LC_ALL"] = "C"
+    return env
+
+
+def _run(
+    argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, input: str | None
+) -> GitResult:
+    try:
+        completed = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        if shutil.which("git", path=env.get("PATH")) is None:
+            raise GitError("git is not installed or not on PATH") from exc
+        raise GitError(f"cannot run git in {cwd}: the folder does not exist") from exc
+    except NotADirectoryError as exc:
+        raise GitError(f"cannot run git in {cwd}: not a folder") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise GitError(f"git {_subcommand(argv[1:])} timed out after {timeout:g}s") from exc
+    return GitResult(completed.returncode, completed.stdout, completed.stderr)
+
+
+def _filter_neutralisers(cwd: Path) -> dict[str, str]:
+    """Environment that blanks every clean/smudge/process filter the repository configures."""
+    # A filter from repository config (local or worktree scope) could be agent-planted, and
+    # `.gitattributes` is in the agent's hands. An empty command disables a filter; a filter
+    # marked `required` then makes git fail loudly rather than stage unfiltered content.
+    # GIT_CONFIG_KEY_n carries any driver name exactly, even one containing "=".
+    # Failing to list them fails the command (no silent fallback to running them).
+    listed = _run(
+        [
+            "git", *_HARDENING, "config", "--show-scope", "--null", "--name-only",
+            "--get-regexp", r"^filter\..*\.(clean|smudge|process)$",
+        ],
+        cwd=cwd,
+        env=_base_env(),
+        timeout=30,
+        input=None,
+    )  # fmt: skip
+    fields = listed.stdout.split("\0")
+    keys = sorted(
+        {
+            key
+            for scope, key in zip(fields[::2], fields[1::2], strict=False)
+            if scope in ("local", "worktree") and _FILTER_KEY.match(key)
+        }
+    )
+    env = {"GIT_CONFIG_COUNT": str(len(keys))} if keys else {}
+    for i, key in enumerate(keys):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = ""
+    return env
+
+
+def _subcommand(args: Sequence[str]) -> str:
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-c", "-C"):
+            skip = True
+        elif not arg.startswith("-") or arg == "--version":
+            return arg
+    return "command"
+
+
+def _first_line(result: GitResult) -> str:
+    for line in _printable(result.stderr).splitlines():
+        line = line.strip()
+        if line:
+            for prefix in ("fatal: ", "error: "):
+                line = line.removeprefix(prefix)
+            return line
+    return f"exit status {result.returncode}"
+
+
+# --- helpers for the queries -------------------------------------------------------------------
+
+
+def _require_sha(repo: Path, ref: str) -> str:
+    return ref if _FULL_SHA.match(ref) else resolve_commit(repo, ref)
+
+
+def _split_z(out: str) -> list[str]:
+    return [item for item in out.split("\0") if item]
+
+
+def _untracked(worktree: Path) -> list[str]:
+    out = git(
+        ["ls-files", "--others", "--exclude-standard", "-z", "--full-name", "--", ":/"],
+        cwd=worktree,
+    ).stdout
+    return _split_z(out)
+
+
+@contextlib.contextmanager
+def _untracked_as_added(worktree: Path) -> Iterator[dict[str, str]]:
+    """Environment for a diff that shows untracked files as added, leaving the index alone."""
+    # A nested repository is listed as "dir/"; it has no file content to show.
+    untracked = [name for name in _untracked(worktree) if not name.endswith("/")]
+    if not untracked:
+        yield {}
+        return
+    # Intent-to-add entries go into a copy of the index; the worktree's own index is untouched.
+    index = Path(git(["rev-parse", "--git-path", "index"], cwd=worktree).stdout.rstrip("\n"))
+    index = index if index.is_absolute() else worktree / index
+    with tempfile.TemporaryDirectory(prefix="loopctl-index-") as tmp:
+        copy = Path(tmp) / "index"
+        if index.is_file():
+            shutil.copyfile(index, copy)
+        env = {"GIT_INDEX_FILE": str(copy)}
+        # ":(top,literal)" keeps names like "*" or ":(exclude)x" from acting as pathspec magic.
+        git(
+            ["add", "--intent-to-add", "--pathspec-from-file=-", "--pathspec-file-nul"],
+            cwd=worktree,
+            input="".join(f":(top,literal){name}\0" for name in untracked),
+            extra_env=env,
+        )
+        yield env
+
+
+def _parse_worktrees(lines: list[str]) -> list[WorktreeEntry]:
+    entries: list[WorktreeEntry] = []
+    record: dict[str, str] = {}
+    for line in [*lines, ""]:
+        if line:
+            key, _, value = line.partition(" ")
+            record[key] = value
+            continue
+        if "worktree" in record:
+            branch = record.get("branch")
+            entries.append(
+                WorktreeEntry(
+                    path=Path(record["worktree"]),
+                    head=record.get("HEAD", ""),
+                    branch=branch.removeprefix("refs/heads/") if branch else None,
+                    detached="detached" in record,
+                    locked="locked" in record,
+                    prunable="prunable" in record,
+                    lock_reason=record.get("locked", ""),
+                )
+            )
+        record = {}
+    return entries
+
+
+def _printable(text: str) -> str:
+    # Undecodable bytes become U+FFFD so the text can go into logs, JSON and prompts.
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _truncate(text: str, max_bytes: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    kept = data[: max(max_bytes, 0)].decode("utf-8", "ignore")
+    return kept + _TRUNCATED.format(limit=max_bytes)

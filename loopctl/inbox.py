@@ -1,0 +1,126 @@
+"""The triage inbox: items opened and closed by events, and the INBOX.md projection."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from loopctl.events import Event, EventType
+
+INBOX_FORMAT = 1
+
+
+class ItemKind(StrEnum):
+    APPROVAL = "approval"
+    FAILED = "failed"
+    ESCALATION = "escalation"
+    UNHANDLED = "unhandled"
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    id: str
+    kind: str
+    loop: str | None
+    task: str | None
+    run: str | None
+    opened: str
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    closed: str | None = None
+    resolution: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "loop": self.loop,
+            "task": self.task,
+            "run": self.run,
+            "opened": self.opened,
+            "summary": self.summary,
+            "evidence": self.evidence,
+            "status": "open" if self.is_open else "closed",
+            "closed": self.closed,
+            "resolution": self.resolution,
+        }
+
+
+def new_item_id(*parts: str) -> str:
+    """A short id, stable for the same inputs; lowercase base32 reads well and types fast."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return base64.b32encode(digest).decode().lower()[:6]
+
+
+def items(events: Iterable[Event]) -> list[InboxItem]:
+    """Every inbox item, oldest first, with its open/closed status."""
+    found: dict[str, InboxItem] = {}
+    for event in events:
+        if event.type == EventType.INBOX_OPENED:
+            data = event.data
+            item_id = str(data.get("id"))
+            evidence = data.get("evidence")
+            found[item_id] = InboxItem(
+                id=item_id,
+                kind=str(data.get("kind", ItemKind.FAILED)),
+                loop=event.loop,
+                task=event.task,
+                run=event.run,
+                opened=event.ts,
+                summary=str(data.get("summary", "")),
+                evidence=dict(evidence) if isinstance(evidence, dict) else {},
+            )
+        elif event.type == EventType.INBOX_CLOSED:
+            item_id = str(event.data.get("id"))
+            item = found.get(item_id)
+            if item is not None and item.is_open:
+                found[item_id] = InboxItem(
+                    **{
+                        **{k: getattr(item, k) for k in item.__dataclass_fields__},
+                        "closed": event.ts,
+                        "resolution": str(event.data.get("resolution", "closed")),
+                    }
+                )
+    return list(found.values())
+
+
+def open_items(events: Iterable[Event]) -> list[InboxItem]:
+    return [item for item in items(events) if item.is_open]
+
+
+def render_inbox_md(open_now: list[InboxItem]) -> str:
+    """INBOX.md: what needs a human, newest last, with the evidence to act on."""
+    lines = [
+        "# Inbox",
+        "",
+        f"<!-- loopctl inbox format {INBOX_FORMAT}; generated from .loop/log/, do not edit."
+        " Act with `loopctl inbox`. -->",
+        "",
+    ]
+    if not open_now:
+        lines.append("Nothing needs you.")
+        return "\n".join(lines) + "\n"
+    lines.append(f"{len(open_now)} open item(s).")
+    for item in open_now:
+        where = "/".join(p for p in (item.loop, item.task) if p)
+        lines += ["", f"## {item.id} · {item.kind} · {where}", "", _one_line(item.summary), ""]
+        for key in ("reason", "branch", "commit", "worktree", "fingerprint", "attempts"):
+            value = item.evidence.get(key)
+            if value not in (None, ""):
+                lines.append(f"- {key}: `{_one_line(str(value))}`")
+        tail = item.evidence.get("check_tail")
+        if tail:
+            lines += ["", "````", str(tail).rstrip()[-1500:], "````"]
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,368 @@
+"""The only way loopctl starts a program: argv in, Completed out, the whole process group reaped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from loopctl.errors import LoopctlError
+from loopctl.secrets import Redactor
+
+_READ_SIZE = 64 * 1024
+# A "line" longer than this is flushed unfinished; a secret straddling the cut may slip through.
+_LINE_CAP = 1024 * 1024
+# How long output may keep arriving after the process group is gone: only a program that
+# escaped the group (its own setsid) can still hold the pipes open, and we stop waiting for it.
+_DRAIN_TIMEOUT = 2.0
+_DRAIN_LIMIT = 16 * 1024 * 1024
+_POLL_MAX = 0.05
+_HAS_WAITID = hasattr(os, "waitid") and hasattr(os, "WNOWAIT")
+
+
+class ProgramNotFound(LoopctlError):
+    """The program to run is not installed, not on PATH, or not executable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """How a program ended and what it printed (tails already redacted)."""
+
+    argv: tuple[str, ...]
+    exit_code: int | None  # None when loopctl killed it (timeout or cancel); -N for signal N
+    timed_out: bool
+    interrupted: bool  # stopped because the caller's `cancel` event was set
+    duration_s: float
+    stdout_path: Path | None
+    stderr_path: Path | None
+    stdout_tail: str
+    stderr_tail: str
+
+    @property
+    def ok(self) -> bool:
+        """True if the program exited 0 by itself."""
+        return self.exit_code == 0 and not self.timed_out
+
+    def output_tail(self, limit: int = 4000) -> str:
+        """The end of stdout then stderr, at most `limit` characters, each stream given a share."""
+        out, err = self.stdout_tail, self.stderr_tail
+        if out and err and not out.endswith("\n"):
+            out += "\n"
+        if len(out) + len(err) <= limit:
+            return out + err
+        # Keep the end of both streams: an error message on stderr must not be crowded out by
+        # a chatty stdout, nor a final JSON line on stdout by a noisy stderr.
+        err_share = min(len(err), max(limit // 2, limit - len(out)))
+        out_share = limit - err_share
+        return (out[-out_share:] if out_share > 0 else "") + (err[-err_share:] if err_share else "")
+
+
+class _Sink:
+    """A log file that one or both output streams write whole lines to."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Unbuffered so `tail -f` on the log sees output as it happens.
+        self._file = path.open("wb", buffering=0)
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                view = view[self._file.write(view) :]
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Capture:
+    """One output stream: redacts complete lines, logs them, and keeps a bounded tail."""
+
+    def __init__(self, sink: _Sink | None, redactor: Redactor | None, tail_bytes: int) -> None:
+        self._sink = sink
+        self._redactor = redactor
+        self._tail_bytes = max(tail_bytes, 0)
+        self._tail = bytearray()
+        self._pending = b""
+        self.error: BaseException | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if self.error is not None:
+            return  # keep draining the pipe so the program never blocks on a full one
+        try:
+            self._feed(chunk)
+        except Exception as exc:  # a full disk must not leave the program writing into a void
+            self.error = exc
+
+    def finish(self) -> None:
+        if self.error is None and self._pending:
+            pending, self._pending = self._pending, b""
+            try:
+                self._emit(self._redact(pending))
+            except Exception as exc:
+                self.error = exc
+
+    def tail(self) -> str:
+        return bytes(self._tail[-self._tail_bytes :] if self._tail_bytes else b"").decode(
+            "utf-8", errors="replace"
+        )
+
+    def _feed(self, chunk: bytes) -> None:
+        if self._redactor is None:
+            self._emit(chunk)
+            return
+        # Redact whole lines only, so a secret split across two reads is still seen whole.
+        pending = self._pending + chunk
+        cut = pending.rfind(b"\n") + 1
+        if cut == 0 and len(pending) < _LINE_CAP:
+            self._pending = pending
+            return
+        if cut == 0:
+            cut = len(pending)
+        self._pending = pending[cut:]
+        self._emit(self._redactor.redact_bytes(pending[:cut]))
+
+    def _redact(self, data: bytes) -> bytes:
+        return data if self._redactor is None else self._redactor.redact_bytes(data)
+
+    def _emit(self, data: bytes) -> None:
+        if self._sink is not None:
+            self._sink.write(data)
+        if self._tail_bytes:
+            self._tail += data
+            if len(self._tail) > 2 * self._tail_bytes:
+                del self._tail[: -self._tail_bytes]
+
+
+def _pump(fd: int, capture: _Capture, wake_fd: int) -> None:
+    """Copy a pipe into `capture` until EOF, or until woken, then drain what is left."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        selector.register(wake_fd, selectors.EVENT_READ)
+        while True:
+            ready = {key.fd for key, _ in selector.select()}
+            if fd in ready:
+                chunk = os.read(fd, _READ_SIZE)
+                if not chunk:
+                    break
+                capture.feed(chunk)
+            elif wake_fd in ready:
+                _drain(fd, capture)
+                break
+    capture.finish()
+
+
+def _drain(fd: int, capture: _Capture) -> None:
+    os.set_blocking(fd, False)
+    taken = 0
+    with contextlib.suppress(BlockingIOError):
+        while taken < _DRAIN_LIMIT:
+            chunk = os.read(fd, _READ_SIZE)
+            if not chunk:
+                return
+            taken += len(chunk)
+            capture.feed(chunk)
+
+
+def _feed_stdin(pipe: IO[bytes], payload: bytes) -> None:
+    # A program that exits without reading its stdin breaks the pipe: that is not our error.
+    with contextlib.suppress(OSError):
+        pipe.write(payload)
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
+def _resolve(program: str, cwd: Path, env: Mapping[str, str]) -> str:
+    if os.sep in program:
+        # Popen looks a relative path up from the child's cwd, so we do too.
+        candidate = program if os.path.isabs(program) else os.path.join(cwd, program)
+        found = candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise ProgramNotFound(f"program not found: {program} (is it installed and on PATH?)")
+    return found
+
+
+def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+    if not _HAS_WAITID:
+        return proc.poll() is not None
+    # WNOWAIT leaves the exited leader unreaped, so its pid still pins the process group and
+    # the group kill that follows cannot hit an unrelated process that reused the number.
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def _wait_exit(
+    proc: subprocess.Popen[bytes], deadline: float | None, cancel: threading.Event | None
+) -> bool:
+    """Wait until the program exits (True), the deadline passes or `cancel` is set (False)."""
+    delay = 0.001
+    while not _has_exited(proc):
+        now = time.monotonic()
+        if (deadline is not None and now >= deadline) or (cancel is not None and cancel.is_set()):
+            return False
+        pause = min(delay, _POLL_MAX) if deadline is None else min(delay, _POLL_MAX, deadline - now)
+        if cancel is not None:
+            cancel.wait(pause)
+        else:
+            time.sleep(pause)
+        delay *= 2
+    return True
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _terminate(proc: subprocess.Popen[bytes], kill_grace: float) -> None:
+    """SIGTERM the group, give the leader `kill_grace` seconds, then SIGKILL the group."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    _wait_exit(proc, time.monotonic() + kill_grace, None)
+    pass
+
+
+def _open_sinks(
+    stack: contextlib.ExitStack, stdout_path: Path | None, stderr_path: Path | None
+) -> tuple[_Sink | None, _Sink | None]:
+    out = _Sink(stdout_path) if stdout_path is not None else None
+    if out is not None:
+        stack.callback(out.close)
+    if stderr_path is None:
+        return out, None
+    if out is not None and stdout_path is not None and stdout_path.resolve() == stderr_path.resolve():
+        return out, out
+    err = _Sink(stderr_path)
+    stack.callback(err.close)
+    return out, err
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float | None = None,
+    stdin: str | bytes | None = None,
+    stdout_path: Path | None = None,
+    stderr_path: Path | None = None,
+    redactor: Redactor | None = None,
+    tail_bytes: int = 64_000,
+    kill_grace: float = 3.0,
+    cancel: threading.Event | None = None,
+) -> Completed:
+    """Run `argv` in its own process group; a non-zero exit or a timeout is data, not an error."""
+    args = tuple(argv)
+    if not args:
+        raise ValueError("argv must name a program")
+    if not cwd.is_dir():
+        raise LoopctlError(f"working directory does not exist: {cwd}")
+    executable = _resolve(args[0], cwd, env)
+    active = redactor if redactor is not None and redactor.secrets else None
+    payload = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    shown = tuple(active.redact(arg) for arg in args) if active is not None else args
+
+    with contextlib.ExitStack() as stack:
+        out_sink, err_sink = _open_sinks(stack, stdout_path, stderr_path)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                args,
+                executable=executable,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.PIPE if payload is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise ProgramNotFound(
+                f"program not found: {args[0]} (is it installed and on PATH?)"
+            ) from exc
+
+        assert proc.stdout is not None and proc.stderr is not None
+        stack.enter_context(proc.stdout)
+        stack.enter_context(proc.stderr)
+        wake_read, wake_write = os.pipe()
+        stack.callback(os.close, wake_read)
+        stack.callback(os.close, wake_write)
+        captures = (
+            _Capture(out_sink, active, tail_bytes),
+            _Capture(err_sink, active, tail_bytes),
+        )
+        readers = [
+            threading.Thread(
+                target=_pump, args=(pipe.fileno(), capture, wake_read), daemon=True
+            )
+            for pipe, capture in zip((proc.stdout, proc.stderr), captures, strict=True)
+        ]
+        writer: threading.Thread | None = None
+        killed = False
+        try:
+            for reader in readers:
+                reader.start()
+            if payload is not None and proc.stdin is not None:
+                writer = threading.Thread(
+                    target=_feed_stdin, args=(proc.stdin, payload), daemon=True
+                )
+                writer.start()
+            deadline = None if timeout is None else started + timeout
+            if _wait_exit(proc, deadline, cancel):
+                # Agents must not leave daemons behind: whatever remains of the group goes too.
+                pass
+            else:
+                killed = True
+                _terminate(proc, kill_grace)
+        except BaseException:
+            # Ctrl-C (or any failure of ours) must not orphan the program: stop it, then re-raise.
+            _terminate(proc, kill_grace)
+            raise
+        finally:
+            returncode = proc.wait()
+            _join_readers(readers, wake_write)
+            if writer is not None:
+                writer.join(_DRAIN_TIMEOUT)
+        duration = time.monotonic() - started
+
+    for capture in captures:
+        if capture.error is not None:
+            raise capture.error
+    interrupted = killed and cancel is not None and cancel.is_set()
+    return Completed(
+        argv=shown,
+        exit_code=None if killed else returncode,
+        timed_out=killed and not interrupted,
+        interrupted=interrupted,
+        duration_s=duration,
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stdout_tail=captures[0].tail(),
+        stderr_tail=captures[1].tail(),
+    )
+
+
+def _join_readers(readers: list[threading.Thread], wake_write: int) -> None:
+    readers = [reader for reader in readers if reader.ident is not None]
+    deadline = time.monotonic() + _DRAIN_TIMEOUT
+    for reader in readers:
+        reader.join(max(deadline - time.monotonic(), 0.0))
+    if any(reader.is_alive() for reader in readers):
+        os.write(wake_write, b"x")
+        for reader in readers:
+            reader.join()

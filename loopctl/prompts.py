@@ -1,0 +1,221 @@
+"""The maker's and the judge's prompts, bounded in size however long a loop runs (invariant 6).
+
+Pinned parts (the task, the agent's instructions, the loop's rules) are never dropped; the
+skill index, full skills and earlier attempts share what room is left, newest attempts first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loopctl.definitions.skills import Skill
+
+MAX_PROMPT_BYTES = 8000
+_MAX_TASK_CHARS = 2000
+_MAX_RULES_CHARS = 2500
+_MAX_FULL_SKILL_CHARS = 1500
+_MAX_INDEX_CHARS = 1600
+_DETAILED_ATTEMPTS = 2
+_MAX_ATTEMPT_TAIL = 700
+_MAX_SUMMARY_LINES = 6
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """What an earlier attempt on this task came to, as the state remembers it."""
+
+    number: int
+    verdict: str  # passed | failed | interrupted
+    reason: str
+    fingerprint: str | None = None
+    output_tail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MakerContext:
+    task_id: str
+    task_prompt: str
+    goal: str | None
+    check: str | None  # how the goal is checked, shown to the maker; None for a judge
+    instructions: str
+    rules: Sequence[str]
+    protected: Sequence[str]
+    scope: Sequence[str]
+    skills: Sequence[Skill]  # every available skill (for the index)
+    full_skills: Sequence[Skill]  # the loop's chosen skills, given in full
+    attempts: Sequence[AttemptSummary]
+    attempt_number: int
+
+
+def _clip(text: str, limit: int, note: str = "…[cut]") -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: max(limit - len(note), 0)].rstrip() + note
+
+
+def _tail(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "[…]" + text[-(limit - 3) :]
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _skill_index(skills: Sequence[Skill], chosen: set[str], limit: int) -> str:
+    lines: list[str] = []
+    used = 0
+    listed = 0
+    others = [s for s in sorted(skills, key=lambda s: s.name) if s.name not in chosen]
+    for skill in others:
+        line = (
+            f"- {skill.name}: {_clip(skill.description, 160)} ({skill.path.parent.name}/SKILL.md)"
+        )
+        if used + len(line) > limit:
+            break
+        lines.append(line)
+        used += len(line) + 1
+        listed += 1
+    if listed < len(others):
+        lines.append(f"- …and {len(others) - listed} more: run `loopctl skills` to list them")
+    return "\n".join(lines)
+
+
+def _attempts_section(attempts: Sequence[AttemptSummary], limit: int) -> str:
+    if not attempts or limit <= 0:
+        return ""
+    recent = list(attempts[-_DETAILED_ATTEMPTS:])
+    older = list(attempts[:-_DETAILED_ATTEMPTS]) if len(attempts) > _DETAILED_ATTEMPTS else []
+    parts: list[str] = []
+    if older:
+        shown = older[-_MAX_SUMMARY_LINES:]
+        hidden = len(older) - len(shown)
+        if hidden:
+            parts.append(f"({hidden} earlier attempts are summarised in .loop/STATE.md)")
+        for attempt in shown:
+            fp = f" [{attempt.fingerprint}]" if attempt.fingerprint else ""
+            parts.append(
+                f"- attempt {attempt.number}: {attempt.verdict}{fp}: {_clip(attempt.reason, 140)}"
+            )
+    for attempt in recent:
+        fp = f" (failure fingerprint {attempt.fingerprint})" if attempt.fingerprint else ""
+        block = [f"### Attempt {attempt.number}: {attempt.verdict}{fp}", _clip(attempt.reason, 400)]
+        if attempt.output_tail.strip():
+            block += ["```", _tail(attempt.output_tail, _MAX_ATTEMPT_TAIL), "```"]
+        parts.append("\n".join(block))
+    text = "\n".join(parts)
+    while _size(text) > limit and parts:
+        parts.pop(0)  # drop the oldest first; the newest verdict matters most
+        text = "\n".join(parts)
+    return text
+
+
+def maker_prompt(ctx: MakerContext, *, max_bytes: int = MAX_PROMPT_BYTES) -> str:
+    """Assemble the maker's prompt within `max_bytes` (pinned parts always included)."""
+    pinned: list[str] = [
+        f"# Task {ctx.task_id} (attempt {ctx.attempt_number})",
+        _clip(ctx.task_prompt, _MAX_TASK_CHARS),
+    ]
+    if ctx.goal:
+        pinned += ["", "# Goal", ctx.goal]
+        if ctx.check:
+            pinned.append(
+                f"loopctl checks it by running `{ctx.check}` in this worktree after your turn;"
+                " the check decides when the work is done, not you."
+            )
+        else:
+            pinned.append("A separate checker judges it from your diff after your turn.")
+    rules: list[str] = []
+    if ctx.instructions.strip():
+        rules.append(ctx.instructions.strip())
+    rules += [f"- {rule}" for rule in ctx.rules]
+    if ctx.protected:
+        rules.append(
+            "- Do not change these paths (a change fails the attempt): " + ", ".join(ctx.protected)
+        )
+    if ctx.scope:
+        rules.append("- Change only files matching: " + ", ".join(ctx.scope))
+    rules.append("- Work only inside this worktree. Do not commit; loopctl commits what passes.")
+    pinned += ["", "# Rules", _clip("\n".join(rules), _MAX_RULES_CHARS)]
+    head = "\n".join(pinned)
+
+    room = max_bytes - _size(head) - 200
+    sections: list[str] = []
+    chosen = {s.name for s in ctx.full_skills}
+    for skill in ctx.full_skills:
+        body = _clip(
+            skill.instructions(),
+            _MAX_FULL_SKILL_CHARS,
+            f"…[read the rest: {skill.path.parent.name}/SKILL.md]",
+        )
+        block = f"## Skill: {skill.name}\n{body}"
+        if _size(block) + 2 > room // 2:
+            block = (
+                f"## Skill: {skill.name}\n{_clip(skill.description, 300)}"
+                f" (read {skill.path.parent.name}/SKILL.md)"
+            )
+        sections.append(block)
+        room -= _size(block) + 2
+    index = _skill_index(ctx.skills, chosen, min(_MAX_INDEX_CHARS, max(room // 3, 0)))
+    if index:
+        block = "# Other skills (read a SKILL.md only when it helps)\n" + index
+        sections.append(block)
+        room -= _size(block) + 2
+    history = _attempts_section(ctx.attempts, room - 60)
+    if history:
+        sections.append("# Earlier attempts on this task\n" + history)
+    if sections and ctx.full_skills:
+        sections.insert(0, "# Skills for this loop")
+    prompt = head + "\n\n" + "\n\n".join(sections) if sections else head
+    encoded = prompt.encode("utf-8")
+    if len(encoded) > max_bytes:
+        # Only reachable when pinned parts alone are huge; keep the head, cut the rest.
+        prompt = encoded[:max_bytes].decode("utf-8", "ignore")
+    return prompt.rstrip() + "\n"
+
+
+def judge_prompt(
+    *,
+    condition: str,
+    task_prompt: str,
+    instructions: str,
+    diff: str,
+    check_output: str,
+    max_bytes: int = MAX_PROMPT_BYTES,
+) -> str:
+    """The checker agent's prompt: condition, evidence, and the JSON answer it must give."""
+    head = "\n".join(
+        [
+            "# You are the checker",
+            _clip(instructions, 1500) if instructions.strip() else "You did not do this work.",
+            "Do not change any file. Decide whether the condition holds for this worktree.",
+            "",
+            "# Condition",
+            _clip(condition, 800),
+            "",
+            "# The task the maker was given",
+            _clip(task_prompt, 800),
+            "",
+            "# Answer",
+            'End with one line of JSON: {"met": true or false, "reason": "one sentence"}',
+        ]
+    )
+    room = max_bytes - _size(head) - 100
+    output_part = _tail(check_output, max(room // 3, 200)) if check_output.strip() else "(none)"
+    diff_room = room - _size(output_part)
+    diff_part = (
+        _clip(diff, max(diff_room, 200), "\n…[diff cut]") if diff.strip() else "(no changes)"
+    )
+    prompt = "\n\n".join(
+        [
+            head,
+            "# Diff against the base commit",
+            "```diff\n" + diff_part + "\n```",
+            "# Check output",
+            "```\n" + output_part + "\n```",
+        ]
+    )
+    encoded = prompt.encode("utf-8")
+    if len(encoded) > max_bytes:
+        prompt = encoded[:max_bytes].decode("utf-8", "ignore")
+    return prompt

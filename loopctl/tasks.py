@@ -1,0 +1,137 @@
+"""Finding a tick's tasks: the loop's single prompt, or items printed by `[tasks] command`.
+
+Item fields are untrusted data (issue titles, branch names): they only ever fill templates, and
+every id is sanitised before it becomes a branch or a path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopctl.definitions.loops import Loop
+from loopctl.errors import LoopctlError
+from loopctl.worktrees import sanitize_task_id
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w.]*)\}")
+MAX_TASK_OUTPUT = 8 * 1024 * 1024
+
+
+class TaskSourceError(LoopctlError):
+    """The task command failed or printed something that is not a list of tasks."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    id: str  # sanitised: safe as a path component and a branch name part
+    raw_id: str
+    prompt: str
+    title: str = ""
+    base_ref: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def render_template(template: str, fields: Mapping[str, Any]) -> str:
+    """Fill `{name}` / `{a.b}` from fields; `{{` and `}}` are literal braces."""
+
+    def lookup(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        value: Any = fields
+        for part in match.group(1).split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                known = ", ".join(sorted(fields)) or "none"
+                raise TaskSourceError(
+                    f"template {template!r} uses {{{match.group(1)}}}, but the task has no such"
+                    f" field (fields: {known})"
+                )
+            value = value[part]
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+    return _PLACEHOLDER.sub(lookup, template)
+
+
+def parse_task_output(stdout: str) -> list[dict[str, Any]]:
+    """A JSON array of objects, or JSON lines of objects."""
+    text = stdout.strip()
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+        items: list[Any] = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise TaskSourceError(
+                    f"task command output line {number} is not JSON: {exc.msg}"
+                ) from None
+        value = items
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        raise TaskSourceError("task command must print a JSON array of objects or JSON lines")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise TaskSourceError(f"task #{index + 1} from the task command is not a JSON object")
+    return value
+
+
+def single_task(loop: Loop) -> TaskSpec:
+    """A loop without [tasks] has one task: its prompt (or its goal)."""
+    prompt = loop.prompt or f"Make this condition hold: {loop.goal}"
+    return TaskSpec(id="main", raw_id="main", prompt=prompt, title=loop.description)
+
+
+def tasks_from_items(loop: Loop, items: list[dict[str, Any]]) -> list[TaskSpec]:
+    assert loop.tasks is not None
+    source = loop.tasks
+    specs: list[TaskSpec] = []
+    seen: set[str] = set()
+    for item in items:
+        raw_id = render_template(source.id, item)
+        task_id = sanitize_task_id(raw_id)
+        if task_id in seen:
+            continue
+        seen.add(task_id)
+        prompt_template = source.prompt or loop.prompt or "{title}"
+        try:
+            prompt = render_template(prompt_template, item)
+        except TaskSourceError:
+            prompt = json.dumps(item, ensure_ascii=False)
+        base = render_template(source.base, item) if source.base else None
+        title = item.get("title") if isinstance(item.get("title"), str) else ""
+        specs.append(TaskSpec(task_id, raw_id, prompt, str(title), base, dict(item)))
+    return specs
+
+
+def discover(loop: Loop, repo: Path, *, timeout: float = 300.0) -> list[TaskSpec]:
+    """Run the loop's task command (or take its single prompt) and template each task."""
+    if loop.tasks is None:
+        return [single_task(loop)]
+    from loopctl import process
+
+    # The task command is the user's own (e.g. `gh pr list`) run in their checkout, so it keeps
+    # their environment; only git's redirection variables are dropped.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    done = process.run(
+        list(loop.tasks.command), cwd=repo, env=env, timeout=timeout, tail_bytes=MAX_TASK_OUTPUT
+    )
+    if done.timed_out:
+        raise TaskSourceError(f"task command timed out after {int(timeout)}s")
+    if done.exit_code != 0:
+        tail = done.stderr_tail.strip().splitlines()[-1:] or [""]
+        raise TaskSourceError(f"task command exited {done.exit_code}: {tail[0][:300]}")
+    return tasks_from_items(loop, parse_task_output(done.stdout_tail))

@@ -1,0 +1,600 @@
+"""Goal conditions: --check, configured names, built-ins detected from real layouts, the judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopctl.conditions import (
+    ResolvedCondition,
+    TestCounts,
+    is_builtin,
+    parse_test_counts,
+    resolve_condition,
+    weakened,
+)
+from loopctl.errors import UsageError
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+PYTEST_ARGV = (sys.executable, "-m", "pytest", "-q")  # pytest is importable in this interpreter
+PACKAGE_WITH_TESTS = json.dumps({"name": "app", "scripts": {"test": "jest"}})
+NPM_INIT_PACKAGE = json.dumps(
+    {"name": "app", "scripts": {"test": 'echo "Error: no test specified" && exit 1'}}
+)
+
+
+# --- which tests tool --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("files", "argv", "tool"),
+    [
+        pytest.param({"pytest.ini": "[pytest]\n"}, PYTEST_ARGV, "pytest", id="pytest.ini"),
+        pytest.param(
+            {"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '-ra'\n"},
+            PYTEST_ARGV,
+            "pytest",
+            id="pyproject",
+        ),
+        pytest.param(
+            {"setup.cfg": "[metadata]\nname = x\n[tool:pytest]\ntestpaths = t\n"},
+            PYTEST_ARGV,
+            "pytest",
+            id="setup.cfg",
+        ),
+        pytest.param({"tox.ini": "[pytest]\n"}, PYTEST_ARGV, "pytest", id="tox.ini"),
+        pytest.param({"conftest.py": ""}, PYTEST_ARGV, "pytest", id="conftest"),
+        pytest.param({"tests/test_a.py": ""}, PYTEST_ARGV, "pytest", id="tests-folder"),
+        pytest.param({"test/helpers.py": ""}, PYTEST_ARGV, "pytest", id="test-folder"),
+        pytest.param({"src/pkg/calc_test.py": ""}, PYTEST_ARGV, "pytest", id="x_test.py"),
+        pytest.param({"test_calc.py": ""}, PYTEST_ARGV, "pytest", id="test_x.py"),
+        pytest.param(
+            {"package.json": PACKAGE_WITH_TESTS}, ("npm", "test"), "npm", id="npm-test-script"
+        ),
+        pytest.param(
+            {"Cargo.toml": "[package]\nname = 'x'\n", "tests/it.rs": ""},
+            ("cargo", "test"),
+            "cargo",
+            id="cargo-with-tests-folder",
+        ),
+        pytest.param(
+            {"go.mod": "module example.com/x\n"}, ("go", "test", "-v", "./..."), "go", id="go"
+        ),
+        pytest.param(
+            {"Makefile": "CC = cc\n\ntest: build\n\t./run-tests\n"},
+            ("make", "test"),
+            "make",
+            id="makefile",
+        ),
+        pytest.param(
+            {"pyproject.toml": "[tool.pytest.ini_options]\n", "package.json": PACKAGE_WITH_TESTS},
+            PYTEST_ARGV,
+            "pytest",
+            id="pytest-config-beats-npm",
+        ),
+        pytest.param(
+            {"tests/test_py.py": "", "package.json": PACKAGE_WITH_TESTS},
+            ("npm", "test"),
+            "npm",
+            id="npm-beats-stray-python-tests",
+        ),
+        pytest.param(
+            {"app.py": "", "Makefile": "test:\n\tpytest\n", "tests/test_a.py": ""},
+            PYTEST_ARGV,
+            "pytest",
+            id="pytest-beats-make",
+        ),
+    ],
+)
+def test_tests_green_detects_the_tool(
+    tmp_path: Path, files: dict[str, str], argv: tuple[str, ...], tool: str
+) -> None:
+    resolved = resolve_condition("tests green", write(tmp_path, files))
+    assert resolved == ResolvedCondition("tests green", argv, "builtin", resolved.protect, tool)
+    assert resolved.protect
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        pytest.param({}, id="empty"),
+        pytest.param({"README.md": "hi"}, id="readme-only"),
+        pytest.param({"package.json": NPM_INIT_PACKAGE}, id="npm-init-placeholder"),
+        pytest.param({"package.json": "{not json"}, id="broken-package.json"),
+        pytest.param(
+            {"Makefile": "all:\n\tcc x.c\ntest := 1\ntests:\n\ttrue\n"}, id="no-test-target"
+        ),
+        pytest.param({"node_modules/lib/test_thing.py": ""}, id="python-only-in-node_modules"),
+        pytest.param({".venv/lib/test_x.py": ""}, id="python-only-in-hidden-folder"),
+        pytest.param({"pyproject.toml": "[tool.pytest\nbroken"}, id="broken-pyproject"),
+    ],
+)
+def test_tests_green_without_a_tool_falls_back_to_the_judge(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    resolved = resolve_condition("tests green", write(tmp_path, files))
+    assert resolved == ResolvedCondition("tests green", None, "judge", (), None)
+    assert resolved.judged
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["tests green", "tests pass", "Tests  Passing", "test green", "GREEN TESTS", "tests green."],
+)
+def test_every_spelling_of_tests_green_is_built_in(tmp_path: Path, text: str) -> None:
+    resolved = resolve_condition(text, write(tmp_path, {"pytest.ini": ""}))
+    assert (resolved.source, resolved.tool, resolved.text) == ("builtin", "pytest", text)
+
+
+def test_pytest_protects_what_the_check_depends_on(tmp_path: Path) -> None:
+    protect = resolve_condition("tests green", write(tmp_path, {"pytest.ini": ""})).protect
+    for pattern in (
+        "tests/**",
+        "test/**",
+        "**/test_*.py",
+        "**/*_test.py",
+        "**/conftest.py",
+        "conftest.py",
+        "pytest.ini",
+        "pyproject.toml",
+        "setup.cfg",
+        "tox.ini",
+    ):
+        assert pattern in protect
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"package.json": PACKAGE_WITH_TESTS}, {"**/*.test.*", "__tests__/**", "package.json"}),
+        ({"Cargo.toml": ""}, {"tests/**", "Cargo.toml"}),
+        ({"go.mod": ""}, {"**/*_test.go", "go.mod"}),
+        ({"makefile": "test:\n\ttrue\n"}, {"makefile"}),
+    ],
+)
+def test_other_test_tools_protect_their_tests_and_config(
+    tmp_path: Path, files: dict[str, str], expected: set[str]
+) -> None:
+    protect = resolve_condition("tests green", write(tmp_path, files)).protect
+    assert expected <= set(protect)
+
+
+def test_a_projects_own_virtualenv_runs_its_tests(tmp_path: Path) -> None:
+    write(tmp_path, {"pytest.ini": "", ".venv/lib/python3.11/site-packages/pytest/__init__.py": ""})
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    resolved = resolve_condition("tests green", tmp_path)
+    assert resolved.argv == (str(python), "-m", "pytest", "-q")
+
+
+def test_a_virtualenv_without_pytest_is_not_used(tmp_path: Path) -> None:
+    write(tmp_path, {"pytest.ini": ""})
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    assert resolve_condition("tests green", tmp_path).argv == PYTEST_ARGV
+
+
+# --- lint, build, types ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("files", "tool", "argv_tail", "protected"),
+    [
+        (
+            {"pyproject.toml": "[tool.ruff]\nline-length = 100\n"},
+            "ruff",
+            ("check", "."),
+            "pyproject.toml",
+        ),
+        ({"ruff.toml": ""}, "ruff", ("check", "."), "ruff.toml"),
+        ({".ruff.toml": ""}, "ruff", ("check", "."), ".ruff.toml"),
+        # No configuration, but Python files and a ruff to run (this environment has one).
+        ({"app.py": "x = 1\n"}, "ruff", ("check", "."), "pyproject.toml"),
+        (
+            {"package.json": json.dumps({"devDependencies": {"eslint": "^9"}})},
+            "eslint",
+            ("eslint", "."),
+            "package.json",
+        ),
+        (
+            {"eslint.config.mjs": "export default []\n"},
+            "eslint",
+            ("eslint", "."),
+            "eslint.config.*",
+        ),
+        ({".eslintrc.json": "{}"}, "eslint", ("eslint", "."), ".eslintrc*"),
+    ],
+)
+def test_lint_clean_detects_the_linter(
+    tmp_path: Path, files: dict[str, str], tool: str, argv_tail: tuple[str, ...], protected: str
+) -> None:
+    resolved = resolve_condition("lint clean", write(tmp_path, files))
+    assert (resolved.source, resolved.tool) == ("builtin", tool)
+    assert resolved.argv is not None
+    assert resolved.argv[-len(argv_tail) :] == argv_tail
+    assert protected in resolved.protect
+
+
+def test_lint_passes_with_nothing_to_lint_is_judged(tmp_path: Path) -> None:
+    assert resolve_condition("lint passes", write(tmp_path, {"notes.txt": ""})).source == "judge"
+
+
+@pytest.mark.parametrize(
+    ("files", "argv", "tool"),
+    [
+        ({"Cargo.toml": ""}, ("cargo", "build"), "cargo"),
+        ({"go.mod": ""}, ("go", "build", "./..."), "go"),
+        (
+            {"package.json": json.dumps({"scripts": {"build": "tsc -p ."}})},
+            ("npm", "run", "build"),
+            "npm",
+        ),
+        ({"Makefile": "all:\n\tcc main.c\n"}, ("make",), "make"),
+    ],
+)
+def test_build_passes_detects_the_build(
+    tmp_path: Path, files: dict[str, str], argv: tuple[str, ...], tool: str
+) -> None:
+    resolved = resolve_condition("build passes", write(tmp_path, files))
+    assert (resolved.argv, resolved.tool, resolved.source) == (argv, tool, "builtin")
+
+
+def test_package_json_without_a_build_script_is_not_a_build(tmp_path: Path) -> None:
+    files = {"package.json": json.dumps({"scripts": {"test": "jest"}})}
+    assert resolve_condition("build green", write(tmp_path, files)).source == "judge"
+
+
+def test_a_plain_python_project_builds_by_byte_compiling(tmp_path: Path) -> None:
+    write(tmp_path, {"pkg/mod.py": "x = 1\n", ".venv/lib/broken.py": "def (:\n"})
+    resolved = resolve_condition("build passes", tmp_path)
+    assert resolved.argv is not None
+    assert resolved.argv[1:4] == ("-m", "compileall", "-q")
+
+    def build() -> int:
+        assert resolved.argv is not None
+        return subprocess.run(
+            resolved.argv, cwd=tmp_path, capture_output=True, check=False
+        ).returncode
+
+    assert build() == 0  # the broken file in .venv is not the project's
+    (tmp_path / "pkg" / "bad.py").write_text("def (:\n")
+    assert build() != 0
+
+
+@pytest.mark.parametrize(
+    ("files", "argv_tail", "tool", "protected"),
+    [
+        (
+            {"pyproject.toml": "[tool.mypy]\nstrict = true\n"},
+            ("mypy", "."),
+            "mypy",
+            "pyproject.toml",
+        ),
+        ({"pyproject.toml": "[tool.mypy]\nfiles = ['src']\n"}, ("mypy",), "mypy", "pyproject.toml"),
+        ({"mypy.ini": "[mypy]\nstrict = True\n"}, ("mypy", "."), "mypy", "mypy.ini"),
+        ({"setup.cfg": "[mypy]\nfiles = src\n"}, ("mypy",), "mypy", "setup.cfg"),
+        ({"tsconfig.json": "{}"}, ("tsc", "--noEmit"), "tsc", "tsconfig.json"),
+    ],
+)
+def test_types_check_detects_the_type_checker(
+    tmp_path: Path, files: dict[str, str], argv_tail: tuple[str, ...], tool: str, protected: str
+) -> None:
+    resolved = resolve_condition("types check", write(tmp_path, files))
+    assert resolved.argv is not None
+    tail = tuple(Path(w).name if "/" in w else w for w in resolved.argv[-len(argv_tail) :])
+    assert (tail, resolved.tool, resolved.source) == (argv_tail, tool, "builtin")
+    assert protected in resolved.protect
+
+
+def test_types_pass_without_a_type_checker_is_judged(tmp_path: Path) -> None:
+    files = {"pyproject.toml": "[tool.ruff]\n", "app.py": ""}
+    assert resolve_condition("types pass", write(tmp_path, files)).source == "judge"
+
+
+# --- --check, configured names, the judge ---------------------------------------------------------
+
+
+def test_check_comes_first(tmp_path: Path) -> None:
+    write(tmp_path, {"pytest.ini": ""})
+    resolved = resolve_condition(
+        "tests green",
+        tmp_path,
+        check=["pytest", "-q", "tests/unit"],
+        configured={"tests green": ["make", "test"]},
+    )
+    assert resolved == ResolvedCondition(
+        "tests green", ("pytest", "-q", "tests/unit"), "--check", (), "pytest"
+    )
+
+
+def test_a_check_given_as_one_string_is_split_without_a_shell(tmp_path: Path) -> None:
+    resolved = resolve_condition("docs build", tmp_path, check="make -C 'my docs' html")
+    assert resolved.argv == ("make", "-C", "my docs", "html")
+    assert resolved.tool == "make"
+
+
+def test_a_check_string_with_an_unclosed_quote_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot split"):
+        resolve_condition("x", tmp_path, check="pytest -k 'oops")
+
+
+@pytest.mark.parametrize("check", [[], "", "   "])
+def test_an_empty_check_is_a_usage_error(tmp_path: Path, check: list[str] | str) -> None:
+    with pytest.raises(UsageError, match="--check is empty"):
+        resolve_condition("x", tmp_path, check=check)
+
+
+@pytest.mark.parametrize("text", ["Smoke  Test OK", "smoke test ok", "  SMOKE test\tok "])
+def test_configured_names_match_ignoring_case_and_spacing(tmp_path: Path, text: str) -> None:
+    configured = {"other": ["false"], "smoke test ok": ["./smoke.sh", "--fast"]}
+    resolved = resolve_condition(text, tmp_path, configured=configured)
+    assert resolved == ResolvedCondition(text, ("./smoke.sh", "--fast"), "config", (), None)
+
+
+def test_a_configured_name_overrides_a_built_in(tmp_path: Path) -> None:
+    write(tmp_path, {"pytest.ini": ""})
+    resolved = resolve_condition(
+        "tests green", tmp_path, configured={"Tests Green": ["python", "-m", "pytest", "-x"]}
+    )
+    assert resolved == ResolvedCondition(
+        "tests green", ("python", "-m", "pytest", "-x"), "config", (), "pytest"
+    )
+
+
+def test_an_empty_configured_command_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="'smoke' in \\[conditions\\]"):
+        resolve_condition("smoke", tmp_path, configured={"smoke": []})
+
+
+@pytest.mark.parametrize(
+    ("argv", "tool"),
+    [
+        (["npx", "--no", "eslint", "src"], "eslint"),
+        (["yarn", "test"], "npm"),
+        (["/usr/bin/python3", "-m", "mypy", "."], "mypy"),
+        (["cargo", "test", "--all"], "cargo"),
+        (["python3", "-m", "unittest", "discover"], "unittest"),
+        (["./ci.sh"], None),
+    ],
+)
+def test_the_tool_of_a_given_check_is_recognised(
+    tmp_path: Path, argv: list[str], tool: str | None
+) -> None:
+    assert resolve_condition("x", tmp_path, check=argv).tool == tool
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Tests  Green", True), ("lint clean", True), ("types pass!", True), ("docs built", False)],
+)
+def test_is_builtin_tells_the_caller_a_judged_built_in_from_prose(
+    text: str, expected: bool
+) -> None:
+    assert is_builtin(text) is expected
+
+
+@pytest.mark.parametrize(
+    "text", ["the README explains how to install", "tests greener", "lint", ""]
+)
+def test_anything_else_is_judged(tmp_path: Path, text: str) -> None:
+    write(tmp_path, {"pytest.ini": "", "ruff.toml": ""})
+    assert resolve_condition(text, tmp_path, configured={"docs": ["mkdocs"]}) == ResolvedCondition(
+        text, None, "judge", (), None
+    )
+
+
+# --- test counts -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "output", "expected"),
+    [
+        pytest.param(
+            "pytest",
+            "tests/test_a.py ..F\n===== 3 failed, 10 passed, 2 skipped, 1 error in 0.50s =====\n",
+            TestCounts(passed=10, failed=3, skipped=2, errors=1),
+            id="pytest",
+        ),
+        pytest.param(
+            "pytest",
+            "..F\nFAILED tests/t.py::a - x\n3 failed, 10 passed in 0.12s\n",
+            TestCounts(10, 3, 0, 0),
+            id="pytest-q",
+        ),
+        pytest.param(
+            "pytest",
+            "\x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m1 passed\x1b[0m, "
+            "\x1b[33m1 skipped\x1b[0m\x1b[31m in 0.10s\x1b[0m\n",
+            TestCounts(1, 1, 1, 0),
+            id="pytest-colour",
+        ),
+        pytest.param(
+            "pytest",
+            "== 4 passed, 1 xfailed, 1 xpassed, 2 deselected, 3 warnings in 75.12s (0:01:15) ==\n",
+            TestCounts(passed=5, failed=0, skipped=1, errors=0),
+            id="pytest-xfail-is-skipped",
+        ),
+        pytest.param(
+            "pytest",
+            "== 2 errors in 1.02 seconds ==\n",
+            TestCounts(0, 0, 0, 2),
+            id="pytest-old-seconds",
+        ),
+        pytest.param(
+            "pytest",
+            "============================ no tests ran in 0.01s =============================\n",
+            TestCounts(0, 0, 0, 0),
+            id="pytest-no-tests-ran",
+        ),
+        pytest.param(
+            "pytest",
+            "== 1 passed in 0.1s ==\nlater noise\n== 2 failed, 3 passed in 0.2s ==\n",
+            TestCounts(3, 2, 0, 0),
+            id="pytest-last-summary-wins",
+        ),
+        pytest.param(
+            "cargo",
+            "test result: FAILED. 1 passed; 2 failed; 1 ignored; 0 measured; 0 filtered out;"
+            " finished in 0.17s\n"
+            "test result: ok. 4 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out;"
+            " finished in 0.01s\n"
+            "test result: ok. 1 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out;"
+            " finished in 0.30s\n",
+            TestCounts(6, 2, 3, 0),
+            id="cargo-sums-binaries",
+        ),
+        pytest.param(
+            "go",
+            "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n=== RUN   TestB/x\n"
+            "    --- FAIL: TestB/x (0.00s)\n--- FAIL: TestB (0.00s)\n=== RUN   TestC\n"
+            "    c_test.go:3: not on CI\n--- SKIP: TestC (0.00s)\nFAIL\n"
+            "FAIL\texample.com/x\t0.01s\n",
+            TestCounts(1, 2, 1, 0),
+            id="go-verbose",
+        ),
+        pytest.param(
+            "jest",
+            "Test Suites: 1 failed, 1 passed, 2 total\n"
+            "Tests:       1 failed, 1 skipped, 1 todo, 4 passed, 7 total\n",
+            TestCounts(4, 1, 2, 0),
+            id="jest",
+        ),
+        pytest.param(
+            "npm",
+            "> app@1.0.0 test\n> jest\n\nTests:       5 passed, 5 total\nTime: 1 s\n",
+            TestCounts(5, 0, 0, 0),
+            id="npm-running-jest",
+        ),
+        pytest.param(
+            "vitest",
+            " Test Files  1 failed | 1 passed (2)\n"
+            "      Tests  1 failed | 3 passed | 1 skipped (5)\n",
+            TestCounts(3, 1, 1, 0),
+            id="vitest",
+        ),
+        pytest.param(
+            "npm",
+            "# tests 3\n# suites 0\n# pass 1\n# fail 1\n# cancelled 0\n# skipped 1\n# todo 0\n",
+            TestCounts(1, 1, 1, 0),
+            id="node-test-runner",
+        ),
+        pytest.param(
+            None,
+            "Ran 6 tests in 0.003s\n\nFAILED (failures=1, errors=1, skipped=2)\n",
+            TestCounts(2, 1, 2, 1),
+            id="unittest-via-custom-check",
+        ),
+        pytest.param(
+            "make",
+            "pytest -q\n..\n2 passed in 0.01s\n",
+            TestCounts(2, 0, 0, 0),
+            id="make-running-pytest",
+        ),
+    ],
+)
+def test_parse_test_counts(tool: str | None, output: str, expected: TestCounts) -> None:
+    assert parse_test_counts(tool, output) == expected
+
+
+@pytest.mark.parametrize(
+    ("tool", "output"),
+    [
+        pytest.param("go", "ok  \texample.com/x\t0.01s\n", id="go-without-v"),
+        pytest.param("go", "--- FAIL: TestB (0.00s)\nFAIL\texample.com/x\t0.01s\n", id="go-fail"),
+        pytest.param("cargo", "error[E0425]: cannot find value `x`\n", id="cargo-did-not-build"),
+        pytest.param("pytest", "ImportError while loading conftest\n", id="pytest-crashed"),
+        pytest.param("pytest", "I passed 3 passed in review\n", id="pytest-prose"),
+        pytest.param("ruff", "== 3 passed in 0.1s ==\n", id="not-a-test-runner"),
+        pytest.param(None, "all fine\n", id="unknown"),
+    ],
+)
+def test_parse_test_counts_is_none_when_it_cannot_tell(tool: str | None, output: str) -> None:
+    assert parse_test_counts(tool, output) is None
+
+
+def test_executed_counts_passed_failed_and_errors() -> None:
+    assert TestCounts(passed=3, failed=2, skipped=7, errors=1).executed == 6
+
+
+def _run_pytest(root: Path, argv: tuple[str, ...]) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    done = subprocess.run(
+        [*argv, "-p", "no:cacheprovider"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return done.stdout
+
+
+def test_a_real_weakened_run_is_caught(tmp_path: Path) -> None:
+    tests = "def test_a():\n    assert True\n\ndef test_b():\n    assert True\n"
+    write(tmp_path, {"pytest.ini": "[pytest]\n", "tests/test_x.py": tests})
+    resolved = resolve_condition("tests green", tmp_path)
+    assert resolved.argv is not None
+    base = parse_test_counts(resolved.tool, _run_pytest(tmp_path, resolved.argv))
+    assert base == TestCounts(2, 0, 0, 0)
+
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import pytest\n\ndef test_a():\n    assert True\n\n"
+        "@pytest.mark.skip\ndef test_b():\n    assert False\n"
+    )
+    now = parse_test_counts(resolved.tool, _run_pytest(tmp_path, resolved.argv))
+    assert now == TestCounts(1, 0, 1, 0)
+    assert weakened(base, now) == (
+        "the check ran 1 test, 2 on the base commit; the check skipped 1 test, 0 on the base commit"
+    )
+
+
+# --- weakened ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base", "now", "reason"),
+    [
+        (
+            TestCounts(10, 0, 0, 0),
+            TestCounts(8, 0, 0, 0),
+            "the check ran 8 tests, 10 on the base commit",
+        ),
+        (
+            TestCounts(9, 1, 1, 0),
+            TestCounts(9, 0, 3, 0),
+            "the check ran 9 tests, 10 on the base commit; "
+            "the check skipped 3 tests, 1 on the base commit",
+        ),
+        (
+            TestCounts(10, 0, 1, 0),
+            TestCounts(10, 0, 3, 0),
+            "the check skipped 3 tests, 1 on the base commit",
+        ),
+        (TestCounts(5, 5, 0, 0), TestCounts(10, 0, 0, 0), None),  # fixed tests, same number run
+        (TestCounts(5, 0, 2, 0), TestCounts(8, 0, 0, 0), None),  # more run, fewer skipped
+        (TestCounts(4, 0, 0, 1), TestCounts(4, 1, 0, 0), None),  # an error became a failure
+        (None, TestCounts(1, 0, 0, 0), None),
+        (TestCounts(1, 0, 0, 0), None, None),
+        (None, None, None),
+    ],
+)
+def test_weakened(base: TestCounts | None, now: TestCounts | None, reason: str | None) -> None:
+    assert weakened(base, now) == reason

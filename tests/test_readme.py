@@ -1,0 +1,32 @@
+"""README.md opens with the two commands a new user needs, and CI runs exactly those."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def first_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"\n\n((?:    \S.*\n)+)", text)
+    assert block is not None, "README.md must open with an indented command block"
+    return [line.strip() for line in block.group(1).splitlines()]
+
+
+def test_readme_opens_with_install_and_test_commands() -> None:
+    install, test = first_commands()
+    assert "pip install" in install
+    assert install.endswith("loopctl demo")
+    assert "pytest" in test
+
+
+def test_ci_runs_exactly_the_readme_commands() -> None:
+    ci_lines = [
+        line.strip()
+        for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for command in first_commands():
+        assert command in ci_lines, f".ci/run does not run {command!r}"
