@@ -27,6 +27,7 @@ from loopctl.events import Event, EventLog, EventType
 from loopctl.inbox import ItemKind, new_item_id, open_items, render_inbox_md
 from loopctl.lock import RunnerLock
 from loopctl.prompts import AttemptSummary, MakerContext, judge_prompt, maker_prompt
+from loopctl.secrets import Redactor, withheld_values
 from loopctl.state import write_state
 from loopctl.tasks import TaskSourceError, TaskSpec, discover
 from loopctl.worktrees import Workspace, ensure_worktree, remove_worktree, sanitize_task_id
@@ -119,6 +120,7 @@ class Engine:
         self.observer = observer
         self.log = EventLog(self.paths.events_file, clock=clock)
         self._projection_lock = threading.Lock()
+        self._redact: Redactor | None = None
 
     # --- events and projections ----------------------------------------------------------------
 
@@ -423,10 +425,8 @@ class Engine:
             try:
                 return [f.result() for f in futures]
             except KeyboardInterrupt:
+                # Worker threads never see Ctrl-C; the stop event cancels their programs.
                 ctx.stop.set()
-                from loopctl import process
-
-                process.terminate_all()
                 raise
 
     # --- one task ------------------------------------------------------------------------------
@@ -629,7 +629,8 @@ class Engine:
                 timeout=1800,
                 stdout_path=run_dir / f"setup-{index}.out",
                 stderr_path=run_dir / f"setup-{index}.err",
-                redactor=self._redactor(()),
+                redactor=self._redactor(),
+                cancel=ctx.stop,
             )
             self.emit(
                 EventType.NOTE,
@@ -648,11 +649,12 @@ class Engine:
     def _agent_allow(self, agent: Agent) -> tuple[str, ...]:
         return (*agent.env_allow, *self.project.config.env_allow)
 
-    def _redactor(self, allow: Sequence[str]) -> Any:
-        from loopctl.secrets import Redactor, withheld_values
-
-        # Everything secret-looking is redacted from captured output, allowed or not.
-        return Redactor(withheld_values(allow=()))
+    def _redactor(self) -> Redactor:
+        # Every secret-looking value is redacted from captured output, allowed or not:
+        # an agent may be given a key, but it must never land in a log.
+        if self._redact is None:
+            self._redact = Redactor(withheld_values(allow=()))
+        return self._redact
 
     def _check_env(self) -> dict[str, str]:
         from loopctl.secrets import build_env
@@ -706,7 +708,8 @@ class Engine:
             timeout=ctx.loop.checker.timeout_s,
             stdout_path=folder / "baseline.out",
             stderr_path=folder / "baseline.err",
-            redactor=self._redactor(()),
+            redactor=self._redactor(),
+            cancel=ctx.stop,
         )
         counts = parse_test_counts(condition.tool, done.output_tail(200_000))
         self.emit(
@@ -755,8 +758,11 @@ class Engine:
                 timeout=ctx.loop.checker.timeout_s,
                 stdout_path=folder / f"check-{index}.out",
                 stderr_path=folder / f"check-{index}.err",
-                redactor=self._redactor(()),
+                redactor=self._redactor(),
+                cancel=ctx.stop,
             )
+            if done.interrupted:
+                raise KeyboardInterrupt
             output = done.output_tail(200_000)
             outputs.append(output)
             verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
@@ -860,7 +866,7 @@ class Engine:
     ) -> Any:
         from loopctl.atomicfile import write_atomic
         from loopctl.backends import AgentRequest, backend_for
-        from loopctl.secrets import Redactor, build_env, withheld_values
+        from loopctl.secrets import build_env
 
         folder = self._attempt_dir(ctx, spec.id, number)
         prompt_file = folder / f"{role}-prompt.md"
@@ -887,11 +893,12 @@ class Engine:
             env=env,
             stdout_path=folder / f"{role}.out",
             stderr_path=folder / f"{role}.err",
-            redactor=Redactor(withheld_values(allow=())),
+            redactor=self._redactor(),
             loop=ctx.loop.name,
             task=spec.id,
             attempt=number,
             session_id=session,
+            cancel=ctx.stop,
         )
         result = backend_for(agent).run(request)
         self.emit(
@@ -1167,4 +1174,3 @@ def ensure_gitignore(loop_dir: Path) -> None:
     target = loop_dir / ".gitignore"
     if not target.exists():
         write_atomic(target, (TEMPLATES / "gitignore").read_text(encoding="utf-8"))
-

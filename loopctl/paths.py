@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,8 @@ def cache_home() -> Path:
 
 def repo_slug(root: Path) -> str:
     """A folder name unique to one repository path, readable by a human."""
+    import hashlib
+
     digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:10]
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in root.name)[:40] or "repo"
     return f"{name}-{digest}"

@@ -233,19 +233,21 @@ def _terminate(proc: subprocess.Popen[bytes], kill_grace: float) -> None:
     """SIGTERM the group, give the leader `kill_grace` seconds, then SIGKILL the group."""
     _signal_group(proc.pid, signal.SIGTERM)
     _wait_exit(proc, time.monotonic() + kill_grace, None)
-    pass
+    _signal_group(proc.pid, signal.SIGKILL)
 
 
 def _open_sinks(
     stack: contextlib.ExitStack, stdout_path: Path | None, stderr_path: Path | None
 ) -> tuple[_Sink | None, _Sink | None]:
-    out = _Sink(stdout_path) if stdout_path is not None else None
-    if out is not None:
+    if stdout_path is None:
+        out = None
+    else:
+        out = _Sink(stdout_path)
         stack.callback(out.close)
+        if stderr_path is not None and stdout_path.resolve() == stderr_path.resolve():
+            return out, out
     if stderr_path is None:
         return out, None
-    if out is not None and stdout_path is not None and stdout_path.resolve() == stderr_path.resolve():
-        return out, out
     err = _Sink(stderr_path)
     stack.callback(err.close)
     return out, err
@@ -278,6 +280,11 @@ def run(
 
     with contextlib.ExitStack() as stack:
         out_sink, err_sink = _open_sinks(stack, stdout_path, stderr_path)
+        # Made before the program starts: nothing that can fail may sit between Popen and the
+        # try block that guarantees the group is killed.
+        wake_read, wake_write = os.pipe()
+        stack.callback(os.close, wake_read)
+        stack.callback(os.close, wake_write)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -296,20 +303,16 @@ def run(
                 f"program not found: {args[0]} (is it installed and on PATH?)"
             ) from exc
 
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         stack.enter_context(proc.stdout)
         stack.enter_context(proc.stderr)
-        wake_read, wake_write = os.pipe()
-        stack.callback(os.close, wake_read)
-        stack.callback(os.close, wake_write)
         captures = (
             _Capture(out_sink, active, tail_bytes),
             _Capture(err_sink, active, tail_bytes),
         )
         readers = [
-            threading.Thread(
-                target=_pump, args=(pipe.fileno(), capture, wake_read), daemon=True
-            )
+            threading.Thread(target=_pump, args=(pipe.fileno(), capture, wake_read), daemon=True)
             for pipe, capture in zip((proc.stdout, proc.stderr), captures, strict=True)
         ]
         writer: threading.Thread | None = None
@@ -325,7 +328,7 @@ def run(
             deadline = None if timeout is None else started + timeout
             if _wait_exit(proc, deadline, cancel):
                 # Agents must not leave daemons behind: whatever remains of the group goes too.
-                pass
+                _signal_group(proc.pid, signal.SIGKILL)
             else:
                 killed = True
                 _terminate(proc, kill_grace)

@@ -258,9 +258,7 @@ def test_an_unterminated_last_line_is_redacted_and_kept(
 
 def test_huge_output_keeps_only_a_tail_in_memory(tmp_path: Path, env: dict[str, str]) -> None:
     code = (
-        "import sys\n"
-        "for i in range(5 * 1024 * 1024 // 16):\n"
-        "    sys.stdout.write(f'{i:015d}\\n')\n"
+        "import sys\nfor i in range(5 * 1024 * 1024 // 16):\n    sys.stdout.write(f'{i:015d}\\n')\n"
     )
     out = tmp_path / "out.log"
     done = run(
@@ -316,7 +314,7 @@ def test_program_is_looked_up_on_the_given_path(tmp_path: Path) -> None:
 def test_a_file_that_is_not_executable_is_not_a_program(tmp_path: Path) -> None:
     script = tmp_path / "script.py"
     script.write_text("print('hi')\n")
-    with pytest.raises(ProgramNotFound, match="script.py"):
+    with pytest.raises(ProgramNotFound, match=r"script\.py"):
         run(["./script.py"], cwd=tmp_path, env={})
 
 

@@ -209,7 +209,10 @@ def test_redact(secrets: list[str], text: str, expected: str) -> None:
 
 
 def test_redactor_catches_each_line_of_a_multiline_secret() -> None:
-    pem = "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END KEY-----"
+    pem = (
+        "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n"
+        "-----END KEY-----"
+    )
     redactor = Redactor([pem])
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in redactor.redact(
         "line: MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"

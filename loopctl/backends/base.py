@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -36,6 +37,7 @@ class AgentRequest:
     task: str
     attempt: int
     session_id: str | None = None  # resume this session where the backend supports it
+    cancel: threading.Event | None = None  # set when the run is interrupted: stop the agent
 
 
 @dataclass(frozen=True, slots=True)

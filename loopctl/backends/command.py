@@ -71,6 +71,7 @@ class CommandBackend:
             stdout_path=request.stdout_path,
             stderr_path=request.stderr_path,
             redactor=request.redactor,
+            cancel=request.cancel,
         )
         return result_from_completed(done)
 

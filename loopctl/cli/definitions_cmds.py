@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from loopctl.cli.boundary import boundary, eprint
+from loopctl.cli.boundary import boundary
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
@@ -48,43 +48,11 @@ def init() -> None:
 
 def validate(json_out: JsonFlag = False) -> None:
     """Check every definition and report each problem as path:line: message."""
-    project = _load(strict=False)
-    root = project.root
-    if json_out:
-        from loopctl.cli.render import print_json
+    from loopctl.cli.plain import validate as run_validate
 
-        print_json(
-            "validation",
-            {
-                "ok": not project.errors,
-                "loops": sorted(project.loops),
-                "agents": sorted(project.agents),
-                "skills": sorted(project.skills),
-                "problems": [
-                    {
-                        "path": str(p.path.relative_to(root)) if p.path else None,
-                        "line": p.line,
-                        "severity": p.severity,
-                        "message": p.message,
-                    }
-                    for p in project.problems
-                ],
-            },
-        )
-    else:
-        for problem in project.problems:
-            print(problem.render(root))
-        errors, warnings = len(project.errors), len(project.warnings)
-        summary = (
-            f"{len(project.loops)} loops, {len(project.agents)} agents,"
-            f" {len(project.skills)} skills"
-        )
-        if errors:
-            eprint(f"{errors} error(s), {warnings} warning(s) ({summary} valid)")
-        else:
-            print(f"ok: {summary}" + (f", {warnings} warning(s)" if warnings else ""))
-    if project.errors:
-        raise typer.Exit(2)
+    code = run_validate(json_out)
+    if code:
+        raise typer.Exit(code)
 
 
 def agents(json_out: JsonFlag = False) -> None:

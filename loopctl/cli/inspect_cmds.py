@@ -161,36 +161,11 @@ def inbox(
     """List open inbox items."""
     if ctx.invoked_subcommand is not None:
         return
-    from loopctl.inbox import items
+    from loopctl.cli.plain import inbox_list
 
-    project = _project(strict=False)
-    found = [i for i in items(_log(project).read()) if show_all or i.is_open]
-    if json_out:
-        from loopctl.cli.render import print_json
-
-        print_json("inbox", [i.to_json() for i in found])
-        return
-    from datetime import UTC, datetime
-
-    from loopctl.cli.render import print_table
-
-    now = datetime.now(UTC)
-
-    def age(ts: str) -> str:
-        seconds = int((now - datetime.fromisoformat(ts)).total_seconds())
-        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-            if seconds >= size:
-                return f"{seconds // size}{unit}"
-        return f"{seconds}s"
-
-    print_table(
-        ("ID", "KIND", "LOOP", "TASK", "AGE", "SUMMARY"),
-        [
-            (i.id, i.kind, i.loop or "-", i.task or "-", age(i.opened), i.summary[:90])
-            for i in found
-        ],
-        empty="inbox empty: nothing needs you",
-    )
+    code = inbox_list(show_all, json_out)
+    if code:
+        raise typer.Exit(code)
 
 
 worktrees_app = typer.Typer(help="loopctl's worktrees: list them, or prune finished ones.")

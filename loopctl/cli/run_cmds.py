@@ -114,9 +114,7 @@ def goal(
 
 
 def run(
-    name: Annotated[
-        str, typer.Argument(metavar="NAME", help="Loop name (.loop/loops/NAME.toml).")
-    ],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Loop name (.loop/loops/NAME.toml).")],
     once: Annotated[bool, typer.Option("--once", help="Run one tick and exit.")] = False,
     json_out: JsonFlag = False,
 ) -> None:

@@ -2,8 +2,9 @@
 
 usage: sleepy_tree.py PIDFILE MODE [FIFO]
 
-The child ignores SIGTERM, the grandchild does not. Once the tree is up and PIDFILE written
-(atomically, one pid a line: leader, child, grandchild), the leader acts on MODE:
+The child ignores SIGTERM, the grandchild does not. None lives for ever: each dies of SIGALRM
+after a while, the leader first. Once the tree is up and PIDFILE written (atomically, one pid a
+line: leader, child, grandchild), the leader acts on MODE:
 
     hang      wait forever (SIGTERM kills it)
     stubborn  ignore SIGTERM, then wait forever
@@ -20,8 +21,15 @@ import subprocess
 import sys
 import threading
 
+# "Forever" ends by SIGALRM so that a broken process.run makes a test fail instead of hanging.
+# The leader goes first: a run() that never kills the group then returns while the child and
+# grandchild still live, and the test sees them.
+LEADER_LIFETIME = 20
+DESCENDANT_LIFETIME = 40
 
-def forever() -> None:
+
+def forever(seconds: int = DESCENDANT_LIFETIME) -> None:
+    signal.alarm(seconds)
     threading.Event().wait()
 
 
@@ -65,7 +73,7 @@ def leader(pidfile: str, mode: str, fifo: str | None) -> None:
         assert fifo is not None
         with open(fifo, "w") as handle:
             handle.write("ready\n")
-    forever()
+    forever(LEADER_LIFETIME)
 
 
 def main() -> None:

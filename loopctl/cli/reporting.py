@@ -1,0 +1,67 @@
+"""Turning exceptions into one clear line and a documented exit code (DESIGN §3).
+
+Kept free of typer so the fast paths in `__main__` can use it too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from loopctl.errors import DefinitionError, ExitCode, LoopctlError
+
+
+def eprint(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def write_crash_log(exc: BaseException) -> Path | None:
+    """Keep the traceback for a bug report; the user sees one line."""
+    import traceback
+    from datetime import UTC, datetime
+
+    from loopctl.paths import cache_home
+
+    folder = cache_home() / "crashes"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        path = folder / f"crash-{stamp}-{os.getpid()}.log"
+        text = "".join(traceback.format_exception(exc))
+        from loopctl.secrets import Redactor
+
+        path.write_text(Redactor.from_environment().redact(text), encoding="utf-8")
+        return path
+    except Exception:
+        return None
+
+
+def report(exc: BaseException) -> int:
+    """Print the one-line (or one-per-problem) message for `exc`; return its exit code."""
+    if isinstance(exc, DefinitionError):
+        for problem in exc.problems:
+            eprint(problem.render(exc.root))
+        return int(exc.exit_code)
+    if isinstance(exc, LoopctlError):
+        eprint(f"loopctl: {exc}")
+        return int(exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        eprint("loopctl: interrupted")
+        return int(ExitCode.INTERRUPTED)
+    if isinstance(exc, BrokenPipeError):
+        # `loopctl log | head` closing the pipe is not an error worth a traceback.
+        return 0
+    log = write_crash_log(exc)
+    where = f"; details in {log}" if log else ""
+    eprint(f"loopctl: unexpected error: {type(exc).__name__}: {exc}{where}")
+    return int(ExitCode.UNEXPECTED)
+
+
+def guarded(func: Callable[[], int]) -> int:
+    """Run a plain command function inside the error boundary."""
+    try:
+        return func()
+    except (Exception, KeyboardInterrupt) as exc:  # the boundary: everything ends here
+        return report(exc)
