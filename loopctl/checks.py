@@ -19,6 +19,7 @@ class Verdict:
     output_tail: str = ""
     source: str = "command"  # command | protect | judge | weakened | agent | none
     failing_tests: tuple[str, ...] = ()
+    fatal: bool = False  # no further attempt can change this outcome (e.g. the check is missing)
 
 
 def protected_violations(

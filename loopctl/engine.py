@@ -133,7 +133,9 @@ class Engine:
         task: str | None = None,
         **data: Any,
     ) -> Event:
-        event = self.log.append(type_, run=run, loop=loop, task=task, data=data)
+        # Task text, agent output and check output can all carry a secret: scrub before writing.
+        clean = _redact_values(data, self._redactor())
+        event = self.log.append(type_, run=run, loop=loop, task=task, data=clean)
         if self.observer is not None:
             with contextlib.suppress(Exception):  # a broken view must never stop the work
                 self.observer(event)
@@ -220,6 +222,22 @@ class Engine:
             env = build_env(allow=(*agent.env_allow, *self.project.config.env_allow))
             backend_for(agent).check_available(agent, env)
 
+    def _check_programs(self, loop: Loop, condition: ResolvedCondition | None) -> None:
+        """Refuse before any worktree exists when a check program is missing."""
+        commands = list(loop.checker.commands)
+        if condition is not None and condition.argv:
+            commands.append(tuple(condition.argv))
+        path = self._check_env().get("PATH")
+        for argv in commands:
+            program = argv[0]
+            if "/" in program:
+                continue  # relative to the worktree, or absolute: checked when it runs
+            if shutil.which(program, path=path) is None:
+                raise LoopctlError(
+                    f"check program {program!r} is not on PATH (install it, or fix the check"
+                    f" command `{' '.join(argv)}`)"
+                )
+
     def _protected(
         self, loop: Loop, condition: ResolvedCondition | None, maker: Agent, judge: Agent | None
     ) -> tuple[str, ...]:
@@ -258,6 +276,7 @@ class Engine:
                 " [defaults] checker"
             )
         self._check_available([a for a in (maker, judge) if a is not None])
+        self._check_programs(loop, condition)
         lock_name = (
             loop.name
             if loop.name != GOAL_LOOP
@@ -270,11 +289,12 @@ class Engine:
             ensure_gitignore(self.paths.loop_dir)
             return self._run_locked(loop, condition, maker, judge, in_place, base_ref)
 
-    def _resumable(self, loop: Loop, goal_task: str | None) -> history.RunView | None:
+    def _resumable(self, loop: Loop, goal: str | None) -> history.RunView | None:
+        """The loop's last run if it never finished (for a goal: the last run of that goal)."""
         runs = history.fold(self.log.read())
         candidates = [r for r in runs.values() if r.loop == loop.name]
-        if goal_task is not None:
-            candidates = [r for r in candidates if goal_task in r.tasks]
+        if goal is not None:
+            candidates = [r for r in candidates if r.data.get("condition") == goal]
         if not candidates:
             return None
         last = candidates[-1]
@@ -290,9 +310,12 @@ class Engine:
         base_ref: str,
     ) -> RunOutcome:
         goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
-        previous = self._resumable(loop, goal_task)
+        previous = self._resumable(loop, condition.text if goal_task and condition else None)
         resumed = previous is not None
-        if previous is not None:
+        listed = previous is not None and any(
+            e.type == EventType.TASKS_LISTED for e in previous.events
+        )
+        if previous is not None and listed:
             run_id = previous.run
             self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name)
             specs = [
@@ -300,18 +323,23 @@ class Engine:
                 for t in previous.tasks.values()
             ]
         else:
-            run_id = new_run_id(self.clock())
-            self.emit(
-                EventType.TICK_STARTED,
-                run=run_id,
-                loop=loop.name,
-                kind="goal" if loop.name == GOAL_LOOP else "tick",
-                condition=condition.text if condition else None,
-                check=list(condition.argv) if condition and condition.argv else None,
-                maker=maker.name,
-                judge=judge.name if judge else None,
-                in_place=in_place,
-            )
+            if previous is not None:
+                # Killed before its task list was complete: resume the run, list tasks again.
+                run_id = previous.run
+                self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name)
+            else:
+                run_id = new_run_id(self.clock())
+                self.emit(
+                    EventType.TICK_STARTED,
+                    run=run_id,
+                    loop=loop.name,
+                    kind="goal" if loop.name == GOAL_LOOP else "tick",
+                    condition=condition.text if condition else None,
+                    check=list(condition.argv) if condition and condition.argv else None,
+                    maker=maker.name,
+                    judge=judge.name if judge else None,
+                    in_place=in_place,
+                )
             try:
                 if goal_task is not None:
                     specs = [
@@ -329,7 +357,10 @@ class Engine:
                 return self._finish_run(
                     run_id, loop, [], "failed", str(exc), resumed, open_item=True
                 )
+            already = set(previous.tasks) if previous is not None else set()
             for spec in specs[: loop.budget.max_tasks]:
+                if spec.id in already:
+                    continue
                 self.emit(
                     EventType.TASK_FOUND,
                     run=run_id,
@@ -342,6 +373,13 @@ class Engine:
                     fields=spec.fields,
                 )
             specs = specs[: loop.budget.max_tasks]
+            self.emit(
+                EventType.TASKS_LISTED,
+                run=run_id,
+                loop=loop.name,
+                count=len(specs),
+                found=len(specs) if len(specs) < loop.budget.max_tasks else None,
+            )
         self.refresh_projections()
         ctx = _RunContext(
             project=self.project,
@@ -448,25 +486,27 @@ class Engine:
                 view.branch,
                 view.worktree,
             )
+        fresh = view is None or (view.worktree is None and not view.attempts)
+        if loop.tasks is not None and loop.tasks.dedupe == "base" and fresh:
+            try:
+                base_now = self._resolve_base(spec.base_ref or ctx.base_ref)
+            except LoopctlError as exc:
+                return self._finish_task(ctx, spec, "failed", str(exc), None, 0, None)
+            if self._unchanged_since_success(loop.name, spec.id, base_now, ctx.run_id):
+                return self._finish_task(
+                    ctx,
+                    spec,
+                    "skipped",
+                    f"base {base_now[:12]} unchanged since the task last succeeded",
+                    None,
+                    0,
+                    None,
+                )
         try:
             workspace = self._workspace(ctx, spec, view)
         except LoopctlError as exc:
             return self._finish_task(
                 ctx, spec, "failed", f"cannot prepare the worktree: {exc}", None, 0, None
-            )
-        if (
-            loop.tasks is not None
-            and loop.tasks.dedupe == "base"
-            and self._unchanged_since_success(loop.name, spec.id, workspace.base_sha, ctx.run_id)
-        ):
-            return self._finish_task(
-                ctx,
-                spec,
-                "skipped",
-                "base commit unchanged since it last succeeded",
-                workspace,
-                0,
-                None,
             )
         baseline = self._baseline(ctx, spec, workspace)
         while True:
@@ -478,6 +518,16 @@ class Engine:
             fingerprints = [a.fingerprint if a.verdict == "failed" else None for a in finished]
             if finished and finished[-1].verdict == "passed":
                 return self._deliver(ctx, spec, workspace, finished[-1].number)
+            if finished and finished[-1].fatal:
+                return self._finish_task(
+                    ctx,
+                    spec,
+                    "stopped",
+                    finished[-1].reason,
+                    workspace,
+                    len(attempts),
+                    finished[-1],
+                )
             streak = budgets.identical_failure_streak(fingerprints)
             if streak >= loop.budget.stop_after_identical_failures:
                 last = finished[-1]
@@ -546,7 +596,7 @@ class Engine:
             if run.loop != loop or run.run == current_run:
                 continue
             done = run.tasks.get(task)
-            if done is not None and done.status == "done" and done.base_sha == base_sha:
+            if done is not None and done.status == "done" and done.base_ref_sha == base_sha:
                 return True
         return False
 
@@ -567,6 +617,7 @@ class Engine:
                     branch=git.current_branch(root),
                     base_sha=base,
                     in_place=True,
+                    dirty_at_start=_file_hashes(root, git.changed_paths(root, base)),
                 )
             return Workspace(root, git.current_branch(root) or "HEAD", base, False)
         worktree_root = self.project.config.worktree_root or self.paths.default_worktree_root()
@@ -584,6 +635,7 @@ class Engine:
                 path=str(workspace.path),
                 branch=workspace.branch,
                 base_sha=workspace.base_sha,
+                base_ref_sha=base_ref,
                 reused=not workspace.created,
             )
             if workspace.created:
@@ -742,6 +794,8 @@ class Engine:
         from loopctl.conditions import parse_test_counts, weakened
 
         changed = git.changed_paths(workspace.path, workspace.base_sha)
+        if ctx.in_place:
+            changed = self._changed_in_place(ctx, spec, changed)
         violations = checks.protected_violations(
             changed, protected=ctx.protected, scope=ctx.loop.maker.scope
         )
@@ -751,16 +805,25 @@ class Engine:
         outputs: list[str] = []
         commands = self._check_commands(ctx)
         for index, argv in enumerate(commands, start=1):
-            done = process.run(
-                list(argv),
-                cwd=workspace.path,
-                env=self._check_env(),
-                timeout=ctx.loop.checker.timeout_s,
-                stdout_path=folder / f"check-{index}.out",
-                stderr_path=folder / f"check-{index}.err",
-                redactor=self._redactor(),
-                cancel=ctx.stop,
-            )
+            try:
+                done = process.run(
+                    list(argv),
+                    cwd=workspace.path,
+                    env=self._check_env(),
+                    timeout=ctx.loop.checker.timeout_s,
+                    stdout_path=folder / f"check-{index}.out",
+                    stderr_path=folder / f"check-{index}.err",
+                    redactor=self._redactor(),
+                    cancel=ctx.stop,
+                )
+            except LoopctlError as exc:  # the check itself cannot run: no attempt can fix that
+                return checks.Verdict(
+                    False,
+                    f"the check cannot run: {exc}",
+                    "check-cannot-run",
+                    source="environment",
+                    fatal=True,
+                )
             if done.interrupted:
                 raise KeyboardInterrupt
             output = done.output_tail(200_000)
@@ -850,6 +913,18 @@ class Engine:
             result.output_tail,
             "judge",
         )
+
+    def _changed_in_place(self, ctx: _RunContext, spec: TaskSpec, changed: list[str]) -> list[str]:
+        """In place, only what changed since the run began is the maker's doing."""
+        events = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_CREATED)
+        before = events[0].data.get("dirty_at_start", {}) if events else {}
+        now = _file_hashes(self.paths.root, changed)
+        own = {".loop/STATE.md", ".loop/INBOX.md", ".loop/.gitignore"}
+        return [
+            path
+            for path in changed
+            if path not in own and not (path in before and before[path] == now.get(path))
+        ]
 
     # --- agents --------------------------------------------------------------------------------
 
@@ -986,6 +1061,7 @@ class Engine:
             reason=verdict.reason,
             fingerprint=verdict.fingerprint,
             output_tail=verdict.output_tail[-1500:],
+            fatal=verdict.fatal,
         )
         self.refresh_projections()
 
@@ -1160,6 +1236,30 @@ class Engine:
             evidence=evidence,
         )
         return item_id
+
+
+def _file_hashes(root: Path, paths: Sequence[str]) -> dict[str, str | None]:
+    """Content hashes of repository files (None: deleted), to tell later edits apart."""
+    import hashlib
+
+    hashes: dict[str, str | None] = {}
+    for relative in paths:
+        target = root / relative
+        try:
+            hashes[relative] = hashlib.sha256(target.read_bytes()).hexdigest()[:16]
+        except OSError:
+            hashes[relative] = None
+    return hashes
+
+
+def _redact_values(value: Any, redactor: Redactor) -> Any:
+    if isinstance(value, str):
+        return redactor.redact(value)
+    if isinstance(value, dict):
+        return {key: _redact_values(item, redactor) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_values(item, redactor) for item in value]
+    return value
 
 
 def ctx_events(events: Sequence[Event], run_id: str, task: str, type_: str) -> list[Event]:

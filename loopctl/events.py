@@ -42,6 +42,7 @@ class EventType(StrEnum):
     BUDGET_STOPPED = "budget_stopped"
     RUN_INTERRUPTED = "run_interrupted"
     RUN_RESUMED = "run_resumed"
+    TASKS_LISTED = "tasks_listed"
     BASELINE_CHECKED = "baseline_checked"
     ACTION_DEFERRED = "action_deferred"
     NOTE = "note"

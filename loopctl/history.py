@@ -21,6 +21,7 @@ class AttemptView:
     tokens: int = 0
     cost_usd: float | None = None
     starts: int = 1  # >1 when an interrupted attempt was redone
+    fatal: bool = False  # the verdict says no further attempt can help
 
 
 @dataclass(slots=True)
@@ -37,6 +38,7 @@ class TaskView:
     branch: str | None = None
     worktree: str | None = None
     base_sha: str | None = None
+    base_ref_sha: str | None = None  # what the task's base ref pointed at when it was set up
     attempts: list[AttemptView] = field(default_factory=list)
     tokens: int = 0
     cost_usd: float = 0.0
@@ -130,6 +132,7 @@ def _apply(run: RunView, event: Event) -> None:
         task.worktree = data.get("path")
         task.branch = data.get("branch")
         task.base_sha = data.get("base_sha")
+        task.base_ref_sha = data.get("base_ref_sha") or data.get("base_sha")
     elif kind == EventType.ATTEMPT_STARTED:
         task = _task(run, event)
         number = int(data.get("attempt", len(task.attempts) + 1))
@@ -158,6 +161,7 @@ def _apply(run: RunView, event: Event) -> None:
             attempt.reason = str(data.get("reason", ""))
             attempt.fingerprint = data.get("fingerprint")
             attempt.output_tail = str(data.get("output_tail", ""))
+            attempt.fatal = data.get("fatal") is True
     elif kind == EventType.COMMIT_CREATED:
         task = _task(run, event)
         task.commit = data.get("sha")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -181,9 +182,7 @@ def assert_clean_exit(done: subprocess.CompletedProcess[str], code: int) -> None
 def events(repo: Path, type_: str | None = None, task: str | None = None) -> list[Event]:
     found = EventLog(ProjectPaths(repo).events_file).read()
     return [
-        e
-        for e in found
-        if (type_ is None or e.type == type_) and (task is None or e.task == task)
+        e for e in found if (type_ is None or e.type == type_) and (task is None or e.task == task)
     ]
 
 
@@ -257,10 +256,8 @@ def pid_alive(pid: int) -> bool:
 
 def kill_if_alive(pid: int | None) -> None:
     if pid is not None and pid_alive(pid):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def wait_until_gone(pids: Iterable[int], timeout: float) -> list[int]:

@@ -84,7 +84,9 @@ def test_log_json_is_one_parsable_event_per_line_and_filters_by_loop(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_project(repo, "never_fixes.py")
-    write_loop(repo, "other", 'goal = "tests green"\nprompt = "fix"\n\n[budget]\nmax_iterations = 1\n')
+    write_loop(
+        repo, "other", 'goal = "tests green"\nprompt = "fix"\n\n[budget]\nmax_iterations = 1\n'
+    )
     _failed_goal(repo, monkeypatch)
     assert invoke(monkeypatch, repo, "run", "other", "--once").exit_code == 1
 
@@ -140,7 +142,9 @@ def test_worktrees_lists_kept_ones_and_prune_follows_the_keep_policy(
     assert len(loop_worktrees(repo)) == 2
 
     # keep = "always" keeps everything; under "on-failure" only the failed one stays.
-    assert _payload(invoke(monkeypatch, repo, "worktrees", "prune", "--json").stdout, "pruned") == []
+    assert (
+        _payload(invoke(monkeypatch, repo, "worktrees", "prune", "--json").stdout, "pruned") == []
+    )
     write_config(
         repo,
         (repo / ".loop" / "config.toml").read_text().replace('"always"', '"on-failure"'),

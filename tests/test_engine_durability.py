@@ -293,3 +293,53 @@ def test_a_lock_left_by_a_dead_runner_is_taken_over(
     done = run_loopctl(repo, "goal", "tests green")
 
     assert_clean_exit(done, 0)
+
+
+def test_interrupt_with_parallel_tasks_stops_every_agent(
+    repo: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    release = tmp_path / "release"
+    make_project(repo, "slow_fixer.py", tmp_path / "started-{task}", release)
+    items = [{"id": "a"}, {"id": "b"}]
+    code = f"import json; print(json.dumps({items!r}))"
+    write_loop(
+        repo,
+        "duo",
+        'goal = "tests green"\nprompt = "fix"\n\n'
+        f"[tasks]\ncommand = {toml_value([PY, '-c', code])}\n\n[budget]\nmax_parallel = 2\n",
+    )
+    proc = spawn_loopctl(repo, "run", "duo", "--once")
+    spawned.append(proc)
+    agents = [wait_for(lambda t=t: read_pid(tmp_path / f"started-{t}"), f"agent {t}") for t in "ab"]
+    try:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the runner did not stop within 10s of Ctrl-C")
+        assert proc.returncode == 130, f"stdout:\n{out}\nstderr:\n{err}"
+        assert "Traceback" not in out + err
+        assert len(events(repo, "run_interrupted")) == 1
+        assert wait_until_gone(agents, timeout=5) == []
+    finally:
+        for pid in agents:
+            kill_if_alive(pid)
+
+
+def test_a_second_goal_runner_is_refused_while_the_first_works(
+    repo: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
+) -> None:
+    marker, release = _slow_goal(repo, tmp_path)
+    first = spawn_loopctl(repo, "goal", "tests green")
+    spawned.append(first)
+    wait_for(lambda: read_pid(marker), "the first runner's maker to start")
+
+    second = run_loopctl(repo, "goal", "tests green")
+    release.touch()
+    out, err = first.communicate(timeout=30)
+
+    assert_clean_exit(second, 1)
+    assert f"pid {first.pid}" in second.stderr
+    assert first.returncode == 0, f"stdout:\n{out}\nstderr:\n{err}"
+    assert len(events(repo, "tick_started")) == 1
+    assert attempt_starts(repo, TASK) == [1]

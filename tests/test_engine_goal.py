@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -275,18 +276,23 @@ def test_a_prose_goal_is_judged_by_a_separate_checker_agent(
     write_agent(repo, "fixer", "fixer.py")
     write_agent(repo, "judge", "judge.py")
     config = repo / ".loop" / "config.toml"
-    config.write_text(config.read_text().replace('maker = "maker"', 'maker = "maker"\nchecker = "judge"'))
+    config.write_text(
+        config.read_text().replace('maker = "maker"', 'maker = "maker"\nchecker = "judge"')
+    )
     condition = "add really adds"
 
-    failed = invoke(
-        monkeypatch, repo, "goal", condition, "--max-iterations", "1"
-    )
+    failed = invoke(monkeypatch, repo, "goal", condition, "--max-iterations", "1")
     met = invoke(monkeypatch, repo, "goal", condition, "--agent", "fixer")
 
     assert failed.exit_code == 1, failed.output
     assert met.exit_code == 0, met.output
     roles = [(e.data["role"], e.data["agent"]) for e in events(repo, "agent_finished")]
-    assert roles == [("maker", "maker"), ("checker", "judge"), ("maker", "fixer"), ("checker", "judge")]
+    assert roles == [
+        ("maker", "maker"),
+        ("checker", "judge"),
+        ("maker", "fixer"),
+        ("checker", "judge"),
+    ]
     verdicts = [e.data["reason"] for e in events(repo, "attempt_finished")]
     assert verdicts[0] == "not met: add() still subtracts"
     assert "the diff fixes add()" in verdicts[1]
@@ -314,3 +320,30 @@ def test_builtin_tests_green_fails_a_run_that_skips_more_tests(
     assert check.data["source"] == "weakened"
     assert "skipped 1 test" in check.data["reason"]
     assert events(repo, "commit_created") == []
+
+
+def test_the_maker_prompt_stays_bounded_over_many_attempts(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopctl.prompts import MAX_PROMPT_BYTES
+
+    noisy = (sys.executable, "-c", "import sys; print('noise ' * 5000); sys.exit(1)")
+    make_project(
+        repo,
+        "never_fixes.py",
+        agent_extra='developer_instructions = "PINNED-RULE-42: keep changes minimal."\n',
+        check=noisy,
+        config_extra="\n[budget]\nmax_iterations = 6\nstop_after_identical_failures = 10\n",
+    )
+
+    result = invoke(monkeypatch, repo, "goal", "tests green")
+
+    assert result.exit_code == 1, result.output
+    assert attempt_starts(repo, TASK) == [1, 2, 3, 4, 5, 6]
+    prompts = sorted((repo / ".loop" / "runs").rglob("maker-prompt.md"))
+    assert len(prompts) == 6
+    for prompt in prompts:
+        text = prompt.read_text()
+        assert len(text.encode()) <= MAX_PROMPT_BYTES, prompt
+        assert "PINNED-RULE-42" in text, prompt
+        assert "tests green" in text, prompt

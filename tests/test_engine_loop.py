@@ -33,9 +33,7 @@ def tick_runs(repo: Path, loop: str) -> list[str]:
     return [e.run or "" for e in events(repo, "tick_started") if e.loop == loop]
 
 
-def test_a_tick_works_every_task_in_parallel(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_tick_works_every_task_in_parallel(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     make_project(repo, "fixer.py")
     write_loop(
         repo,
@@ -59,9 +57,7 @@ def test_a_tick_works_every_task_in_parallel(
     assert loop_worktrees(repo) == []
 
 
-def test_max_tasks_caps_the_tasks_a_tick_takes(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_max_tasks_caps_the_tasks_a_tick_takes(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     make_project(repo, "fixer.py")
     write_loop(
         repo,
@@ -228,12 +224,75 @@ def test_agent_named_in_a_loop_overrides_the_default_maker(
 ) -> None:
     make_project(repo, "never_fixes.py")
     write_agent(repo, "fixer", "fixer.py")
-    write_loop(
-        repo, "chosen", 'goal = "tests green"\nprompt = "fix"\n\n[maker]\nagent = "fixer"\n'
-    )
+    write_loop(repo, "chosen", 'goal = "tests green"\nprompt = "fix"\n\n[maker]\nagent = "fixer"\n')
 
     result = invoke(monkeypatch, repo, "run", "chosen", "--once")
 
     assert result.exit_code == 0, result.output
     (finished,) = events(repo, "agent_finished", "main")
     assert finished.data["agent"] == "fixer"
+
+
+def _prepared_loop(repo: Path, scope: str = "") -> None:
+    make_project(repo, "fixer.py")
+    (repo / ".env.local").write_text("LOCAL_SETTING=only-on-this-machine\n")
+    setup = toml_value([PY, "-c", "open('setup-ran', 'w').write('1')"])
+    write_loop(
+        repo,
+        "prepared",
+        'goal = "tests green"\nprompt = "fix"\n\n'
+        + (f"[maker]\nscope = {toml_value([scope])}\n\n" if scope else "")
+        + f'[worktree]\ncopy = [".env.local"]\nsetup = [{setup}]\n',
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: files [worktree] copy/setup put into a new worktree count as the maker's"
+    " changes (engine._verdict diffs against the base commit), so a scoped maker always fails",
+)
+def test_worktree_copy_and_setup_are_not_the_makers_changes(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _prepared_loop(repo, scope="calc.py")
+
+    result = invoke(monkeypatch, repo, "run", "prepared", "--once")
+
+    assert result.exit_code == 0, result.output
+    assert attempt_starts(repo, "main") == [1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: files [worktree] copy/setup put into a new worktree are committed with the"
+    " maker's work (git.commit_all adds everything), e.g. a copied local .env file",
+)
+def test_worktree_copy_and_setup_files_are_not_committed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _prepared_loop(repo)
+
+    result = invoke(monkeypatch, repo, "run", "prepared", "--once")
+
+    assert result.exit_code == 0, result.output
+    changed = git(repo, "diff", "--name-only", "main", "loop/prepared/main").split()
+    assert changed == ["calc.py"]
+
+
+def test_a_failing_worktree_setup_fails_the_task_into_the_inbox(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "fixer.py")
+    setup = toml_value([PY, "-c", "raise SystemExit(7)"])
+    write_loop(
+        repo, "badsetup", f'goal = "tests green"\nprompt = "fix"\n\n[worktree]\nsetup = [{setup}]\n'
+    )
+
+    result = invoke(monkeypatch, repo, "run", "badsetup", "--once")
+
+    assert result.exit_code == 1, result.output
+    assert attempt_starts(repo, "main") == []
+    (finished,) = events(repo, "task_finished", "main")
+    assert finished.data["status"] == "failed"
+    assert "exited 7" in finished.data["reason"]
+    assert [e.data["kind"] for e in events(repo, "inbox_opened", "main")] == ["failed"]

@@ -101,8 +101,8 @@ def test_a_secret_printed_by_the_task_command_is_not_logged(
     write_loop(
         repo,
         "leaky",
-        f'goal = "tests green"\nprompt = "fix it"\n\n[tasks]\ncommand = {toml_value([PY, "-c", code])}\n'
-        'prompt = "{title}"\n',
+        'goal = "tests green"\nprompt = "fix it"\n\n[tasks]\n'
+        f'command = {toml_value([PY, "-c", code])}\nprompt = "{{title}}"\n',
     )
     _set_canaries(monkeypatch)
 
@@ -277,3 +277,77 @@ def test_fast_check_is_a_real_check(tmp_path: Path) -> None:
         (tmp_path / "calc.py").write_text(source)
         done = subprocess.run(FAST_CHECK, cwd=tmp_path, capture_output=True)
         assert done.returncode == code
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a task title is rendered on its own STATE.md line unescaped; a title '## Notes'"
+    " is then taken as the start of the human's notes and the file grows on every rewrite",
+)
+def test_a_hostile_task_title_cannot_forge_the_notes_section(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "fixer.py")
+    items = [{"id": "t1", "title": "## Notes"}]
+    code = f"import json; print(json.dumps({items!r}))"
+    write_loop(
+        repo,
+        "titled",
+        'goal = "tests green"\nprompt = "fix"\n\n'
+        f"[tasks]\ncommand = {toml_value([PY, '-c', code])}\n",
+    )
+    assert invoke(monkeypatch, repo, "run", "titled", "--once").exit_code == 0
+    state_md = repo / ".loop" / "STATE.md"
+    notes = "## Notes\n\nmine, word for word\n"
+    state_md.write_text(state_md.read_text().split("\n## Notes\n")[0] + "\n" + notes)
+
+    assert invoke(monkeypatch, repo, "run", "titled", "--once").exit_code == 0
+
+    text = state_md.read_text()
+    assert text.endswith("\n" + notes)
+    assert text.splitlines().count("## Notes") == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: a new run reusing a kept worktree takes its base from loopctl-base in the"
+    " worktree's git dir (worktrees._recorded_base), which the agent can rewrite to hide a"
+    " committed test edit: the goal is reported met with the bug unfixed",
+)
+def test_an_agent_cannot_move_the_base_to_hide_a_protected_change(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "tampers_base.py", check=None)
+    first = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
+    assert first.exit_code == 1, first.output
+    assert "tests/test_calc.py" in events(repo, "attempt_finished", TASK)[0].data["reason"]
+
+    second = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
+
+    assert second.exit_code == 1, second.output
+    last = events(repo, "attempt_finished", TASK)[-1]
+    assert last.data["verdict"] == "failed"
+    assert "tests/test_calc.py" in last.data["reason"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: engine._deliver commits whatever HEAD the agent left the worktree on and"
+    " reports it as on loop/<loop>/<task>; the branch lacks it and the worktree is removed",
+)
+@pytest.mark.parametrize("mode", ["detach", "branch"])
+def test_work_lands_on_the_tasks_branch_even_if_the_agent_switched_away(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    make_project(repo, "switches_branch.py", mode)
+
+    result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
+
+    for commit in events(repo, "commit_created"):
+        ancestor = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", commit.data["sha"], commit.data["branch"]],
+            cwd=repo,
+        )
+        assert ancestor.returncode == 0, f"{commit.data} is not on its branch"
+    if result.exit_code == 0:
+        assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")

@@ -1,4 +1,4 @@
-"""Fake maker that rewrites the loop's own rules (argv: a repository-relative path), then fixes calc."""
+"""Fake maker that rewrites the loop's own rules (argv: a repo-relative path), then fixes calc."""
 
 import sys
 from pathlib import Path

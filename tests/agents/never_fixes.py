@@ -18,7 +18,10 @@ result = {
     "type": "result",
     "result": "wrote notes.txt",
     "is_error": False,
-    "usage": {"input_tokens": args.tokens * 5 // 6, "output_tokens": args.tokens - args.tokens * 5 // 6},
+    "usage": {
+        "input_tokens": args.tokens * 5 // 6,
+        "output_tokens": args.tokens - args.tokens * 5 // 6,
+    },
 }
 if args.cost is not None:
     result["total_cost_usd"] = args.cost
