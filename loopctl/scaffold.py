@@ -9,6 +9,7 @@ from pathlib import Path
 from string import Template
 
 from loopctl.atomicfile import write_atomic
+from loopctl.errors import LoopctlError
 
 TEMPLATES = Path(__file__).parent / "templates"
 AGENT_CLIS = ("claude", "codex", "opencode", "aider", "goose")
@@ -63,7 +64,13 @@ def init_project(root: Path, *, which: Callable[[str], str | None] = shutil.whic
         if target.exists() or target.is_symlink():
             skipped.append(relative)
             continue
-        write_atomic(target, content)
+        try:
+            write_atomic(target, content)
+        except (FileExistsError, NotADirectoryError):
+            blocker = next(p for p in target.parents if p.exists() and not p.is_dir())
+            raise LoopctlError(
+                f"cannot create {relative}: {blocker} is a file, not a folder; move it aside"
+            ) from None
         created.append(relative)
     clis = detected or ("claude",)
     return InitResult(

@@ -196,11 +196,6 @@ def test_foreseeable_errors_are_one_line_with_the_documented_code(
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a check program that cannot start raises out of engine._verdict after the"
-    " maker ran, leaving the run open (no tick_finished, no inbox item) to be resumed later",
-)
 def test_a_missing_check_program_does_not_leave_the_run_open(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

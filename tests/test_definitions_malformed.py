@@ -1354,11 +1354,6 @@ def test_real_process_says_what_the_typer_command_says(
 # --- known bugs ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='bug: source.toml_key_lines takes `["make"],` inside a multi-line array for a'
-    " table header, so later keys get the line of the enclosing table",
-)
 def test_line_after_multiline_array_of_commands(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1376,11 +1371,6 @@ def test_line_after_multiline_array_of_commands(
     problem_line(result.stdout, LOOP, 8, "not 'sometimes'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: source.parse_front_matter reports a non-string YAML key (on: → True) without"
-    " the key's line",
-)
 def test_yaml_boolean_key_points_at_its_line(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_files(repo, {**BASE, CLAUDE: front("name: reviewer", "description: Reviews.", "on: x")})
     result = validate(repo, monkeypatch)
@@ -1392,11 +1382,6 @@ def test_yaml_boolean_key_points_at_its_line(repo: Path, monkeypatch: pytest.Mon
     "body",
     [text('backend = "claud"'), text('description = "no backend"')],
     ids=["unknown-backend", "missing-backend"],
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: agents.load_toml_agent falls back to backend 'command' when the backend is"
-    " missing or unknown, and then also reports a spurious \"missing required key 'argv'\"",
 )
 def test_bad_backend_is_one_problem(body: str, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_files(repo, {**BASE, AGENT: body})

@@ -152,11 +152,6 @@ def test_kill_after_one_task_finished_does_not_redo_it(
     assert_projections_whole(repo)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a tick killed after tick_started but before task_found is resumed with no"
-    " tasks (engine._run_locked takes specs from the log) and reported done without work",
-)
 def test_kill_right_after_tick_started_still_does_the_work(
     repo: Path, tmp_path: Path, spawned: list[subprocess.Popen[str]]
 ) -> None:

@@ -249,11 +249,6 @@ def test_agent_protocol_env_argv_prompt_and_cwd(
     assert "tests green" in record["stdin"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: --in-place counts loopctl's own .loop/STATE.md, INBOX.md and .gitignore as the"
-    " maker's changes to protected .loop/**, so every in-place attempt fails",
-)
 def test_goal_in_place_fixes_the_checkout_without_a_branch(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -86,7 +86,9 @@ def test_env_allow_passes_a_named_secret_but_captures_stay_redacted(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="bug: engine logs task_found prompt/title/fields unredacted (secret from task command)",
+    reason="bug: a secret in task text (from the task command) reaches the maker prompt file"
+    " (.loop/runs/**/maker-prompt.md, written unredacted by engine._run_agent) and the commit"
+    " message (engine._deliver)",
 )
 def test_a_secret_printed_by_the_task_command_is_not_logged(
     repo: Path, monkeypatch: pytest.MonkeyPatch

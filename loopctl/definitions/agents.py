@@ -27,7 +27,7 @@ HTTP_BACKENDS = (Backend.OPENAI, Backend.ANTHROPIC)
 
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-# Codex reads any of its config keys from a custom-agent file; we keep them for the codex preset.
+# Codex reads any of its config keys from a custom-agent file; loopctl accepts them unchanged.
 _CODEX_KEYS = (
     "nickname_candidates",
     "model_reasoning_effort",
@@ -107,9 +107,13 @@ def load_toml_agent(
     fallback = default_backend or (Backend.COMMAND if table.has("argv") else None)
     if fallback is None and not table.has("backend"):
         table.error(None, "missing 'backend': one of " + ", ".join(b.value for b in Backend))
-    fallback = fallback or Backend.COMMAND
-    backend_text = table.string("backend", fallback.value, choices=[b.value for b in Backend])
-    backend = Backend(backend_text or fallback.value)
+    backend_text = table.string(
+        "backend", fallback.value if fallback else None, choices=[b.value for b in Backend]
+    )
+    if backend_text is None:
+        # Missing or unknown: reported above; don't pile a follow-on "needs argv" error on it.
+        return None
+    backend = Backend(backend_text)
     description = table.string("description", "") or ""
     instructions = table.string("developer_instructions", "") or ""
     if table.has("instructions"):

@@ -232,7 +232,7 @@ class Table:
             if not isinstance(item, str) or not item:
                 self.error(
                     key,
-                    f"{self.where(key)}[{index}] must be a non-empty string,"
+                    f"{self.where(f'{key}[{index}]')} must be a non-empty string,"
                     f" not {describe_type(item)}",
                 )
                 return ()

@@ -84,8 +84,10 @@ def _known(kind: str, names: Mapping[str, object]) -> str:
     return f"{kind} found: {', '.join(sorted(names))}" if names else f"no {kind} are defined"
 
 
-def _files(folder: Path, pattern: str) -> Iterator[Path]:
+def _files(folder: Path, pattern: str, problems: Problems) -> Iterator[Path]:
     if not folder.is_dir():
+        if folder.exists() or folder.is_symlink():
+            problems.error(folder, None, "expected a folder of definitions, found a file")
         return
     yield from sorted(folder.glob(pattern))
 
@@ -94,11 +96,16 @@ def _skill_files(root: Path, problems: Problems) -> Iterator[Path]:
     for source in SKILL_SOURCES:
         folder = root / source
         if not folder.is_dir():
+            if folder.exists() or folder.is_symlink():
+                problems.error(folder, None, "expected a folder of skills, found a file")
             continue
         for entry in sorted(folder.iterdir()):
             if entry.name.startswith("."):
                 continue
             skill_md = entry / "SKILL.md"
+            if entry.is_symlink() and not entry.exists():
+                problems.error(entry, None, "broken or looping symlink; expected a skill folder")
+                continue
             if entry.is_dir():
                 if skill_md.exists() or skill_md.is_symlink():
                     yield skill_md
@@ -111,7 +118,7 @@ def _skill_files(root: Path, problems: Problems) -> Iterator[Path]:
 def load_agents(root: Path, problems: Problems) -> dict[str, Agent]:
     agents: dict[str, Agent] = {}
     for folder, pattern, backend, markdown in AGENT_SOURCES:
-        for path in _files(root / folder, pattern):
+        for path in _files(root / folder, pattern, problems):
             agent = (
                 load_claude_agent(path, problems)
                 if markdown
@@ -228,7 +235,7 @@ def load_project(root: Path) -> Project:
     agents = load_agents(root, problems)
     skills = load_skills(root, problems)
     loops: dict[str, Loop] = {}
-    for path in _files(paths.loops_dir, "*.toml"):
+    for path in _files(paths.loops_dir, "*.toml", problems):
         loop = load_loop(path, problems, config)
         if loop is not None:
             loops[loop.name] = loop

@@ -84,7 +84,7 @@ _BARE_KEY = r"[A-Za-z0-9_-]+"
 _QUOTED_KEY = r"\"(?:[^\"\\]|\\.)*\"|'[^']*'"
 _KEY = rf"(?:{_BARE_KEY}|{_QUOTED_KEY})"
 _DOTTED_KEY = rf"{_KEY}(?:\s*\.\s*{_KEY})*"
-_TABLE_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED_KEY})\s*\]\]?")
+_TABLE_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED_KEY})\s*\]\]?\s*(?:#.*)?$")
 _KEY_VALUE = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
 _KEY_PART = re.compile(_KEY)
 
@@ -104,10 +104,14 @@ def toml_key_lines(text: str) -> dict[KeyPath, int]:
     lines: dict[KeyPath, int] = {}
     table: KeyPath = ()
     open_multiline: str | None = None
+    depth = 0  # open brackets/braces of a value that spans lines
     for number, raw in enumerate(text.splitlines(), start=1):
         if open_multiline is not None:
             if raw.count(open_multiline) % 2 == 1:
                 open_multiline = None
+            continue
+        if depth > 0:
+            depth = max(depth + _bracket_balance(raw), 0)
             continue
         header = _TABLE_HEADER.match(raw)
         if header and not _KEY_VALUE.match(raw):
@@ -124,7 +128,18 @@ def toml_key_lines(text: str) -> dict[KeyPath, int]:
             if rest.count(quote) % 2 == 1:
                 open_multiline = quote
                 break
+        else:
+            depth = max(_bracket_balance(rest), 0)
     return lines
+
+
+_STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
+
+
+def _bracket_balance(text: str) -> int:
+    """Opened minus closed brackets and braces outside strings and comments."""
+    bare = _STRING.sub("", text).split("#", 1)[0]
+    return bare.count("[") + bare.count("{") - bare.count("]") - bare.count("}")
 
 
 def locator(lines: dict[KeyPath, int]) -> Locate:
@@ -216,10 +231,26 @@ def parse_front_matter(path: Path, problems: Problems) -> ParsedDoc | None:
         if not isinstance(key, str):
             problems.error(
                 path,
-                None,
+                _line_of_scalar_key(match.group(1), key),
                 f"front matter key {key!r} is not a string (YAML reads yes/no/on/off as booleans;"
                 " quote it)",
             )
             return None
     body = text[match.end() :]
     return ParsedDoc(path, data, locator(key_lines), body)
+
+
+_YAML_BOOL_WORDS = {
+    True: ("y", "yes", "true", "on"),
+    False: ("n", "no", "false", "off"),
+}
+
+
+def _line_of_scalar_key(front: str, key: object) -> int | None:
+    """Where a key YAML turned into a non-string (`on:` → True) sits in the front matter."""
+    words = _YAML_BOOL_WORDS.get(key, ()) if isinstance(key, bool) else (str(key),)
+    for offset, raw in enumerate(front.splitlines(), start=2):
+        head = raw.split(":", 1)[0].strip().strip("\"'").lower()
+        if ":" in raw and not raw.startswith((" ", "\t")) and head in words:
+            return offset
+    return None
