@@ -85,7 +85,10 @@ def reset(root: Path) -> None:
         (root / ".loop" / name).unlink(missing_ok=True)
     branches = subprocess.run(
         ["git", "branch", "--list", "loop/*", "--format=%(refname:short)"],
-        cwd=root, capture_output=True, text=True, check=True,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     if branches:
         git(root, "branch", "-D", "--", *branches)
@@ -110,8 +113,19 @@ def with_cli(root: Path) -> float:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "loopctl", "goal", "fixed", "--check", f"{sys.executable} tools/check.py"],
-        cwd=root, check=True, capture_output=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "loopctl",
+            "goal",
+            "fixed",
+            "--check",
+            f"{sys.executable} tools/check.py",
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        env=env,
     )
     return time.perf_counter() - start
 
@@ -129,9 +143,13 @@ def main() -> None:
         engine = statistics.median(with_engine(root) for _ in range(args.runs))
         cli = statistics.median(with_cli(root) for _ in range(args.runs))
     print(f"repository: {args.files} files, {args.runs} runs each (median)")
-    print(f"by hand (worktree add, agent, check, commit, remove)  {hand * 1000:8.1f} ms")
-    print(f"loopctl engine, in-process                          {engine * 1000:8.1f} ms   {engine / hand:5.2f}x")
-    print(f"loopctl goal, CLI process                           {cli * 1000:8.1f} ms   {cli / hand:5.2f}x")
+    rows = [
+        ("by hand (worktree add, agent, check, commit, remove)", hand),
+        ("loopctl engine, in-process", engine),
+        ("loopctl goal, CLI process", cli),
+    ]
+    for label, took in rows:
+        print(f"{label:<54}{took * 1000:8.1f} ms   {took / hand:5.2f}x")
 
 
 if __name__ == "__main__":

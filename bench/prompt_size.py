@@ -31,7 +31,9 @@ def make_skills(folder: Path, count: int) -> list[Skill]:
 def attempts(count: int) -> list[AttemptSummary]:
     output = "\n".join(f"E   AssertionError: value {n} differs" for n in range(200))
     return [
-        AttemptSummary(n, "failed", f"check `pytest -q` exited 1: failing test_{n % 7}", f"fp{n:08x}", output)
+        AttemptSummary(
+            n, "failed", f"check `pytest -q` exited 1: failing test_{n % 7}", f"fp{n:08x}", output
+        )
         for n in range(1, count + 1)
     ]
 

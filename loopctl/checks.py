@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,8 @@ def command_verdict(
     tests = fp.failing_tests
     detail = f": failing {', '.join(tests[:5])}" if tests else ""
     if not tests and fp.error_lines:
-        detail = f": {fp.error_lines[0][:200]}"
+        # The fingerprint compares normalised lines; a person reads the real one.
+        detail = f": {first_error_line(output) or fp.error_lines[0]}"[:202]
     return Verdict(
         False,
         f"check `{shown}` exited {exit_code}{detail}",
@@ -80,6 +82,18 @@ def command_verdict(
         "command",
         tests,
     )
+
+
+_ERROR_MARKERS = re.compile(r"Error|error:|FAILED|FAIL:|assert|panic|Exception")
+
+
+def first_error_line(output: str) -> str | None:
+    from loopctl.fingerprint import strip_ansi
+
+    for line in strip_ansi(output).splitlines():
+        if _ERROR_MARKERS.search(line):
+            return " ".join(line.split())
+    return None
 
 
 def parse_judge_answer(text: str) -> tuple[bool, str] | None:

@@ -30,7 +30,14 @@ from loopctl.prompts import AttemptSummary, MakerContext, judge_prompt, maker_pr
 from loopctl.secrets import Redactor, withheld_values
 from loopctl.state import write_state
 from loopctl.tasks import TaskSourceError, TaskSpec, discover
-from loopctl.worktrees import Workspace, ensure_worktree, remove_worktree, sanitize_task_id
+from loopctl.worktrees import (
+    Workspace,
+    branch_name,
+    ensure_worktree,
+    remove_worktree,
+    sanitize_task_id,
+    worktree_path,
+)
 
 Observer = Callable[[Event], None]
 GOAL_LOOP = "goal"
@@ -352,7 +359,9 @@ class Engine:
                         )
                     ]
                 else:
-                    specs = discover(loop, self.paths.root)
+                    # Task text is untrusted and may quote a secret: scrub it before anything
+                    # (prompt, commit message, log) sees it.
+                    specs = [self._scrub(spec) for spec in discover(loop, self.paths.root)]
             except TaskSourceError as exc:
                 return self._finish_run(
                     run_id, loop, [], "failed", str(exc), resumed, open_item=True
@@ -508,6 +517,8 @@ class Engine:
             return self._finish_task(
                 ctx, spec, "failed", f"cannot prepare the worktree: {exc}", None, 0, None
             )
+        if view is not None and view.attempts:
+            self._stop_orphans(ctx, spec, workspace)
         baseline = self._baseline(ctx, spec, workspace)
         while True:
             if ctx.stop.is_set():
@@ -621,26 +632,91 @@ class Engine:
                 )
             return Workspace(root, git.current_branch(root) or "HEAD", base, False)
         worktree_root = self.project.config.worktree_root or self.paths.default_worktree_root()
-        base_ref = self._resolve_base(spec.base_ref or ctx.base_ref)
-        workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_ref)
-        if view is not None and view.base_sha:
-            # The log is the source of truth; the worktree's own record is writable by the agent.
-            workspace = replace(workspace, base_sha=view.base_sha)
-        if workspace.created or view is None or view.worktree is None:
+        if view is not None and view.worktree is not None and view.base_sha:
+            # Resuming this run: the same worktree, and the base the log recorded (the copy in
+            # the worktree's git dir is writable by the agent, so it is never trusted).
+            workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, view.base_sha)
+            return replace(workspace, base_sha=view.base_sha)
+        base_sha = self._resolve_base(spec.base_ref or ctx.base_ref)
+        self._retire_previous(ctx, spec, worktree_root, base_sha)
+        workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_sha)
+        workspace = replace(workspace, base_sha=base_sha)
+        self.emit(
+            EventType.WORKTREE_CREATED,
+            run=ctx.run_id,
+            loop=ctx.loop.name,
+            task=spec.id,
+            path=str(workspace.path),
+            branch=workspace.branch,
+            base_sha=base_sha,
+            base_ref_sha=base_sha,
+        )
+        self._prepare_worktree(ctx, spec, workspace)
+        placed = git.changed_paths(workspace.path, base_sha)
+        if placed:
             self.emit(
-                EventType.WORKTREE_CREATED,
+                EventType.WORKTREE_PREPARED,
                 run=ctx.run_id,
                 loop=ctx.loop.name,
                 task=spec.id,
-                path=str(workspace.path),
-                branch=workspace.branch,
-                base_sha=workspace.base_sha,
-                base_ref_sha=base_ref,
-                reused=not workspace.created,
+                files=_file_hashes(workspace.path, placed),
             )
-            if workspace.created:
-                self._prepare_worktree(ctx, spec, workspace)
         return workspace
+
+    def _retire_previous(
+        self, ctx: _RunContext, spec: TaskSpec, worktree_root: Path, base_sha: str
+    ) -> None:
+        """Clear the way for a fresh worktree at `base_sha` without losing earlier work.
+
+        A task worked again in a new run starts from its base ref's current commit. Whatever an
+        earlier run left (uncommitted changes, commits not in the base) is committed and kept on
+        an archive branch `loop/<loop>/<task>-<sha>`.
+        """
+        root = self.paths.root
+        branch = branch_name(ctx.loop.name, spec.id)
+        head = git.branch_head(root, branch)
+        path = worktree_path(worktree_root, ctx.loop.name, spec.id)
+        registered = any(
+            entry.branch == branch and entry.path.resolve() == path.resolve()
+            for entry in git.worktree_list(root)
+            if entry.path.exists()
+        )
+        if head is None:
+            if registered:
+                remove_worktree(root, path)
+            return
+        if registered:
+            if git.is_dirty(path):
+                name, email = _author(self.project.config.author)
+                git.point_branch(root, branch, git.head_sha(path))
+                git.switch_branch(path, branch)
+                git.commit_all(
+                    path,
+                    f"loopctl: work left in {branch} by an earlier run\n",
+                    author_name=name,
+                    author_email=email,
+                )
+                head = git.branch_head(root, branch) or head
+            remove_worktree(root, path)
+        if head == base_sha or git.is_ancestor(root, head, base_sha):
+            git.delete_branch(root, branch)  # everything on it is already in the base
+            return
+        archive = f"{branch}-{head[:8]}"
+        suffix = 1
+        while git.branch_head(root, archive) is not None:
+            suffix += 1
+            archive = f"{branch}-{head[:8]}-{suffix}"
+        git.rename_branch(root, branch, archive)
+        self.emit(
+            EventType.NOTE,
+            run=ctx.run_id,
+            loop=ctx.loop.name,
+            task=spec.id,
+            what="branch_archived",
+            branch=branch,
+            archive=archive,
+            head=head,
+        )
 
     def _resolve_base(self, ref: str) -> str:
         root = self.paths.root
@@ -708,10 +784,25 @@ class Engine:
             self._redact = Redactor(withheld_values(allow=()))
         return self._redact
 
+    def _scrub(self, spec: TaskSpec) -> TaskSpec:
+        redact = self._redactor().redact
+        return replace(
+            spec,
+            prompt=redact(spec.prompt),
+            title=redact(spec.title),
+            raw_id=redact(spec.raw_id),
+            base_ref=redact(spec.base_ref) if spec.base_ref else None,
+            fields=_redact_values(spec.fields, self._redactor()),
+        )
+
     def _check_env(self) -> dict[str, str]:
         from loopctl.secrets import build_env
 
-        return build_env(allow=self.project.config.env_allow)
+        # Bytecode written by one run can be older than the source the next attempt edits
+        # within the same second; checks must always see the maker's latest code.
+        return build_env(
+            allow=self.project.config.env_allow, extra={"PYTHONDONTWRITEBYTECODE": "1"}
+        )
 
     def _attempt_dir(self, ctx: _RunContext, task_id: str, attempt: int) -> Path:
         folder = (
@@ -796,6 +887,8 @@ class Engine:
         changed = git.changed_paths(workspace.path, workspace.base_sha)
         if ctx.in_place:
             changed = self._changed_in_place(ctx, spec, changed)
+        placed = set(self._placed_unchanged(ctx, spec, workspace))
+        changed = [path for path in changed if path not in placed]
         violations = checks.protected_violations(
             changed, protected=ctx.protected, scope=ctx.loop.maker.scope
         )
@@ -914,6 +1007,37 @@ class Engine:
             "judge",
         )
 
+    def _placed_unchanged(
+        self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace
+    ) -> list[str]:
+        """Files loopctl put in the worktree (copy, setup) that nobody has changed since."""
+        events = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_PREPARED)
+        if not events:
+            return []
+        placed = events[-1].data.get("files", {})
+        now = _file_hashes(workspace.path, list(placed))
+        return [path for path, digest in placed.items() if now.get(path) == digest]
+
+    def _reattach(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> None:
+        """Put the worktree back on the task's branch if the maker switched away or detached."""
+        if ctx.in_place:
+            return
+        current = git.current_branch(workspace.path)
+        if current == workspace.branch:
+            return
+        head = git.head_sha(workspace.path)
+        git.point_branch(self.paths.root, workspace.branch, head)
+        git.switch_branch(workspace.path, workspace.branch)
+        self.emit(
+            EventType.NOTE,
+            run=ctx.run_id,
+            loop=ctx.loop.name,
+            task=spec.id,
+            what="reattached",
+            left_on=current or "detached HEAD",
+            head=head,
+        )
+
     def _changed_in_place(self, ctx: _RunContext, spec: TaskSpec, changed: list[str]) -> list[str]:
         """In place, only what changed since the run began is the maker's doing."""
         events = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_CREATED)
@@ -957,6 +1081,7 @@ class Engine:
                 "LOOPCTL_PROMPT_FILE": str(prompt_file),
                 "LOOPCTL_ROLE": role,
                 "LOOPCTL_RUN": ctx.run_id,
+                "PYTHONDONTWRITEBYTECODE": "1",
             },
         )
         request = AgentRequest(
@@ -974,6 +1099,7 @@ class Engine:
             attempt=number,
             session_id=session,
             cancel=ctx.stop,
+            on_start=lambda pid: self._agent_started(ctx, spec, number, role, agent, pid),
         )
         result = backend_for(agent).run(request)
         self.emit(
@@ -1036,6 +1162,7 @@ class Engine:
         )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
+        self._reattach(ctx, spec, workspace)
         verdict = self._verdict(ctx, spec, workspace, number, baseline, maker_result)
         self.emit(
             EventType.CHECK_FINISHED,
@@ -1064,6 +1191,44 @@ class Engine:
             fatal=verdict.fatal,
         )
         self.refresh_projections()
+
+    def _agent_started(
+        self, ctx: _RunContext, spec: TaskSpec, number: int, role: str, agent: Agent, pid: int
+    ) -> None:
+        self.emit(
+            EventType.AGENT_STARTED,
+            run=ctx.run_id,
+            loop=ctx.loop.name,
+            task=spec.id,
+            attempt=number,
+            role=role,
+            agent=agent.name,
+            pid=pid,
+        )
+
+    def _stop_orphans(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> None:
+        """Kill agents a killed runner left behind in this task's worktree."""
+        from loopctl.process import kill_leftover_group
+
+        events = self.log.read()
+        started = ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_STARTED)
+        finished = {
+            (e.data.get("attempt"), e.data.get("role"))
+            for e in ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_FINISHED)
+        }
+        for event in started:
+            if (event.data.get("attempt"), event.data.get("role")) in finished:
+                continue
+            pid = event.data.get("pid")
+            if isinstance(pid, int) and kill_leftover_group(pid, workspace.path):
+                self.emit(
+                    EventType.NOTE,
+                    run=ctx.run_id,
+                    loop=ctx.loop.name,
+                    task=spec.id,
+                    what="orphan_killed",
+                    pid=pid,
+                )
 
     def _sessions(self, run_id: str, task_id: str) -> list[str]:
         return [
@@ -1102,7 +1267,14 @@ class Engine:
                 f"{spec.prompt.strip()[:500]}\n\n"
                 f"Loop: {loop.name}\nTask: {spec.id}\nAttempt: {attempt}\nRun: {ctx.run_id}\n"
             )
-            commit = git.commit_all(workspace.path, message, author_name=name, author_email=email)
+            self._reattach(ctx, spec, workspace)
+            commit = git.commit_all(
+                workspace.path,
+                message,
+                author_name=name,
+                author_email=email,
+                exclude=self._placed_unchanged(ctx, spec, workspace),
+            )
             if commit is None:
                 commit = (
                     git.head_sha(workspace.path)

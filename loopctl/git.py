@@ -206,6 +206,41 @@ def merge_base(repo: Path, a: str, b: str) -> str | None:
     return sha if result.returncode == 0 and _FULL_SHA.match(sha) else None
 
 
+def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
+    """True when `ancestor` is reachable from `descendant` (or they are the same commit)."""
+    result = git(
+        ["merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant],
+        cwd=repo,
+        check=False,
+    )
+    return result.returncode == 0
+
+
+def branch_head(repo: Path, branch: str) -> str | None:
+    """The commit a local branch points at, or None when it does not exist."""
+    result = git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"refs/heads/{branch}^{{commit}}"],
+        cwd=repo,
+        check=False,
+    )
+    sha = result.stdout.strip()
+    return sha if result.returncode == 0 and _FULL_SHA.match(sha) else None
+
+
+def rename_branch(repo: Path, old: str, new: str) -> None:
+    git(["branch", "-m", "--", old, new], cwd=repo)
+
+
+def point_branch(repo: Path, branch: str, sha: str) -> None:
+    """Move `branch` to `sha` (creating it), without touching any working tree."""
+    git(["update-ref", "--", f"refs/heads/{branch}", sha], cwd=repo)
+
+
+def switch_branch(worktree: Path, branch: str) -> None:
+    """Attach the worktree's HEAD to `branch`, keeping uncommitted changes."""
+    git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=worktree)
+
+
 def git_dir(worktree: Path) -> Path:
     """The absolute git dir of a worktree (for a linked one, <main>/.git/worktrees/<name>)."""
     return Path(git(["rev-parse", "--absolute-git-dir"], cwd=worktree).stdout.rstrip("\n"))
@@ -274,9 +309,19 @@ def diff_stat(worktree: Path, base_sha: str) -> str:
     return _printable(out)
 
 
-def commit_all(worktree: Path, message: str, *, author_name: str, author_email: str) -> str | None:
-    """Stage everything (deletions too) and commit; the new sha, or None when nothing changed."""
+def commit_all(
+    worktree: Path,
+    message: str,
+    *,
+    author_name: str,
+    author_email: str,
+    exclude: Sequence[str] = (),
+) -> str | None:
+    """Stage everything (deletions too) but `exclude`, and commit; None when nothing changed."""
     git(["add", "-A"], cwd=worktree)
+    if exclude:
+        # Files loopctl placed itself (copied .env files, setup output) are not the task's work.
+        git(["reset", "--quiet", "--", *exclude], cwd=worktree, check=False)
     staged = git(["diff", "--cached", "--quiet", *_SAFE_DIFF], cwd=worktree, check=False)
     if staged.returncode == 0:
         return None

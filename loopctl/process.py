@@ -10,7 +10,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -266,6 +266,7 @@ def run(
     tail_bytes: int = 64_000,
     kill_grace: float = 3.0,
     cancel: threading.Event | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> Completed:
     """Run `argv` in its own process group; a non-zero exit or a timeout is data, not an error."""
     args = tuple(argv)
@@ -318,6 +319,8 @@ def run(
         writer: threading.Thread | None = None
         killed = False
         try:
+            if on_start is not None:
+                on_start(proc.pid)  # the pid is the group id: a resumed run can find leftovers
             for reader in readers:
                 reader.start()
             if payload is not None and proc.stdin is not None:
@@ -369,3 +372,33 @@ def _join_readers(readers: list[threading.Thread], wake_write: int) -> None:
         os.write(wake_write, b"x")
         for reader in readers:
             reader.join()
+
+
+def kill_leftover_group(pgid: int, inside: Path) -> bool:
+    """SIGKILL process group `pgid` if its members still work inside `inside`.
+
+    A runner killed with SIGKILL cannot take its agent down with it (the agent leads its own
+    session); the resumed run calls this so two agents never share a worktree. The cwd check
+    keeps a recycled group id from hitting an unrelated program.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return False
+    root = inside.resolve()
+    found = False
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != pgid:
+                continue
+            cwd = Path(os.readlink(entry / "cwd")).resolve()
+        except (OSError, ValueError):
+            continue
+        if cwd == root or root in cwd.parents:
+            found = True
+            break
+    if found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    return found

@@ -50,6 +50,10 @@ def loop_statuses(project: Project) -> list[LoopStatus]:
         loop = project.loops.get(name)
         last = history.latest_run(runs, name)
         holder = read_holder(project.paths.locks_dir, name)
+        if holder is None and name == "goal":
+            # Goals lock per condition (goal-<condition>); any of them running counts.
+            for lock in sorted(project.paths.locks_dir.glob("goal-*.lock")):
+                holder = read_holder(project.paths.locks_dir, lock.stem) or holder
         pid = holder.get("pid") if holder else None
         statuses.append(
             LoopStatus(
@@ -57,7 +61,7 @@ def loop_statuses(project: Project) -> list[LoopStatus]:
                 trigger=(loop.trigger.describe() if loop and loop.trigger else "manual"),
                 last_run=last.run if last else None,
                 last_started=last.started if last else None,
-                last_status=last.status if last else None,
+                last_status=_last_status(last, pid),
                 tokens=last.tokens if last else 0,
                 cost_usd=last.cost_usd if last else 0.0,
                 max_tokens=loop.budget.max_tokens if loop else None,
@@ -67,6 +71,14 @@ def loop_statuses(project: Project) -> list[LoopStatus]:
             )
         )
     return statuses
+
+
+def _last_status(run: history.RunView | None, pid: object) -> str | None:
+    if run is None:
+        return None
+    if run.status == "running" and pid is None:
+        return "interrupted"  # nobody holds the loop's lock: the runner died mid-run
+    return run.status
 
 
 def find_run(events: list[Event], run_prefix: str) -> history.RunView:

@@ -41,7 +41,8 @@ def _cell(text: str, limit: int = 80) -> str:
 def _task_lines(task: TaskView) -> list[str]:
     lines = [f"### `{task.task}` — {task.status}"]
     if task.title:
-        lines.append(f"{_cell(task.title, 200)}")
+        # Quoted, so a hostile title ("## Notes") can never pose as a heading.
+        lines.append(f"> {_cell(task.title, 200)}")
     facts = []
     if task.branch:
         facts.append(f"branch `{task.branch}`")

@@ -224,7 +224,7 @@ def all_text_under(*folders: Path) -> Iterable[tuple[Path, str]]:
 # --- waiting without sleeping as synchronisation ---------------------------------------------
 
 
-def wait_for(predicate: Callable[[], T], what: str, timeout: float = 30.0) -> T:
+def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
     """Poll `predicate` until it returns something truthy; fail the test after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:

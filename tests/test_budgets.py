@@ -77,7 +77,8 @@ def test_stop_reason_before_an_attempt(budget: Budget, now: float, expected: str
     if expected is None:
         assert reason is None
     else:
-        assert reason is not None and reason.startswith(expected)
+        assert reason is not None
+        assert reason.startswith(expected)
 
 
 @pytest.mark.parametrize(

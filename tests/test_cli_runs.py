@@ -162,6 +162,15 @@ def test_worktrees_lists_kept_ones_and_prune_follows_the_keep_policy(
     # Branches hold the work: pruning a worktree never deletes one.
     assert git(repo, "branch", "--list", "loop/fix/main").strip() == "loop/fix/main"
 
+    # keep = "never": the failed task's worktree goes too.
+    write_config(
+        repo,
+        (repo / ".loop" / "config.toml").read_text().replace('"on-failure"', '"never"'),
+    )
+    assert invoke(monkeypatch, repo, "worktrees", "prune").exit_code == 0
+    assert loop_worktrees(repo) == []
+    assert git(repo, "branch", "--list", GOAL_BRANCH).strip() == GOAL_BRANCH
+
 
 def test_goal_json_reports_the_outcome(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     make_project(repo, "fixer.py")

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -305,7 +306,7 @@ def test_interrupt_with_parallel_tasks_stops_every_agent(
     )
     proc = spawn_loopctl(repo, "run", "duo", "--once")
     spawned.append(proc)
-    agents = [wait_for(lambda t=t: read_pid(tmp_path / f"started-{t}"), f"agent {t}") for t in "ab"]
+    agents = [wait_for(partial(read_pid, tmp_path / f"started-{t}"), f"agent {t}") for t in "ab"]
     try:
         proc.send_signal(signal.SIGINT)
         try:
@@ -338,3 +339,23 @@ def test_a_second_goal_runner_is_refused_while_the_first_works(
     assert first.returncode == 0, f"stdout:\n{out}\nstderr:\n{err}"
     assert len(events(repo, "tick_started")) == 1
     assert attempt_starts(repo, TASK) == [1]
+
+
+def test_damage_before_the_last_line_is_reported_not_ignored(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "never_fixes.py")
+    first = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
+    assert first.exit_code == 1, first.output
+    log = repo / ".loop" / "log" / "events.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    assert b'"task_found"' in lines[1]
+    lines[1] = lines[1].replace(b'"task_found"', b'"task_fouXd"')
+    log.write_bytes(b"".join(lines))
+    damaged = log.read_bytes()
+
+    for args in (("status",), ("goal", "tests green", "--max-iterations", "1")):
+        done = run_loopctl(repo, *args)
+        assert_clean_exit(done, 1)
+        assert f"{log}:2:" in done.stderr, done.stderr
+    assert log.read_bytes() == damaged  # nothing appended after a record it cannot trust

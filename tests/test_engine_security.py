@@ -84,12 +84,6 @@ def test_env_allow_passes_a_named_secret_but_captures_stay_redacted(
     assert "[REDACTED]" in captured
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a secret in task text (from the task command) reaches the maker prompt file"
-    " (.loop/runs/**/maker-prompt.md, written unredacted by engine._run_agent) and the commit"
-    " message (engine._deliver)",
-)
 def test_a_secret_printed_by_the_task_command_is_not_logged(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -281,11 +275,6 @@ def test_fast_check_is_a_real_check(tmp_path: Path) -> None:
         assert done.returncode == code
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a task title is rendered on its own STATE.md line unescaped; a title '## Notes'"
-    " is then taken as the start of the human's notes and the file grows on every rewrite",
-)
 def test_a_hostile_task_title_cannot_forge_the_notes_section(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -310,12 +299,6 @@ def test_a_hostile_task_title_cannot_forge_the_notes_section(
     assert text.splitlines().count("## Notes") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a new run reusing a kept worktree takes its base from loopctl-base in the"
-    " worktree's git dir (worktrees._recorded_base), which the agent can rewrite to hide a"
-    " committed test edit: the goal is reported met with the bug unfixed",
-)
 def test_an_agent_cannot_move_the_base_to_hide_a_protected_change(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -332,11 +315,6 @@ def test_an_agent_cannot_move_the_base_to_hide_a_protected_change(
     assert "tests/test_calc.py" in last.data["reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: engine._deliver commits whatever HEAD the agent left the worktree on and"
-    " reports it as on loop/<loop>/<task>; the branch lacks it and the worktree is removed",
-)
 @pytest.mark.parametrize("mode", ["detach", "branch"])
 def test_work_lands_on_the_tasks_branch_even_if_the_agent_switched_away(
     repo: Path, monkeypatch: pytest.MonkeyPatch, mode: str

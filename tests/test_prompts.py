@@ -76,7 +76,8 @@ def test_newest_attempt_is_kept_in_detail_and_oldest_are_summarised(tmp_path: Pa
     prompt = maker_prompt(context(make_skills(tmp_path, 3), 40))
     assert "### Attempt 40: failed" in prompt
     assert "REASON-40" in prompt
-    assert "REASON-1:" not in prompt and "attempt 1:" not in prompt
+    assert "REASON-1:" not in prompt
+    assert "attempt 1:" not in prompt
     assert "earlier attempts are summarised in .loop/STATE.md" in prompt
 
 

@@ -65,7 +65,8 @@ def test_notes_written_by_a_human_are_kept_verbatim(tmp_path: Path) -> None:
 def test_inbox_items_open_and_close_by_events(tmp_path: Path) -> None:
     log = EventLog(tmp_path / "events.jsonl")
     first, second = new_item_id("r1", "a"), new_item_id("r1", "b")
-    assert first != second and len(first) == 6
+    assert first != second
+    assert len(first) == 6
     for item in (first, second):
         log.append(
             EventType.INBOX_OPENED,
@@ -84,6 +85,8 @@ def test_inbox_items_open_and_close_by_events(tmp_path: Path) -> None:
     )
     assert [i.id for i in open_items(log.read())] == [second]
     closed = next(i for i in items(log.read()) if i.id == first)
-    assert closed.resolution == "dismissed" and not closed.is_open
+    assert closed.resolution == "dismissed"
+    assert not closed.is_open
     md = render_inbox_md(open_items(log.read()))
-    assert f"## {second} · failed · l/t" in md and first not in md
+    assert f"## {second} · failed · l/t" in md
+    assert first not in md

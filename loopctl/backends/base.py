@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -38,6 +39,7 @@ class AgentRequest:
     attempt: int
     session_id: str | None = None  # resume this session where the backend supports it
     cancel: threading.Event | None = None  # set when the run is interrupted: stop the agent
+    on_start: Callable[[int], None] | None = None  # told the agent's pid once it runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,7 @@ class CommandBackend:
             stderr_path=request.stderr_path,
             redactor=request.redactor,
             cancel=request.cancel,
+            on_start=request.on_start,
         )
         return result_from_completed(done)
 

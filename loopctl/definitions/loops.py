@@ -204,11 +204,17 @@ def _read_actions(deliver: Table) -> tuple[Action, ...]:
 def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
     """Parse one loop file; problems are recorded, and None returned when it is unusable."""
     name = path.stem
+    if name == "goal":
+        problems.error(
+            path, None, "the loop name 'goal' is reserved for `loopctl goal`; rename the file"
+        )
+        return None
     if not LOOP_NAME.match(name):
         problems.error(
             path,
             None,
-            f"loop name {name!r} (the file name) must be 1-64 letters, digits, '_' or '-'",
+            f"loop name {name!r} (the file name) must be 1-64 letters, digits, '_' or '-',"
+            " starting with a letter or digit",
         )
         return None
     errors_before = len(problems.errors)
