@@ -27,7 +27,7 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def sweep_temp_files(folder: Path) -> int:
@@ -42,10 +42,10 @@ def sweep_temp_files(folder: Path) -> int:
     return removed
 
 
-def _fsync_dir(folder: Path) -> None:
-    # The rename is only durable once the directory entry itself is flushed.
+def fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries: a new or renamed file is only durable once its entry is."""
     try:
-        dfd = os.open(folder, os.O_RDONLY)
+        dfd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return
     try:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path, PurePath
 from typing import Any, NoReturn
 
+from loopctl.atomicfile import fsync_dir
 from loopctl.errors import LoopctlError
 
 FORMAT_VERSION = 1
@@ -155,7 +156,7 @@ class EventLog:
             finally:
                 os.close(fd)
             if keep == 0:
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
         del record["sum"]
         return _event_from(record)
 
@@ -412,17 +413,3 @@ def _read_range(path: Path, offset: int, length: int) -> bytes:
             return handle.read(length)
     except FileNotFoundError:
         return b""
-
-
-def _fsync_dir(folder: Path) -> None:
-    # A new file's directory entry is only durable once the directory is flushed.
-    try:
-        dfd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)

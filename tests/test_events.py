@@ -2,11 +2,9 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 import threading
-import time
 import zlib
 from collections import Counter
 from datetime import UTC, datetime
@@ -14,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import read_line
 
 from loopctl import events as events_module
 from loopctl.events import Event, EventLog, EventType, LogCorrupt
@@ -38,25 +37,6 @@ def _line_spans(raw: bytes) -> list[tuple[int, int]]:
         spans.append((start, end + 1))
         start = end + 1
     return spans
-
-
-def _read_line(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> str:
-    """One line of a child's stdout, failing the test instead of hanging if it never comes."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while not buf.endswith(b"\n"):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"child {proc.pid} printed no line within {timeout}s: {buf!r}")
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if ready:
-            chunk = os.read(fd, 1)
-            if not chunk:
-                break
-            buf += chunk
-    return buf.decode().strip()
 
 
 def test_append_then_read_round_trips(tmp_path: Path) -> None:
@@ -225,7 +205,7 @@ def test_concurrent_appends_from_processes_lose_nothing(tmp_path: Path) -> None:
     ]
     try:
         for child in children:
-            assert _read_line(child) == "ready"
+            assert read_line(child) == "ready"
         for child in children:
             assert child.stdin is not None
             child.stdin.write(b"go\n")

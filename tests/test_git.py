@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import subprocess
 from pathlib import Path
@@ -13,23 +12,6 @@ from loopctl import git
 from loopctl.errors import GitError
 
 KEPT = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
-
-
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HOME and git's global config point into tmp_path; no GIT_* leaks in from outside."""
-    home = tmp_path / "home"
-    home.mkdir()
-    empty = tmp_path / "gitconfig"
-    empty.write_text("")
-    for name in list(os.environ):
-        if name.startswith("GIT_") and name not in KEPT:
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    return home
 
 
 def run_git(cwd: Path, *args: str) -> str:

@@ -2,16 +2,15 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_process import read_line
 
 from loopctl import lock as lock_module
 from loopctl.errors import LockHeld
@@ -36,25 +35,6 @@ else:
     print("WON", flush=True)
 sys.stdin.read()
 """
-
-
-def _read_line(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> str:
-    """One line of a child's stdout, failing the test instead of hanging if it never comes."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while not buf.endswith(b"\n"):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"child {proc.pid} printed no line within {timeout}s: {buf!r}")
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if ready:
-            chunk = os.read(fd, 1)
-            if not chunk:
-                break
-            buf += chunk
-    return buf.decode().strip()
 
 
 def _spawn(locks_dir: Path, name: str) -> subprocess.Popen[bytes]:
@@ -88,9 +68,9 @@ def holder(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A child process holding the lock of loop 'babysit' in tmp_path/locks."""
     child = _spawn(tmp_path / "locks", "babysit")
     try:
-        assert _read_line(child) == "ready"
+        assert read_line(child) == "ready"
         _go(child)
-        assert _read_line(child) == "WON"
+        assert read_line(child) == "WON"
         yield child
     finally:
         _finish(child)
@@ -141,10 +121,10 @@ def test_twenty_racing_processes_elect_exactly_one_runner(tmp_path: Path) -> Non
     children = [_spawn(tmp_path / "locks", "race") for _ in range(20)]
     try:
         for child in children:
-            assert _read_line(child) == "ready"
+            assert read_line(child) == "ready"
         for child in children:
             _go(child)
-        results = [_read_line(child) for child in children]
+        results = [read_line(child) for child in children]
     finally:
         for child in children:
             _finish(child)
@@ -176,9 +156,9 @@ def test_a_child_process_can_take_a_lock_this_process_released(tmp_path: Path) -
         pass
     child = _spawn(locks, "babysit")
     try:
-        assert _read_line(child) == "ready"
+        assert read_line(child) == "ready"
         _go(child)
-        assert _read_line(child) == "WON"
+        assert read_line(child) == "WON"
     finally:
         _finish(child)
 

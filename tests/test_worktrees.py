@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -51,23 +50,6 @@ HOSTILE = [
     "\udcff",  # an undecodable byte as os.fsdecode gives it
 ]
 SAFE = ["pr-12", "issue_7", "Fix.Bug-3", "a", "x" * 64, "v1.2.3", "a-b_c.d"]
-
-
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HOME and git's global config point into tmp_path; no GIT_* leaks in from outside."""
-    home = tmp_path / "home"
-    home.mkdir()
-    empty = tmp_path / "gitconfig"
-    empty.write_text("")
-    for name in list(os.environ):
-        if name.startswith("GIT_") and name not in KEPT:
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    return home
 
 
 def run_git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -267,8 +249,8 @@ def test_hostile_ids_end_to_end(repo: Path, root: Path, tmp_path: Path) -> None:
         assert git.current_branch(ws.path) == ws.branch
     assert {r["worktree"] for r in porcelain(repo)[1:]} == {str(ws.path) for ws in made}
     assert sorted(tmp_path.parent.iterdir()) == neighbours
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gitconfig", "home", "repo", "worktrees"]
-    assert list((tmp_path / "home").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo", "worktrees"]
+    assert sorted(p.name for p in Path.home().iterdir()) == [".gitconfig-empty"]
     assert pwned.exists() == pwned_before
 
 
