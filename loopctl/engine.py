@@ -132,13 +132,7 @@ class Engine:
     # --- events and projections ----------------------------------------------------------------
 
     def emit(
-        self,
-        type_: str,
-        *,
-        run: str | None,
-        loop: str | None,
-        task: str | None = None,
-        **data: Any,
+        self, type_: str, *, run: str | None, loop: str | None, task: str | None = None, **data: Any
     ) -> Event:
         # Task text, agent output and check output can all carry a secret: scrub before writing.
         clean = _redact_values(data, self._redactor())
@@ -147,6 +141,10 @@ class Engine:
             with contextlib.suppress(Exception):  # a broken view must never stop the work
                 self.observer(event)
         return event
+
+    def _event(self, ctx: _RunContext, task: str | None, type_: str, **data: Any) -> Event:
+        """An event of the run in `ctx`, about `task`."""
+        return self.emit(type_, run=ctx.run_id, loop=ctx.loop.name, task=task, **data)
 
     def refresh_projections(self) -> None:
         """Re-render STATE.md and INBOX.md from the log (atomic writes)."""
@@ -555,11 +553,10 @@ class Engine:
             pending = next((a for a in attempts if a.verdict is None), None)
             if pending is not None and pending.starts >= 2:
                 # Interrupted twice: redoing it once was the promise; record it as failed.
-                self.emit(
+                self._event(
+                    ctx,
+                    spec.id,
                     EventType.ATTEMPT_FINISHED,
-                    run=ctx.run_id,
-                    loop=loop.name,
-                    task=spec.id,
                     attempt=pending.number,
                     verdict="failed",
                     reason="interrupted twice",
@@ -582,13 +579,7 @@ class Engine:
             run_events = [e for e in self.log.read() if e.run == ctx.run_id]
             reason = budgets.stop_reason(loop.budget, run_events, self.clock())
             if reason is not None:
-                self.emit(
-                    EventType.BUDGET_STOPPED,
-                    run=ctx.run_id,
-                    loop=loop.name,
-                    task=spec.id,
-                    reason=reason,
-                )
+                self._event(ctx, spec.id, EventType.BUDGET_STOPPED, reason=reason)
                 return self._finish_task(
                     ctx,
                     spec,
@@ -619,11 +610,10 @@ class Engine:
             head = git.head_sha(root)
             base = view.base_sha if view and view.base_sha else head
             if view is None or view.worktree is None:
-                self.emit(
+                self._event(
+                    ctx,
+                    spec.id,
                     EventType.WORKTREE_CREATED,
-                    run=ctx.run_id,
-                    loop=ctx.loop.name,
-                    task=spec.id,
                     path=str(root),
                     branch=git.current_branch(root),
                     base_sha=base,
@@ -641,11 +631,10 @@ class Engine:
         self._retire_previous(ctx, spec, worktree_root, base_sha)
         workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_sha)
         workspace = replace(workspace, base_sha=base_sha)
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.WORKTREE_CREATED,
-            run=ctx.run_id,
-            loop=ctx.loop.name,
-            task=spec.id,
             path=str(workspace.path),
             branch=workspace.branch,
             base_sha=base_sha,
@@ -654,11 +643,10 @@ class Engine:
         self._prepare_worktree(ctx, spec, workspace)
         placed = git.changed_paths(workspace.path, base_sha)
         if placed:
-            self.emit(
+            self._event(
+                ctx,
+                spec.id,
                 EventType.WORKTREE_PREPARED,
-                run=ctx.run_id,
-                loop=ctx.loop.name,
-                task=spec.id,
                 files=_file_hashes(workspace.path, placed),
             )
         return workspace
@@ -707,11 +695,10 @@ class Engine:
             suffix += 1
             archive = f"{branch}-{head[:8]}-{suffix}"
         git.rename_branch(root, branch, archive)
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.NOTE,
-            run=ctx.run_id,
-            loop=ctx.loop.name,
-            task=spec.id,
             what="branch_archived",
             branch=branch,
             archive=archive,
@@ -760,11 +747,10 @@ class Engine:
                 redactor=self._redactor(),
                 cancel=ctx.stop,
             )
-            self.emit(
+            self._event(
+                ctx,
+                spec.id,
                 EventType.NOTE,
-                run=ctx.run_id,
-                loop=ctx.loop.name,
-                task=spec.id,
                 what="setup",
                 argv=list(argv),
                 exit_code=done.exit_code,
@@ -855,11 +841,10 @@ class Engine:
             cancel=ctx.stop,
         )
         counts = parse_test_counts(condition.tool, done.output_tail(200_000))
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.BASELINE_CHECKED,
-            run=ctx.run_id,
-            loop=ctx.loop.name,
-            task=spec.id,
             exit_code=done.exit_code,
             counts=None
             if counts is None
@@ -1028,11 +1013,10 @@ class Engine:
         head = git.head_sha(workspace.path)
         git.point_branch(self.paths.root, workspace.branch, head)
         git.switch_branch(workspace.path, workspace.branch)
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.NOTE,
-            run=ctx.run_id,
-            loop=ctx.loop.name,
-            task=spec.id,
             what="reattached",
             left_on=current or "detached HEAD",
             head=head,
@@ -1102,11 +1086,10 @@ class Engine:
             on_start=lambda pid: self._agent_started(ctx, spec, number, role, agent, pid),
         )
         result = backend_for(agent).run(request)
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.AGENT_FINISHED,
-            run=ctx.run_id,
-            loop=ctx.loop.name,
-            task=spec.id,
             attempt=number,
             role=role,
             agent=agent.name,
@@ -1164,11 +1147,10 @@ class Engine:
             raise KeyboardInterrupt
         self._reattach(ctx, spec, workspace)
         verdict = self._verdict(ctx, spec, workspace, number, baseline, maker_result)
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.CHECK_FINISHED,
-            run=ctx.run_id,
-            loop=loop.name,
-            task=spec.id,
             attempt=number,
             passed=verdict.passed,
             reason=verdict.reason,
@@ -1178,11 +1160,10 @@ class Engine:
             failing_tests=list(verdict.failing_tests),
             output_tail=verdict.output_tail[-2000:],
         )
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.ATTEMPT_FINISHED,
-            run=ctx.run_id,
-            loop=loop.name,
-            task=spec.id,
             attempt=number,
             verdict="passed" if verdict.passed else "failed",
             reason=verdict.reason,
@@ -1195,11 +1176,10 @@ class Engine:
     def _agent_started(
         self, ctx: _RunContext, spec: TaskSpec, number: int, role: str, agent: Agent, pid: int
     ) -> None:
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.AGENT_STARTED,
-            run=ctx.run_id,
-            loop=ctx.loop.name,
-            task=spec.id,
             attempt=number,
             role=role,
             agent=agent.name,
@@ -1221,14 +1201,7 @@ class Engine:
                 continue
             pid = event.data.get("pid")
             if isinstance(pid, int) and kill_leftover_group(pid, workspace.path):
-                self.emit(
-                    EventType.NOTE,
-                    run=ctx.run_id,
-                    loop=ctx.loop.name,
-                    task=spec.id,
-                    what="orphan_killed",
-                    pid=pid,
-                )
+                self._event(ctx, spec.id, EventType.NOTE, what="orphan_killed", pid=pid)
 
     def _sessions(self, run_id: str, task_id: str) -> list[str]:
         return [
@@ -1282,24 +1255,18 @@ class Engine:
                     else None
                 )
             if commit is not None:
-                self.emit(
-                    EventType.COMMIT_CREATED,
-                    run=ctx.run_id,
-                    loop=loop.name,
-                    task=spec.id,
-                    sha=commit,
-                    branch=workspace.branch,
+                self._event(
+                    ctx, spec.id, EventType.COMMIT_CREATED, sha=commit, branch=workspace.branch
                 )
         for action in loop.deliver.actions:
             if action.name == "commit":
                 continue
             # Push, PR, merge and custom actions arrive with approval gates; record the seam.
             gated = action.name in loop.deliver.approve
-            self.emit(
+            self._event(
+                ctx,
+                spec.id,
                 EventType.ACTION_DEFERRED,
-                run=ctx.run_id,
-                loop=loop.name,
-                task=spec.id,
                 action=action.name,
                 gated=gated,
                 commit=commit,
@@ -1358,11 +1325,10 @@ class Engine:
                     "check_tail": (last.output_tail[-1500:] if last else ""),
                 },
             )
-        self.emit(
+        self._event(
+            ctx,
+            spec.id,
             EventType.TASK_FINISHED,
-            run=ctx.run_id,
-            loop=loop.name,
-            task=spec.id,
             status=status,
             reason=reason,
             commit=commit,
