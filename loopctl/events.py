@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import signal
 import threading
 import time
 import zlib
@@ -49,6 +51,19 @@ class EventType(StrEnum):
     BASELINE_CHECKED = "baseline_checked"
     ACTION_DEFERRED = "action_deferred"
     NOTE = "note"
+    # The inbox and approval gates (issue 5).
+    DELIVERY_PLANNED = "delivery_planned"
+    ACTION_STARTED = "action_started"
+    ACTION_FINISHED = "action_finished"
+    APPROVED = "approved"
+    APPROVAL_REFUSED = "approval_refused"
+    TASK_REQUEUED = "task_requeued"
+    NOTIFIED = "notified"
+    NOTIFY_FAILED = "notify_failed"
+    DIGEST_SENT = "digest_sent"
+    # Triggers and `loopctl up` (issue 4).
+    SCHEDULER_STARTED = "scheduler_started"
+    SCHEDULER_STOPPED = "scheduler_stopped"
 
 
 class LogCorrupt(LoopctlError):
@@ -148,13 +163,18 @@ class EventLog:
                 }
                 record["sum"] = _checksum(record)
                 line = (json.dumps(record, allow_nan=False) + "\n").encode("ascii")
-                written = os.write(fd, line)
-                if written != len(line):
-                    os.ftruncate(fd, keep)
-                    raise OSError(f"short write to {self.path}: {written} of {len(line)} bytes")
-                os.fsync(fd)
+                try:
+                    written = os.write(fd, line)
+                    if written != len(line):
+                        os.ftruncate(fd, keep)
+                        raise OSError(errno.ENOSPC, "short write (disk full?)", str(self.path))
+                    os.fsync(fd)
+                except OSError as exc:
+                    exc.filename = exc.filename or str(self.path)
+                    raise
             finally:
                 os.close(fd)
+            _crash_point(record["seq"])
             if keep == 0:
                 fsync_dir(self.path.parent)
         del record["sum"]
@@ -413,3 +433,13 @@ def _read_range(path: Path, offset: int, length: int) -> bytes:
             return handle.read(length)
     except FileNotFoundError:
         return b""
+
+
+def _crash_point(seq: int) -> None:
+    """Fault injection for the crash tests: die by SIGKILL right after appending event `seq`.
+
+    Set LOOPCTL_TEST_KILL_AT_SEQ=N in a test's environment; unset, this costs one dict lookup.
+    """
+    target = os.environ.get("LOOPCTL_TEST_KILL_AT_SEQ")
+    if target is not None and target == str(seq):
+        os.kill(os.getpid(), signal.SIGKILL)

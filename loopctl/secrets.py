@@ -72,12 +72,36 @@ def withheld_values(
     return values
 
 
+def encoded_forms(secret: str) -> set[str]:
+    """How a secret may reappear after encoding: URL-quoted, or inside any base64 text.
+
+    Base64 of a value depends on where it starts in the encoded stream (offset mod 3), so for
+    each alignment keep only the characters determined by the secret's own bits.
+    """
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    raw = secret.encode("utf-8")
+    forms = {quote(secret, safe=""), quote_plus(secret)}
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        first = -(-offset * 8 // 6)  # the first character whose bits all belong to the secret
+        last = (offset + len(raw)) * 8 // 6  # one past the last such character
+        fragment = encoded[first:last]
+        if len(fragment) >= 8:
+            forms.add(fragment)
+            forms.add(fragment.translate(str.maketrans("+/", "-_")))
+    forms.discard(secret)
+    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
+
+
 def _expand(secrets: Iterable[str]) -> tuple[str, ...]:
     found: set[str] = set()
     for secret in secrets:
         if not secret:
             continue
         found.add(secret)
+        found.update(encoded_forms(secret))
         # Output is redacted line by line, so a multi-line value (a PEM key) is caught per line.
         if "\n" in secret:
             lines = (line.strip("\r") for line in secret.split("\n"))

@@ -5,6 +5,7 @@ Kept free of typer so the fast paths in `__main__` can use it too.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -38,6 +39,9 @@ def write_crash_log(exc: BaseException) -> Path | None:
         return None
 
 
+_DISK_TROUBLE = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM}
+
+
 def report(exc: BaseException) -> int:
     """Print the one-line (or one-per-problem) message for `exc`; return its exit code."""
     if isinstance(exc, DefinitionError):
@@ -53,6 +57,11 @@ def report(exc: BaseException) -> int:
     if isinstance(exc, BrokenPipeError):
         # `loopctl log | head` closing the pipe is not an error worth a traceback.
         return 0
+    if isinstance(exc, OSError) and exc.errno in _DISK_TROUBLE:
+        # A full disk or a read-only folder is the machine's state, not a bug: say which file.
+        where = f" {exc.filename}" if exc.filename else ""
+        eprint(f"loopctl: cannot write{where}: {exc.strerror}; free space or fix permissions")
+        return int(ExitCode.NOT_MET)
     log = write_crash_log(exc)
     where = f"; details in {log}" if log else ""
     eprint(f"loopctl: unexpected error: {type(exc).__name__}: {exc}{where}")
