@@ -167,7 +167,7 @@ class EventLog:
                     written = os.write(fd, line)
                     if written != len(line):
                         os.ftruncate(fd, keep)
-                        raise OSError(errno.ENOSPC, "short write (disk full?)", str(self.path))
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
                     os.fsync(fd)
                 except OSError as exc:
                     exc.filename = exc.filename or str(self.path)
