@@ -10,7 +10,7 @@ import contextlib
 import secrets as pysecrets
 import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -24,7 +24,7 @@ from loopctl.definitions.config import KeepPolicy
 from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.events import Event, EventLog, EventType
-from loopctl.inbox import ItemKind, new_item_id, open_items, render_inbox_md
+from loopctl.inbox import ItemKind, open_items, render_inbox_md, unique_item_id
 from loopctl.lock import RunnerLock
 from loopctl.prompts import AttemptSummary, MakerContext, judge_prompt, maker_prompt
 from loopctl.secrets import Redactor, withheld_values
@@ -78,6 +78,17 @@ class GoalOptions:
     max_iterations: int | None = None
     in_place: bool = False
     base: str = "HEAD"
+    checker_agent: str | None = None  # judges the goal; with --check it runs once the check passes
+
+
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    """What a scheduler tells the engine about a tick it fires (see `run_loop_once`)."""
+
+    changed: tuple[str, ...] = ()
+    trigger: dict[str, Any] | None = None
+    stop: threading.Event | None = None
+    requeued_only: bool = False  # work only the tasks `loopctl inbox retry/reply` queued
 
 
 @dataclass(slots=True)
@@ -157,8 +168,22 @@ class Engine:
 
     # --- entry points --------------------------------------------------------------------------
 
-    def run_loop_once(self, loop: Loop) -> RunOutcome:
-        """One tick of `loop`, or the resumption of its interrupted last tick."""
+    def run_loop_once(
+        self,
+        loop: Loop,
+        *,
+        changed: Sequence[str] = (),
+        trigger: Mapping[str, Any] | None = None,
+        stop: threading.Event | None = None,
+        requeued_only: bool = False,
+    ) -> RunOutcome:
+        """One tick of `loop`, or the resumption of its interrupted last tick.
+
+        `changed`: paths a watch trigger saw (prompt templates read them as `{changed}`);
+        `trigger`: what fired the tick, recorded in its `tick_started` / `run_resumed` event;
+        `stop`: set from another thread to interrupt the tick as Ctrl-C would.
+        """
+        tick = _Tick(tuple(changed), dict(trigger) if trigger else None, stop, requeued_only)
         maker = self._maker_agent(loop.maker.agent)
         judge = self._judge_agent(loop)
         condition = None
@@ -169,7 +194,7 @@ class Engine:
                 check=None,
                 configured=self.project.config.condition_map(),
             )
-        return self._run(loop, condition, maker, judge, in_place=False, base_ref="HEAD")
+        return self._run(loop, condition, maker, judge, in_place=False, base_ref="HEAD", tick=tick)
 
     def run_goal(self, options: GoalOptions) -> RunOutcome:
         """Iterate maker and checker until `options.condition` holds or the budget is spent."""
@@ -190,12 +215,15 @@ class Engine:
             goal=options.condition,
             prompt=f"Make this condition hold: {options.condition}",
             maker=MakerSpec(agent=options.agent or config.maker),
-            checker=CheckerSpec(agent=config.checker if condition.argv is None else None),
+            checker=CheckerSpec(
+                agent=options.checker_agent or (config.checker if condition.argv is None else None)
+            ),
             budget=budget,
             deliver=DeliverSpec(),
         )
         maker = self._maker_agent(loop.maker.agent)
-        judge = self._judge_agent(loop) if condition.argv is None else None
+        judged = condition.argv is None or options.checker_agent is not None
+        judge = self._judge_agent(loop) if judged else None
         return self._run(
             loop, condition, maker, judge, in_place=options.in_place, base_ref=options.base
         )
@@ -270,6 +298,7 @@ class Engine:
         *,
         in_place: bool,
         base_ref: str,
+        tick: _Tick | None = None,
     ) -> RunOutcome:
         root = self.paths.root
         if not in_place and not git.has_commits(root):
@@ -292,7 +321,10 @@ class Engine:
 
             sweep_temp_files(self.paths.loop_dir)
             ensure_gitignore(self.paths.loop_dir)
-            return self._run_locked(loop, condition, maker, judge, in_place, base_ref)
+            self._deliver_approved(loop)
+            outcome = self._run_locked(loop, condition, maker, judge, in_place, base_ref, tick)
+            self._deliver_approved(loop)
+            return outcome
 
     def _resumable(self, loop: Loop, goal: str | None) -> history.RunView | None:
         """The loop's last run if it never finished (for a goal: the last run of that goal)."""
@@ -313,7 +345,10 @@ class Engine:
         judge: Agent | None,
         in_place: bool,
         base_ref: str,
+        tick: _Tick | None = None,
     ) -> RunOutcome:
+        tick = tick or _Tick()
+        fired: dict[str, Any] = {"trigger": tick.trigger} if tick.trigger else {}
         goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
         previous = self._resumable(loop, condition.text if goal_task and condition else None)
         resumed = previous is not None
@@ -322,7 +357,7 @@ class Engine:
         )
         if previous is not None and listed:
             run_id = previous.run
-            self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name)
+            self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
             specs = [
                 TaskSpec(t.task, t.task, t.prompt, t.title, t.base_ref, t.fields)
                 for t in previous.tasks.values()
@@ -331,19 +366,22 @@ class Engine:
             if previous is not None:
                 # Killed before its task list was complete: resume the run, list tasks again.
                 run_id = previous.run
-                self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name)
+                self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
             else:
                 run_id = new_run_id(self.clock())
                 self.emit(
                     EventType.TICK_STARTED,
                     run=run_id,
                     loop=loop.name,
-                    kind="goal" if loop.name == GOAL_LOOP else "tick",
+                    kind="goal"
+                    if loop.name == GOAL_LOOP
+                    else ("requeue" if tick.requeued_only else "tick"),
                     condition=condition.text if condition else None,
                     check=list(condition.argv) if condition and condition.argv else None,
                     maker=maker.name,
                     judge=judge.name if judge else None,
                     in_place=in_place,
+                    **fired,
                 )
             try:
                 if goal_task is not None:
@@ -359,7 +397,21 @@ class Engine:
                 else:
                     # Task text is untrusted and may quote a secret: scrub it before anything
                     # (prompt, commit message, log) sees it.
-                    specs = [self._scrub(spec) for spec in discover(loop, self.paths.root)]
+                    found = (
+                        []
+                        if tick.requeued_only
+                        else [
+                            self._scrub(spec)
+                            for spec in discover(loop, self.paths.root, changed=tick.changed)
+                        ]
+                    )
+                    # Tasks `loopctl inbox retry/reply` queued come first (max_tasks never cuts
+                    # them); their text was scrubbed when it was first found.
+                    from loopctl.inbox_actions import requeued_specs
+
+                    again = requeued_specs(self.log.read(), loop.name)
+                    ids = {spec.id for spec in again}
+                    specs = again + [spec for spec in found if spec.id not in ids]
             except TaskSourceError as exc:
                 return self._finish_run(
                     run_id, loop, [], "failed", str(exc), resumed, open_item=True
@@ -398,6 +450,7 @@ class Engine:
             in_place=in_place,
             base_ref=base_ref,
             protected=self._protected(loop, condition, maker, judge),
+            stop=tick.stop if tick.stop is not None else threading.Event(),
         )
         try:
             outcomes = self._work_all(ctx, specs)
@@ -407,11 +460,11 @@ class Engine:
             self.refresh_projections()
             raise
         statuses = {o.status for o in outcomes}
-        if not outcomes or statuses <= {"done", "skipped"}:
+        if not outcomes or statuses <= {"done", "skipped", "awaiting_approval"}:
             status, reason = "done", ""
-        elif "stopped" in statuses:
+        elif statuses & {"stopped", "awaiting_reply"}:
             status = "stopped"
-            reason = next(o.reason for o in outcomes if o.status == "stopped")
+            reason = next(o.reason for o in outcomes if o.status in ("stopped", "awaiting_reply"))
         else:
             status = "failed"
             reason = next(o.reason for o in outcomes if o.status not in ("done", "skipped"))
@@ -527,6 +580,8 @@ class Engine:
             fingerprints = [a.fingerprint if a.verdict == "failed" else None for a in finished]
             if finished and finished[-1].verdict == "passed":
                 return self._deliver(ctx, spec, workspace, finished[-1].number)
+            if finished and finished[-1].verdict == "escalated":
+                return self._escalate(ctx, spec, workspace, finished[-1], len(attempts))
             if finished and finished[-1].fatal:
                 return self._finish_task(
                     ctx,
@@ -968,9 +1023,13 @@ class Engine:
         if answer is None:
             from loopctl.fingerprint import fingerprint
 
+            # An answer loopctl cannot read is never taken as "met".
+            said = " ".join(result.text.split())[-160:]
             return checks.Verdict(
                 False,
-                f"the checker agent {judge.name!r} gave no verdict ({result.status})",
+                f"not met: the checker agent {judge.name!r} gave no parsable verdict"
+                f' ({result.status}); it must end with {{"met": true or false, "reason": …}}'
+                + (f"; it said: {said!r}" if said else ""),
                 fingerprint(result.exit_code, "no verdict").digest,
                 result.exit_code,
                 result.output_tail,
@@ -1084,8 +1143,19 @@ class Engine:
             session_id=session,
             cancel=ctx.stop,
             on_start=lambda pid: self._agent_started(ctx, spec, number, role, agent, pid),
+            skills=tuple(self.project.skills.values()),
+            request_approval=lambda summary, evidence: self._open_item(
+                ctx.run_id,
+                ctx.loop.name,
+                spec.id,
+                ItemKind.APPROVAL,
+                summary,
+                {**evidence, "agent": agent.name, "role": role, "attempt": number},
+            ),
         )
-        result = backend_for(agent).run(request)
+        from loopctl.backends.pricing import priced
+
+        result = priced(backend_for(agent).run(request), agent, dict(self.project.config.prices))
         self._event(
             ctx,
             spec.id,
@@ -1135,6 +1205,7 @@ class Engine:
                 full_skills=full,
                 attempts=summaries,
                 attempt_number=number,
+                human=self._human_answer(ctx.run_id, spec.id),
             )
         )
         session = None
@@ -1145,6 +1216,22 @@ class Engine:
         )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
+        question = getattr(maker_result, "escalate", None)
+        if question:
+            # The maker asked for a human: no check runs; the task waits for `inbox reply`.
+            self.emit(
+                EventType.ATTEMPT_FINISHED,
+                run=ctx.run_id,
+                loop=loop.name,
+                task=spec.id,
+                attempt=number,
+                verdict="escalated",
+                reason=f"the maker asks: {question}",
+                fingerprint=None,
+                question=question,
+            )
+            self.refresh_projections()
+            return
         self._reattach(ctx, spec, workspace)
         verdict = self._verdict(ctx, spec, workspace, number, baseline, maker_result)
         self._event(
@@ -1237,17 +1324,22 @@ class Engine:
             name, email = _author(loop.deliver.author or self.project.config.author)
             message = (
                 f"loopctl: {loop.name}/{spec.id} (attempt {attempt})\n\n"
-                f"{spec.prompt.strip()[:500]}\n\n"
+                f"{_printable(spec.prompt.strip()[:500])}\n\n"
                 f"Loop: {loop.name}\nTask: {spec.id}\nAttempt: {attempt}\nRun: {ctx.run_id}\n"
             )
-            self._reattach(ctx, spec, workspace)
-            commit = git.commit_all(
-                workspace.path,
-                message,
-                author_name=name,
-                author_email=email,
-                exclude=self._placed_unchanged(ctx, spec, workspace),
-            )
+            try:
+                self._reattach(ctx, spec, workspace)
+                commit = git.commit_all(
+                    workspace.path,
+                    message,
+                    author_name=name,
+                    author_email=email,
+                    exclude=self._placed_unchanged(ctx, spec, workspace),
+                )
+            except LoopctlError as exc:  # one task's delivery failing must not end the tick
+                return self._finish_task(
+                    ctx, spec, "failed", f"commit failed: {exc}", workspace, attempt, None
+                )
             if commit is None:
                 commit = (
                     git.head_sha(workspace.path)
@@ -1258,38 +1350,25 @@ class Engine:
                 self._event(
                     ctx, spec.id, EventType.COMMIT_CREATED, sha=commit, branch=workspace.branch
                 )
-        for action in loop.deliver.actions:
-            if action.name == "commit":
-                continue
-            # Push, PR, merge and custom actions arrive with approval gates; record the seam.
-            gated = action.name in loop.deliver.approve
-            self._event(
-                ctx,
-                spec.id,
-                EventType.ACTION_DEFERRED,
-                action=action.name,
-                gated=gated,
-                commit=commit,
-            )
-            if gated:
-                self._open_item(
-                    ctx.run_id,
-                    loop.name,
-                    spec.id,
-                    ItemKind.APPROVAL,
-                    f"approve `{action.name}` of {workspace.branch} at {str(commit)[:12]}",
-                    {
-                        "action": action.name,
-                        "branch": workspace.branch,
-                        "commit": commit,
-                        "worktree": str(workspace.path),
-                    },
-                )
+        # Push, PR, merge and custom actions: gated ones wait in the inbox (loopctl.delivery).
+        from loopctl import delivery
+
+        result = delivery.deliver_task(
+            self,
+            loop,
+            ctx.run_id,
+            spec.id,
+            commit=commit,
+            branch=workspace.branch,
+            base_sha=workspace.base_sha,
+            base_ref=spec.base_ref or ctx.base_ref,
+            worktree=str(workspace.path),
+        )
         return self._finish_task(
             ctx,
             spec,
-            "done",
-            "condition met" if loop.goal else "checks passed",
+            str(result.status),
+            result.reason or ("condition met" if loop.goal else "checks passed"),
             workspace,
             attempt,
             None,
@@ -1362,8 +1441,8 @@ class Engine:
         summary: str,
         evidence: dict[str, Any],
     ) -> str:
-        item_id = new_item_id(run_id, loop, task or "", kind.value, summary)
-        self.emit(
+        item_id = unique_item_id(self.log.read(), run_id, loop, task or "", kind.value, summary)
+        opened = self.emit(
             EventType.INBOX_OPENED,
             run=run_id,
             loop=loop,
@@ -1373,7 +1452,66 @@ class Engine:
             summary=summary,
             evidence=evidence,
         )
+        from loopctl import notify
+
+        notify.item_opened(self, opened)
         return item_id
+
+    def _escalate(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        workspace: Workspace,
+        last: history.AttemptView,
+        attempts: int,
+    ) -> TaskOutcome:
+        """The maker asked a question: open an escalation item and pause the task."""
+        asked = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
+        question = next(
+            (str(e.data["question"]) for e in reversed(asked) if e.data.get("question")),
+            last.reason,
+        )
+        item = self._open_item(
+            ctx.run_id,
+            ctx.loop.name,
+            spec.id,
+            ItemKind.ESCALATION,
+            f"{spec.id} asks: {' '.join(question.split())[:200]}",
+            {
+                "question": question,
+                "branch": workspace.branch,
+                "worktree": str(workspace.path),
+                "attempts": attempts,
+            },
+        )
+        return self._finish_task(
+            ctx,
+            spec,
+            "awaiting_reply",
+            f'waiting for a human\'s answer: loopctl inbox reply {item} "…"',
+            workspace,
+            attempts,
+            last,
+        )
+
+    def _human_answer(self, run_id: str, task_id: str) -> tuple[str, str] | None:
+        """The answer `loopctl inbox reply` gave to this task's question, for this run."""
+        from loopctl.gates import human_answers
+
+        return human_answers(self.log.read()).get((run_id, task_id))
+
+    def _deliver_approved(self, loop: Loop) -> None:
+        """Approvals given while this loop held its lock (or before a crash) are delivered now."""
+        if loop.name == GOAL_LOOP:
+            return
+        from loopctl import delivery
+
+        delivery.deliver_approved(self, loop.name)
+
+
+def _printable(text: str) -> str:
+    """Task text for a commit message: git refuses NUL, and control characters help nobody."""
+    return "".join(c if c.isprintable() or c in "\n\t" else " " for c in text)
 
 
 def _file_hashes(root: Path, paths: Sequence[str]) -> dict[str, str | None]:
