@@ -161,8 +161,7 @@ class EventLog:
                     "task": task,
                     "data": payload,
                 }
-                record["sum"] = _checksum(record)
-                line = (json.dumps(record, allow_nan=False) + "\n").encode("ascii")
+                line = _encode(record)
                 try:
                     written = os.write(fd, line)
                     if written != len(line):
@@ -177,7 +176,6 @@ class EventLog:
             _crash_point(record["seq"])
             if keep == 0:
                 fsync_dir(self.path.parent)
-        del record["sum"]
         return _event_from(record)
 
     def read(self) -> list[Event]:
@@ -333,9 +331,31 @@ class _BadRecord(Exception):
 _OPTIONAL_TEXT = ("run", "loop", "task")
 
 
+_SUM_MARKER = b', "sum": "'
+_SUM_TAIL = len(_SUM_MARKER) + 8 + 2  # marker, 8 hex digits, closing quote and brace
+
+
+def _encode(record: Mapping[str, Any]) -> bytes:
+    """One log line: the record as ASCII JSON with a crc32 of its own bytes appended last.
+
+    Checking the bytes as written (rather than a re-encoded canonical form) lets a reader
+    verify a record without serialising it again: replay costs one `json.loads` per line.
+    """
+    body = json.dumps(record, allow_nan=False).encode("ascii")
+    return body[:-1] + b'%s%08x"}\n' % (_SUM_MARKER, zlib.crc32(body))
+
+
 def _decode(raw: bytes) -> Event:
+    marker = raw.rfind(_SUM_MARKER)
+    if marker < 0 or len(raw) - marker != _SUM_TAIL or not raw.endswith(b'"}'):
+        raise _unreadable(raw)
+    body = raw[:marker] + b"}"
+    claimed = raw[marker + len(_SUM_MARKER) : -2].decode("ascii", "replace")
+    actual = "%08x" % zlib.crc32(body)  # noqa: UP031 - the fastest way, on every replayed line
+    if claimed != actual:
+        raise _BadRecord(f"checksum {claimed!r} does not match the content ({actual})", torn=True)
     try:
-        record = json.loads(raw, parse_constant=_reject_constant)
+        record = _DECODER.decode(body.decode("utf-8"))
     except (ValueError, RecursionError):
         raise _BadRecord("not valid JSON", torn=True) from None
     if not isinstance(record, dict):
@@ -346,14 +366,51 @@ def _decode(raw: bytes) -> Event:
             f"format version {version}, this loopctl reads {FORMAT_VERSION}; upgrade loopctl",
             torn=False,
         )
-    claimed = record.pop("sum", None)
-    actual = _checksum(record)
-    if claimed != actual:
-        raise _BadRecord(f"checksum {claimed!r} does not match the content ({actual})", torn=True)
-    problem = _shape_problem(record)
-    if problem:
-        raise _BadRecord(problem, torn=False)
-    return _event_from(record)
+    if _well_formed(record):  # the common case, checked cheaply: replay reads every line
+        return Event(
+            record["seq"],
+            record["ts"],
+            record["type"],
+            record["run"],
+            record["loop"],
+            record["task"],
+            record["data"],
+        )
+    problem = _shape_problem(record) or "malformed record"
+    raise _BadRecord(problem, torn=False)
+
+
+def _well_formed(record: dict[str, Any]) -> bool:
+    seq = record.get("seq")
+    return (
+        type(seq) is int
+        and seq >= 1
+        and type(record.get("v")) is int
+        and type(record.get("ts")) is str
+        and type(record.get("type")) is str
+        and type(record.get("data")) is dict
+        and type(record.get("run", 0)) in _TEXT_OR_NONE
+        and type(record.get("loop", 0)) in _TEXT_OR_NONE
+        and type(record.get("task", 0)) in _TEXT_OR_NONE
+    )
+
+
+_TEXT_OR_NONE = (str, type(None))
+
+
+def _unreadable(raw: bytes) -> _BadRecord:
+    """Why a line without a valid checksum tail is unreadable; a newer format is never torn."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return _BadRecord("not valid JSON", torn=True)
+    version = record.get("v") if isinstance(record, dict) else None
+    if isinstance(version, int) and version != FORMAT_VERSION:
+        return _BadRecord(
+            f"format version {version}, this loopctl reads {FORMAT_VERSION}; upgrade loopctl",
+            torn=False,
+        )
+    return _BadRecord("no checksum at the end of the record", torn=True)
 
 
 def _shape_problem(record: Mapping[str, Any]) -> str | None:
@@ -383,12 +440,6 @@ def _event_from(record: Mapping[str, Any]) -> Event:
         task=record.get("task"),
         data=record["data"],
     )
-
-
-def _checksum(record: Mapping[str, Any]) -> str:
-    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    # surrogatepass: a lone surrogate (from a surrogateescape'd file name) must not crash us.
-    return f"{zlib.crc32(canonical.encode('utf-8', 'surrogatepass')):08x}"
 
 
 def _plain_json(value: dict[str, Any]) -> dict[str, Any]:
@@ -443,3 +494,7 @@ def _crash_point(seq: int) -> None:
     target = os.environ.get("LOOPCTL_TEST_KILL_AT_SEQ")
     if target is not None and target == str(seq):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+# One decoder for every line: json.loads with a keyword argument builds a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
