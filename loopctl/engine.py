@@ -680,11 +680,15 @@ class Engine:
         if view is not None and view.worktree is not None and view.base_sha:
             # Resuming this run: the same worktree, and the base the log recorded (the copy in
             # the worktree's git dir is writable by the agent, so it is never trusted).
-            workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, view.base_sha)
+            with self._worktree_lock():
+                workspace = ensure_worktree(
+                    root, worktree_root, ctx.loop.name, spec.id, view.base_sha
+                )
             return replace(workspace, base_sha=view.base_sha)
         base_sha = self._resolve_base(spec.base_ref or ctx.base_ref)
-        self._retire_previous(ctx, spec, worktree_root, base_sha)
-        workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_sha)
+        with self._worktree_lock():
+            self._retire_previous(ctx, spec, worktree_root, base_sha)
+            workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_sha)
         workspace = replace(workspace, base_sha=base_sha)
         self._event(
             ctx,
@@ -759,6 +763,12 @@ class Engine:
             archive=archive,
             head=head,
         )
+
+    def _worktree_lock(self) -> contextlib.AbstractContextManager[None]:
+        """git's worktree bookkeeping races under concurrent adds and removals: one at a time."""
+        from loopctl.lock import short_lock
+
+        return short_lock(self.paths.locks_dir, "worktrees")
 
     def _resolve_base(self, ref: str) -> str:
         root = self.paths.root
@@ -1419,7 +1429,7 @@ class Engine:
                 keep is KeepPolicy.ON_FAILURE and status in ("done", "skipped")
             )
             if remove:
-                with contextlib.suppress(LoopctlError):
+                with self._worktree_lock(), contextlib.suppress(LoopctlError):
                     remove_worktree(self.paths.root, workspace.path)
         self.refresh_projections()
         return TaskOutcome(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -9,7 +10,9 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -165,3 +168,27 @@ def _held_message(name: str, info: dict[str, Any]) -> str:
     if info["since"]:
         who += f" since {info['since']}"
     return f"loop {name!r} is already running ({who}); stop it first or wait for it to finish"
+
+
+_SHORT_LOCKS: dict[Path, threading.Lock] = {}
+_SHORT_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def short_lock(locks_dir: Path, name: str) -> Iterator[None]:
+    """Wait for, then hold, a lock around a brief critical section (e.g. `git worktree add`).
+
+    Unlike RunnerLock it blocks instead of refusing: git's worktree bookkeeping is not safe
+    against concurrent adds, prunes and removals, whether from threads or other processes.
+    """
+    path = lock_path(locks_dir, name)
+    with _SHORT_LOCKS_GUARD:
+        thread_lock = _SHORT_LOCKS.setdefault(path, threading.Lock())
+    with thread_lock:
+        locks_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock

@@ -76,6 +76,13 @@ def prune(project: Project, *, dry_run: bool = False) -> list[WorktreeRow]:
 
     Branches stay: the commits on them are the work. A task still running is never touched.
     """
+    from loopctl.lock import short_lock
+
+    with short_lock(project.paths.locks_dir, "worktrees"):
+        return _prune(project, dry_run=dry_run)
+
+
+def _prune(project: Project, *, dry_run: bool) -> list[WorktreeRow]:
     states = _task_states(project)
     removed: list[WorktreeRow] = []
     for info in list_worktrees(project.root, _root(project)):
