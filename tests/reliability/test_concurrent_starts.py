@@ -65,3 +65,29 @@ def test_a_lock_left_by_a_killed_runner_is_taken_over_at_once(tmp_path: Path) ->
     runner.send_signal(signal.SIGKILL)
     runner.wait()
     assert crashlab.run_once(repo, home) == 0
+
+
+def test_eight_parallel_tasks_each_get_a_worktree(tmp_path: Path) -> None:
+    """git's worktree bookkeeping is not thread-safe; loopctl serialises it (this raced once)."""
+    import json
+
+    repo = crashlab.make_template(tmp_path / "repo")
+    loop = repo / ".loop" / "loops" / "crash.toml"
+    items = json.dumps([{"id": f"p{n}"} for n in range(8)])
+    text = loop.read_text()
+    start = text.index("command = ")
+    end = text.index("\n", start)
+    loop.write_text(
+        text[:start]
+        + f"command = {json.dumps([crashlab.PY, '-c', f'print({items!r})'])}"
+        + text[end:].replace("max_parallel = 1", "max_parallel = 8")
+    )
+    subprocess.run(["git", "commit", "-qam", "parallel"], cwd=repo, check=True, env=_identity())
+    assert crashlab.run_once(repo, tmp_path / "home") == 0
+    done = [e.task for e in crashlab.log_of(repo) if e.type == "task_finished"]
+    assert sorted(done) == [f"p{n}" for n in range(8)]
+
+
+def _identity() -> dict[str, str]:
+    names = ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")
+    return {**os.environ, **dict.fromkeys(names, "t@t")}
