@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from results import Row, print_rows  # noqa: E402
+from results import Row, print_rows
 
 
 def measure(events: int = 20000) -> list[Row]:
@@ -32,7 +32,12 @@ def measure(events: int = 20000) -> list[Row]:
                 run="r1",
                 loop="bench",
                 task=f"t{n % 50}",
-                data={"attempt": n % 5 + 1, "input_tokens": 100, "output_tokens": 20, "text": "x" * 200},
+                data={
+                    "attempt": n % 5 + 1,
+                    "input_tokens": 100,
+                    "output_tokens": 20,
+                    "text": "x" * 200,
+                },
             )
         append_s = time.perf_counter() - start
         raw = log.path.read_bytes()
@@ -53,7 +58,12 @@ def measure(events: int = 20000) -> list[Row]:
                 times.append(time.perf_counter() - start)
         bare_s, replay_s = statistics.median(bare_times), statistics.median(replay_times)
     return [
-        Row(f"event append (fsync each), {events} events", events / append_s, "events/s", note="durable appends"),
+        Row(
+            f"event append (fsync each), {events} events",
+            events / append_s,
+            "events/s",
+            note="durable appends",
+        ),
         Row(
             f"full replay of {events} events vs bare json.loads",
             events / replay_s,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from results import Row, print_rows  # noqa: E402
+from results import Row, print_rows
 
 TASKS = 8
 SLEEP = 2.0

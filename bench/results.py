@@ -28,7 +28,15 @@ class Row:
         ratio = f"{self.ratio:.2f}x" if self.ratio is not None else "-"
         baseline = f"{self.baseline:.4g} {self.unit}" if self.baseline is not None else "-"
         met = {True: "yes", False: "**no**", None: "-"}[self.met]
-        return [self.name, f"{self.value:.4g} {self.unit}", baseline, ratio, self.goal, met, self.note]
+        return [
+            self.name,
+            f"{self.value:.4g} {self.unit}",
+            baseline,
+            ratio,
+            self.goal,
+            met,
+            self.note,
+        ]
 
 
 def at_most(value: float, limit: float) -> bool:
@@ -38,4 +46,5 @@ def at_most(value: float, limit: float) -> bool:
 def print_rows(rows: list[Row]) -> None:
     for row in rows:
         cells = row.cells()
-        print(f"  {cells[0]:<52} {cells[1]:>14}  base {cells[2]:>14}  {cells[3]:>7}  goal {cells[4]:<8} {cells[5]}")
+        name, value, baseline, ratio, goal, met = cells[:6]
+        print(f"  {name:<52} {value:>14}  base {baseline:>14}  {ratio:>7}  goal {goal:<8} {met}")

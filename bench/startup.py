@@ -15,6 +15,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from results import Row, print_rows
+
 ROOT = Path(__file__).resolve().parents[1]
 # An installed package has bytecode compiled at install time; measure that, not compilation.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -29,22 +32,29 @@ def timed(argv: list[str], cwd: Path, runs: int) -> float:
     return statistics.median(samples)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=21)
-    runs = parser.parse_args().runs
+def measure(runs: int = 21) -> list[Row]:
     py = sys.executable
     timed([py, "-m", "loopctl", "--version"], ROOT, 3)  # warm the bytecode caches
     baseline = timed([py, "-c", "import typer"], ROOT, runs)
     cases = {
-        "loopctl --version": [py, "-m", "loopctl", "--version"],
-        "loopctl validate": [py, "-m", "loopctl", "validate"],
-        "loopctl --help": [py, "-m", "loopctl", "--help"],
+        "start-up: loopctl --version": [py, "-m", "loopctl", "--version"],
+        "start-up: loopctl validate (this repository)": [py, "-m", "loopctl", "validate"],
+        "start-up: loopctl inbox --json": [py, "-m", "loopctl", "inbox", "--json"],
+        "start-up: loopctl --help": [py, "-m", "loopctl", "--help"],
     }
-    print(f"baseline  python -c 'import typer'   {baseline * 1000:7.1f} ms")
+    rows = []
     for label, argv in cases.items():
         took = timed(argv, ROOT, runs)
-        print(f"{label:<36}{took * 1000:7.1f} ms   {took / baseline:5.2f}x")
+        goal = "<= 1.2x" if "--help" not in label else ""
+        met = took / baseline <= 1.2 if goal else None
+        rows.append(Row(label, took * 1000, "ms", baseline * 1000, goal, met, "vs import typer"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=21)
+    print_rows(measure(parser.parse_args().runs))
 
 
 if __name__ == "__main__":
