@@ -32,7 +32,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, float
     started = time.monotonic()
     assert crashlab.run_once(clean, root / "clean-home") == 0
     took = time.monotonic() - started
-    assert crashlab.check_invariants(clean, 10**9) == []
+    assert crashlab.check_invariants(clean, 0) == []  # never killed: one run, all done
     return template, len(crashlab.log_of(clean)), took
 
 
