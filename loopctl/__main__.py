@@ -15,10 +15,10 @@ def _fast_path(args: list[str]) -> Callable[[], int] | None:
         from loopctl.cli.plain import validate
 
         return lambda: validate("--json" in flags)
-    if args[0] == "inbox" and flags <= {"--json", "--all"}:
+    if args[0] == "inbox" and flags <= {"--json", "--all", "--digest"}:
         from loopctl.cli.plain import inbox_list
 
-        return lambda: inbox_list("--all" in flags, "--json" in flags)
+        return lambda: inbox_list("--all" in flags, "--json" in flags, digest="--digest" in flags)
     return None
 
 

@@ -547,6 +547,18 @@ class Engine:
                 view.worktree,
             )
         fresh = view is None or (view.worktree is None and not view.attempts)
+        waiting = self._waiting_item(loop, spec.id, ctx.run_id) if fresh else None
+        if waiting is not None:
+            # Reworking it would throw away the work the human is about to look at.
+            return self._finish_task(
+                ctx,
+                spec,
+                "skipped",
+                f"waits for a human: inbox {waiting.kind} {waiting.id}",
+                None,
+                0,
+                None,
+            )
         if loop.tasks is not None and loop.tasks.dedupe == "base" and fresh:
             try:
                 base_now = self._resolve_base(spec.base_ref or ctx.base_ref)
@@ -1226,7 +1238,9 @@ class Engine:
         )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
-        question = getattr(maker_result, "escalate", None)
+        from loopctl.gates import asked_question
+
+        question = asked_question(getattr(maker_result, "escalate", None), maker_result.text)
         if question:
             # The maker asked for a human: no check runs; the task waits for `inbox reply`.
             self.emit(
@@ -1503,6 +1517,20 @@ class Engine:
             attempts,
             last,
         )
+
+    def _waiting_item(self, loop: Loop, task_id: str, run_id: str) -> Any:
+        """An open approval or question from an earlier run of this loop's task, if any."""
+        if loop.name == GOAL_LOOP:
+            return None  # `loopctl goal` is asked for by hand: run it
+        for item in open_items(self.log.read()):
+            if (
+                item.loop == loop.name
+                and item.task == task_id
+                and item.run != run_id
+                and item.kind in (ItemKind.APPROVAL, ItemKind.ESCALATION)
+            ):
+                return item
+        return None
 
     def _human_answer(self, run_id: str, task_id: str) -> tuple[str, str] | None:
         """The answer `loopctl inbox reply` gave to this task's question, for this run."""

@@ -30,6 +30,10 @@ _HARDENING = (
 
 # Kept from the caller's environment so tests (and users) can isolate git's global config.
 _KEPT_GIT_VARS = frozenset({"GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"})
+# How the user reaches a remote (their own ssh command or askpass helper): kept for the network
+# commands of an approved delivery only, never for commands in a worktree an agent touched.
+_NETWORK_GIT_VARS = ("GIT_SSH_COMMAND", "GIT_SSH", "GIT_SSH_VARIANT", "GIT_ASKPASS")
+_URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 # Diffs must not run external diff programs or textconv drivers a repository configures.
 _SAFE_DIFF = ("--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty")
@@ -45,10 +49,13 @@ _CONTENT_FREE = frozenset(
         "config",
         "for-each-ref",
         "ls-files",
+        "ls-remote",
         "merge-base",
+        "push",
         "rev-parse",
         "show-ref",
         "symbolic-ref",
+        "update-ref",
         "version",
     }
 )
@@ -346,7 +353,97 @@ def commit_all(
     return head_sha(worktree)
 
 
+def diff_stat_between(repo: Path, base_sha: str, sha: str) -> str:
+    """`git diff --stat` between two commits (no working tree involved)."""
+    a, b = _require_sha(repo, base_sha), _require_sha(repo, sha)
+    out = git([*_READABLE, "diff", "--stat=200", *_SAFE_DIFF, a, b, "--"], cwd=repo).stdout
+    return _printable(out)
+
+
+def remote_branch_sha(repo: Path, remote: str, branch: str, *, timeout: float = 120) -> str | None:
+    """The commit `branch` points at on `remote` (a name, URL or path), or None if absent."""
+    wanted = f"refs/heads/{branch}"
+    result = git(
+        ["ls-remote", "--heads", "--", remote, wanted],
+        cwd=repo,
+        check=False,
+        timeout=timeout,
+        extra_env=_network_env(),
+    )
+    if result.returncode != 0:
+        raise GitError(f"cannot read remote {_no_userinfo(remote)!r}: {_first_line(result)}")
+    for line in result.stdout.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref == wanted and _FULL_SHA.match(sha):
+            return sha
+    return None
+
+
+def push_commit(
+    repo: Path, remote: str, sha: str, branch: str, *, expect: str | None, timeout: float = 300
+) -> None:
+    """Point `branch` on `remote` at `sha`, only if it still points at `expect` (None: absent).
+
+    The lease makes the push exact: it replaces what loopctl saw on the remote and nothing a
+    person pushed in between. No hook runs (hooksPath is /dev/null, and --no-verify).
+    """
+    sha = _require_sha(repo, sha)
+    target = f"refs/heads/{branch}"
+    lease = f"--force-with-lease={target}:{expect or ''}"
+    result = git(
+        ["push", "--porcelain", "--no-verify", lease, "--", remote, f"{sha}:{target}"],
+        cwd=repo,
+        check=False,
+        timeout=timeout,
+        extra_env=_network_env(),
+    )
+    if result.returncode == 0:
+        return
+    # Porcelain marks a refused ref with "!" and gives git's reason in brackets.
+    reasons = [
+        line.split("\t")[-1].strip()
+        for line in result.stdout.splitlines()
+        if line.startswith("!\t")
+    ]
+    why = "; ".join(reasons) or _first_line(result)
+    raise GitError(f"git push to {_no_userinfo(remote)!r} failed: {_no_userinfo(why)}")
+
+
+def fast_forward(repo: Path, branch: str, sha: str) -> bool:
+    """Move local `branch` forward to `sha`; False when it already contains `sha`.
+
+    Refuses anything but a fast-forward. A branch checked out in a working tree is moved with
+    `merge --ff-only` there, so that checkout's files follow; otherwise only the ref moves.
+    """
+    sha = _require_sha(repo, sha)
+    head = branch_head(repo, branch)
+    if head is None:
+        raise GitError(f"there is no local branch {branch!r} to fast-forward")
+    if head == sha or is_ancestor(repo, sha, head):
+        return False
+    if not is_ancestor(repo, head, sha):
+        raise GitError(
+            f"{branch} has moved on to {head[:12]}: {sha[:12]} is not a fast-forward of it"
+            " (rebase the task branch, or merge by hand)"
+        )
+    for entry in worktree_list(repo):
+        if entry.branch == branch and entry.path.exists():
+            git(["merge", "--ff-only", "--quiet", sha], cwd=entry.path)
+            return True
+    git(["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)
+    return True
+
+
 # --- running git -------------------------------------------------------------------------------
+
+
+def _network_env() -> dict[str, str]:
+    return {name: os.environ[name] for name in _NETWORK_GIT_VARS if name in os.environ}
+
+
+def _no_userinfo(text: str) -> str:
+    """A remote URL's user:password part never goes into a message (or from there, the log)."""
+    return _URL_USERINFO.sub("***@", text)
 
 
 def _base_env() -> dict[str, str]:

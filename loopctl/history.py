@@ -10,6 +10,30 @@ from loopctl.events import Event, EventType
 
 
 @dataclass(slots=True)
+class Spend:
+    """What the agent calls of one backend cost: tokens, USD, and calls nobody priced."""
+
+    tokens: int = 0
+    usd: float = 0.0
+    calls: int = 0
+    unpriced: int = 0  # calls whose cost is unknown (no cost reported, no [prices] entry)
+
+    def add(self, other: Spend) -> None:
+        self.tokens += other.tokens
+        self.usd += other.usd
+        self.calls += other.calls
+        self.unpriced += other.unpriced
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "usd": round(self.usd, 6),
+            "calls": self.calls,
+            "unpriced_calls": self.unpriced,
+        }
+
+
+@dataclass(slots=True)
 class AttemptView:
     number: int
     started: str
@@ -43,6 +67,7 @@ class TaskView:
     tokens: int = 0
     cost_usd: float = 0.0
     fields: dict[str, Any] = field(default_factory=dict)
+    by_backend: dict[str, Spend] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -75,6 +100,14 @@ class RunView:
     @property
     def cost_usd(self) -> float:
         return sum(t.cost_usd for t in self.tasks.values())
+
+    @property
+    def by_backend(self) -> dict[str, Spend]:
+        total: dict[str, Spend] = {}
+        for task in self.tasks.values():
+            for backend, spend in task.by_backend.items():
+                total.setdefault(backend, Spend()).add(spend)
+        return total
 
 
 def fold(events: Iterable[Event]) -> dict[str, RunView]:
@@ -147,6 +180,10 @@ def _apply(run: RunView, event: Event) -> None:
         cost = data.get("cost_usd")
         task.tokens += tokens
         task.cost_usd += float(cost or 0.0)
+        backend = str(data.get("backend") or "unknown")
+        task.by_backend.setdefault(backend, Spend()).add(
+            Spend(tokens, float(cost or 0.0), 1, 1 if cost is None else 0)
+        )
         attempt = task.attempt(int(data.get("attempt", 0)))
         if attempt is not None:
             attempt.tokens += tokens

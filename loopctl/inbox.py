@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -33,6 +33,8 @@ class InboxItem:
     evidence: dict[str, Any] = field(default_factory=dict)
     closed: str | None = None
     resolution: str | None = None
+    approved: str | None = None  # when a human approved it (delivery may still be running)
+    refused: str | None = None  # why the last approval did not apply (the work changed)
 
     @property
     def is_open(self) -> bool:
@@ -51,13 +53,44 @@ class InboxItem:
             "status": "open" if self.is_open else "closed",
             "closed": self.closed,
             "resolution": self.resolution,
+            "approved": self.approved,
+            "refused": self.refused,
         }
 
 
 def new_item_id(*parts: str) -> str:
     """A short id, stable for the same inputs; lowercase base32 reads well and types fast."""
-    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
-    return base64.b32encode(digest).decode().lower()[:6]
+    return _digest(parts)[:6]
+
+
+def unique_item_id(
+    events: Iterable[Event], run: str, loop: str, task: str, kind: str, summary: str
+) -> str:
+    """`new_item_id` of these parts, lengthened past any id a different item already holds."""
+    identity = (run, loop, task, kind, summary)
+    digest = _digest(identity)
+    taken: dict[str, tuple[str, ...]] = {}
+    for event in events:
+        if event.type == EventType.INBOX_OPENED:
+            data = event.data
+            taken[str(data.get("id"))] = (
+                event.run or "",
+                event.loop or "",
+                event.task or "",
+                str(data.get("kind", "")),
+                str(data.get("summary", "")),
+            )
+    for length in range(6, len(digest) + 1):
+        candidate = digest[:length]
+        # The same item opened again (a resumed run) keeps its id; another item never shares it.
+        if taken.get(candidate, identity) == identity:
+            return candidate
+    return digest
+
+
+def _digest(parts: Iterable[str]) -> str:
+    raw = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()
+    return base64.b32encode(raw).decode().lower().rstrip("=")
 
 
 def items(events: Iterable[Event]) -> list[InboxItem]:
@@ -82,12 +115,20 @@ def items(events: Iterable[Event]) -> list[InboxItem]:
             item_id = str(event.data.get("id"))
             item = found.get(item_id)
             if item is not None and item.is_open:
-                found[item_id] = InboxItem(
-                    **{
-                        **{k: getattr(item, k) for k in item.__dataclass_fields__},
-                        "closed": event.ts,
-                        "resolution": str(event.data.get("resolution", "closed")),
-                    }
+                found[item_id] = replace(
+                    item,
+                    closed=event.ts,
+                    resolution=str(event.data.get("resolution", "closed")),
+                )
+        elif event.type == EventType.APPROVED:
+            item = found.get(str(event.data.get("id")))
+            if item is not None and item.is_open:
+                found[item.id] = replace(item, approved=event.ts, refused=None)
+        elif event.type == EventType.APPROVAL_REFUSED:
+            item = found.get(str(event.data.get("id")))
+            if item is not None and item.is_open:
+                found[item.id] = replace(
+                    item, approved=None, refused=str(event.data.get("reason", "refused"))
                 )
     return list(found.values())
 
@@ -112,7 +153,12 @@ def render_inbox_md(open_now: list[InboxItem]) -> str:
     for item in open_now:
         where = "/".join(p for p in (item.loop, item.task) if p)
         lines += ["", f"## {item.id} · {item.kind} · {where}", "", _one_line(item.summary), ""]
-        for key in ("reason", "branch", "commit", "worktree", "fingerprint", "attempts"):
+        if item.approved:
+            lines.append(f"- approved {item.approved[:19]}; delivery not finished yet")
+        if item.refused:
+            lines.append(f"- approval refused: {_one_line(item.refused)}")
+        keys = ("question", "action", "reason", "branch", "commit", "worktree", "fingerprint")
+        for key in (*keys, "attempts"):
             value = item.evidence.get(key)
             if value not in (None, ""):
                 lines.append(f"- {key}: `{_one_line(str(value))}`")

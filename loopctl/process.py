@@ -402,3 +402,35 @@ def kill_leftover_group(pgid: int, inside: Path) -> bool:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
     return found
+
+
+def spawn_detached(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path
+) -> subprocess.Popen[bytes]:
+    """Start a long-lived program in its own session, output appended to `log_path`.
+
+    For `loopctl up --detach`: the caller does not wait for it, and a terminal's Ctrl-C or
+    hang-up never reaches it.
+    """
+    args = tuple(argv)
+    if not args:
+        raise ValueError("argv must name a program")
+    executable = _resolve(args[0], cwd, env)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab", buffering=0) as log:
+        try:
+            return subprocess.Popen(
+                args,
+                executable=executable,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise ProgramNotFound(
+                f"program not found: {args[0]} (is it installed and on PATH?)"
+            ) from exc

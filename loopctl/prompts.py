@@ -19,6 +19,7 @@ _MAX_INDEX_CHARS = 1600
 _DETAILED_ATTEMPTS = 2
 _MAX_ATTEMPT_TAIL = 700
 _MAX_SUMMARY_LINES = 6
+_MAX_HUMAN_CHARS = 1200
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,8 @@ class MakerContext:
     full_skills: Sequence[Skill]  # the loop's chosen skills, given in full
     attempts: Sequence[AttemptSummary]
     attempt_number: int
+    # (question, answer) from `loopctl inbox reply`: pinned, like the task itself.
+    human: tuple[str, str] | None = None
 
 
 def _clip(text: str, limit: int, note: str = "…[cut]") -> str:
@@ -116,6 +119,12 @@ def maker_prompt(ctx: MakerContext, *, max_bytes: int = MAX_PROMPT_BYTES) -> str
         f"# Task {ctx.task_id} (attempt {ctx.attempt_number})",
         _clip(ctx.task_prompt, _MAX_TASK_CHARS),
     ]
+    if ctx.human is not None:
+        question, answer = ctx.human
+        pinned += ["", "# A human answered your question"]
+        if question.strip():
+            pinned.append("You asked: " + _clip(question, _MAX_HUMAN_CHARS // 2))
+        pinned.append("Answer: " + _clip(answer, _MAX_HUMAN_CHARS))
     if ctx.goal:
         pinned += ["", "# Goal", ctx.goal]
         if ctx.check:
@@ -136,6 +145,9 @@ def maker_prompt(ctx: MakerContext, *, max_bytes: int = MAX_PROMPT_BYTES) -> str
     if ctx.scope:
         rules.append("- Change only files matching: " + ", ".join(ctx.scope))
     rules.append("- Work only inside this worktree. Do not commit; loopctl commits what passes.")
+    rules.append(
+        '- If only a human can decide how to go on, end with one JSON line {"escalate": "…?"}.'
+    )
     pinned += ["", "# Rules", _clip("\n".join(rules), _MAX_RULES_CHARS)]
     head = "\n".join(pinned)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl import history
@@ -25,6 +25,10 @@ class LoopStatus:
     max_usd: float | None
     open_items: int
     running_pid: int | None
+    by_backend: dict[str, history.Spend] = field(default_factory=dict)
+    by_task: dict[str, dict[str, history.Spend]] = field(default_factory=dict)
+    next_tick: str | None = None  # ISO time, "on change" (watch), or None when nothing schedules it
+    up_pid: int | None = None  # the `loopctl up` process scheduling this loop
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,10 +37,20 @@ class LoopStatus:
             "last_run": self.last_run,
             "last_started": self.last_started,
             "last_status": self.last_status,
-            "spend": {"tokens": self.tokens, "usd": round(self.cost_usd, 6)},
+            "spend": {
+                "tokens": self.tokens,
+                "usd": round(self.cost_usd, 6),
+                "by_backend": {b: s.to_json() for b, s in sorted(self.by_backend.items())},
+                "by_task": {
+                    task: {b: s.to_json() for b, s in sorted(spends.items())}
+                    for task, spends in self.by_task.items()
+                },
+            },
             "budget": {"max_tokens": self.max_tokens, "max_usd": self.max_usd},
             "open_items": self.open_items,
             "running_pid": self.running_pid,
+            "next_tick": self.next_tick,
+            "up_pid": self.up_pid,
         }
 
 
@@ -45,6 +59,7 @@ def loop_statuses(project: Project) -> list[LoopStatus]:
     runs = history.fold(events)
     items = open_items(events)
     names = sorted(set(project.loops) | {r.loop for r in runs.values()})
+    scheduled = _scheduled(project, events)
     statuses = []
     for name in names:
         loop = project.loops.get(name)
@@ -68,9 +83,43 @@ def loop_statuses(project: Project) -> list[LoopStatus]:
                 max_usd=loop.budget.max_usd if loop else None,
                 open_items=sum(1 for i in items if i.loop == name),
                 running_pid=pid if isinstance(pid, int) else None,
+                by_backend=last.by_backend if last else {},
+                by_task={t.task: dict(t.by_backend) for t in last.tasks.values()} if last else {},
+                next_tick=scheduled.get(name, (None, None))[0],
+                up_pid=scheduled.get(name, (None, None))[1],
             )
         )
     return statuses
+
+
+def _scheduled(project: Project, events: list[Event]) -> dict[str, tuple[str | None, int | None]]:
+    """Per loop `loopctl up` schedules: its next tick (from the log, as `up` decides) and pid."""
+    from datetime import UTC, datetime
+
+    from loopctl.daemon import up_info
+    from loopctl.schedule import LoopTiming, Schedule, last_slots, next_fire
+
+    info = up_info(project.paths, events)
+    if info is None:
+        return {}
+    now = datetime.now(UTC)
+    anchor = info.started or info.since
+    try:
+        started = datetime.fromisoformat(anchor.replace("Z", "+00:00")) if anchor else now
+    except ValueError:
+        started = now
+    slots = last_slots(events)
+    found: dict[str, tuple[str | None, int | None]] = {}
+    for name, loop in project.loops.items():
+        schedule = Schedule.of(loop)
+        if schedule is None or (info.loops is not None and name not in info.loops):
+            continue
+        if not schedule.timed:
+            found[name] = ("on change", info.pid)
+            continue
+        at = next_fire(name, schedule, LoopTiming(started, slots.get(name)), now)
+        found[name] = (at.isoformat(timespec="seconds") if at else None, info.pid)
+    return found
 
 
 def _last_status(run: history.RunView | None, pid: object) -> str | None:
@@ -78,6 +127,8 @@ def _last_status(run: history.RunView | None, pid: object) -> str | None:
         return None
     if run.status == "running" and pid is None:
         return "interrupted"  # nobody holds the loop's lock: the runner died mid-run
+    if run.status == "done" and any(t.status == "awaiting_approval" for t in run.tasks.values()):
+        return "awaiting approval"  # the work passed; delivering it waits in the inbox
     return run.status
 
 
@@ -101,7 +152,15 @@ def describe(event: Event) -> str:
     who = f"[{event.task}] " if event.task else ""
     if t == EventType.TICK_STARTED:
         extra = f" condition {d.get('condition')!r}" if d.get("condition") else ""
+        fired = d.get("trigger") if isinstance(d.get("trigger"), dict) else {}
+        if fired:
+            extra += f" [{fired.get('fired')}, due {str(fired.get('due'))[:19]}]"
         return f"{d.get('kind', 'tick')} started{extra} (maker {d.get('maker')})"
+    if t == EventType.TICK_SKIPPED:
+        return f"tick skipped: {d.get('reason')}"
+    if t in (EventType.SCHEDULER_STARTED, EventType.SCHEDULER_STOPPED):
+        verb = "started" if t == EventType.SCHEDULER_STARTED else "stopped"
+        return f"{d.get('by')} {verb} (pid {d.get('pid')})"
     if t == EventType.TASK_FOUND:
         return f"{who}found: {str(d.get('prompt', ''))[:100]}"
     if t == EventType.WORKTREE_CREATED:
@@ -128,6 +187,19 @@ def describe(event: Event) -> str:
         return f"{who}task {d.get('status')}: {d.get('reason')}"
     if t == EventType.INBOX_OPENED:
         return f"{who}inbox {d.get('id')} ({d.get('kind')}): {d.get('summary')}"
+    if t == EventType.INBOX_CLOSED:
+        return f"{who}inbox {d.get('id')} closed: {d.get('resolution')}"
+    if t == EventType.APPROVED:
+        return f"{who}approved {d.get('id')} at {str(d.get('sha'))[:12]} ({d.get('action')})"
+    if t == EventType.APPROVAL_REFUSED:
+        return f"{who}approval of {d.get('id')} refused: {d.get('reason')}"
+    if t == EventType.ACTION_STARTED:
+        return f"{who}{d.get('action')} started" + (" (approved)" if d.get("approval") else "")
+    if t == EventType.ACTION_FINISHED:
+        verdict = {True: "done", False: "failed", None: "outcome unknown"}.get(d.get("ok"), "?")
+        return f"{who}{d.get('action')} {verdict}: {d.get('detail')}"
+    if t == EventType.TASK_REQUEUED:
+        return f"{who}re-queued by inbox {d.get('item')} ({d.get('reason')})"
     if t == EventType.TICK_FINISHED:
         return f"finished: {d.get('status')}" + (f" — {d.get('reason')}" if d.get("reason") else "")
     if t == EventType.BUDGET_STOPPED:

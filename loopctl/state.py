@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from loopctl.atomicfile import write_atomic
-from loopctl.history import RunView, TaskView
+from loopctl.history import RunView, Spend, TaskView
 
 STATE_FORMAT = 1
 NOTES_HEADING = "## Notes"
@@ -38,6 +38,20 @@ def _cell(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def describe_spend(by_backend: dict[str, Spend]) -> str:
+    """One line per run or task: `claude 1200 tokens $0.0100; openai 300 tokens (cost unknown…)`."""
+    parts = []
+    for backend in sorted(by_backend):
+        spend = by_backend[backend]
+        text = f"{backend} {spend.tokens} tokens"
+        if spend.usd:
+            text += f" ${spend.usd:.4f}"
+        if spend.unpriced:
+            text += f" (cost unknown for {spend.unpriced} call{'s' if spend.unpriced > 1 else ''})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def _task_lines(task: TaskView) -> list[str]:
     lines = [f"### `{task.task}` — {task.status}"]
     if task.title:
@@ -54,6 +68,8 @@ def _task_lines(task: TaskView) -> list[str]:
         facts.append(f"${task.cost_usd:.2f}")
     if facts:
         lines.append("- " + ", ".join(facts))
+    if task.by_backend:
+        lines.append("- spend by backend: " + describe_spend(task.by_backend))
     if task.reason:
         lines.append(f"- reason: {_cell(task.reason, 300)}")
     attempts = task.attempts
@@ -107,6 +123,8 @@ def render_state(runs: Iterable[RunView], notes: str = _DEFAULT_NOTES) -> str:
         spend = f"Spend: {run.tokens} tokens"
         if run.cost_usd:
             spend += f", ${run.cost_usd:.2f}"
+        if run.by_backend:
+            spend += f". By backend: {describe_spend(run.by_backend)}"
         lines.append(spend + f". Runs recorded: {previous_counts[loop_name]}.")
         lines.append("")
         if run.tasks:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,13 +89,22 @@ def parse_task_output(stdout: str) -> list[dict[str, Any]]:
     return value
 
 
-def single_task(loop: Loop) -> TaskSpec:
+def changed_text(changed: Sequence[str]) -> str:
+    """What `{changed}` becomes in a template: the paths a watch trigger saw, one a line."""
+    return "\n".join(changed)
+
+
+def single_task(loop: Loop, changed: Sequence[str] = ()) -> TaskSpec:
     """A loop without [tasks] has one task: its prompt (or its goal)."""
     prompt = loop.prompt or f"Make this condition hold: {loop.goal}"
+    # Only `{changed}` is filled: a plain prompt may hold other braces (code, JSON) verbatim.
+    prompt = prompt.replace("{changed}", changed_text(changed))
     return TaskSpec(id="main", raw_id="main", prompt=prompt, title=loop.description)
 
 
-def tasks_from_items(loop: Loop, items: list[dict[str, Any]]) -> list[TaskSpec]:
+def tasks_from_items(
+    loop: Loop, items: list[dict[str, Any]], changed: Sequence[str] = ()
+) -> list[TaskSpec]:
     assert loop.tasks is not None
     source = loop.tasks
     specs: list[TaskSpec] = []
@@ -107,8 +116,9 @@ def tasks_from_items(loop: Loop, items: list[dict[str, Any]]) -> list[TaskSpec]:
             continue
         seen.add(task_id)
         prompt_template = source.prompt or loop.prompt or "{title}"
+        fields = {"changed": changed_text(changed), **item}  # an item's own field wins
         try:
-            prompt = render_template(prompt_template, item)
+            prompt = render_template(prompt_template, fields)
         except TaskSourceError:
             prompt = json.dumps(item, ensure_ascii=False)
         base = render_template(source.base, item) if source.base else None
@@ -117,10 +127,15 @@ def tasks_from_items(loop: Loop, items: list[dict[str, Any]]) -> list[TaskSpec]:
     return specs
 
 
-def discover(loop: Loop, repo: Path, *, timeout: float = 300.0) -> list[TaskSpec]:
-    """Run the loop's task command (or take its single prompt) and template each task."""
+def discover(
+    loop: Loop, repo: Path, *, timeout: float = 300.0, changed: Sequence[str] = ()
+) -> list[TaskSpec]:
+    """Run the loop's task command (or take its single prompt) and template each task.
+
+    `changed` (from a watch trigger) is offered to prompt templates as `{changed}`.
+    """
     if loop.tasks is None:
-        return [single_task(loop)]
+        return [single_task(loop, changed)]
     from loopctl import process
 
     # The task command is the user's own (e.g. `gh pr list`) run in their checkout, so it keeps
@@ -134,4 +149,4 @@ def discover(loop: Loop, repo: Path, *, timeout: float = 300.0) -> list[TaskSpec
     if done.exit_code != 0:
         tail = done.stderr_tail.strip().splitlines()[-1:] or [""]
         raise TaskSourceError(f"task command exited {done.exit_code}: {tail[0][:300]}")
-    return tasks_from_items(loop, parse_task_output(done.stdout_tail))
+    return tasks_from_items(loop, parse_task_output(done.stdout_tail), changed)

@@ -238,6 +238,7 @@ def test_codex_agent_file_as_codex_writes_it(project: Project, repo: Path) -> No
             "Prioritize correctness, security, behavior regressions, and missing test coverage.\n"
         ),
         model="gpt-5.4",
+        sandbox_mode="read-only",  # kept: the codex backend passes it as --sandbox
     )
     # Codex-only keys (nickname_candidates, sandbox_mode, [mcp_servers.x], …) are not problems.
     reviewer = repo / ".codex" / "agents" / "reviewer.toml"

@@ -2,20 +2,52 @@
 
 from __future__ import annotations
 
-from loopctl.backends.base import AgentBackend, AgentRequest, AgentResult, AgentStatus
+from loopctl.backends.base import (
+    AgentBackend,
+    AgentRequest,
+    AgentResult,
+    AgentStatus,
+    ProbeCheck,
+)
 from loopctl.definitions.agents import Agent, Backend
-from loopctl.errors import AgentUnavailable
 
-__all__ = ["AgentBackend", "AgentRequest", "AgentResult", "AgentStatus", "backend_for"]
+__all__ = [
+    "AgentBackend",
+    "AgentRequest",
+    "AgentResult",
+    "AgentStatus",
+    "ProbeCheck",
+    "backend_for",
+]
 
 
 def backend_for(agent: Agent) -> AgentBackend:
-    """The backend that runs `agent`, or AgentUnavailable saying why it cannot."""
-    if agent.backend is Backend.COMMAND:
+    """The backend that runs `agent` (modules load on first use: startup stays fast)."""
+    kind = agent.backend
+    if kind is Backend.COMMAND:
         from loopctl.backends.command import CommandBackend
 
         return CommandBackend()
-    raise AgentUnavailable(
-        f"agent {agent.name!r} uses backend {agent.backend.value!r}, which this version of"
-        ' loopctl cannot drive yet; use backend = "command" with an argv'
-    )
+    if kind is Backend.CLAUDE:
+        from loopctl.backends.claude import ClaudeBackend
+
+        return ClaudeBackend()
+    if kind is Backend.CODEX:
+        from loopctl.backends.codex import CodexBackend
+
+        return CodexBackend()
+    if kind is Backend.OPENCODE:
+        from loopctl.backends.opencode import OpencodeBackend
+
+        return OpencodeBackend()
+    if kind is Backend.AIDER:
+        from loopctl.backends.aider import AiderBackend
+
+        return AiderBackend()
+    if kind is Backend.GOOSE:
+        from loopctl.backends.goose import GooseBackend
+
+        return GooseBackend()
+    from loopctl.backends.model_api import ModelApiBackend
+
+    return ModelApiBackend(kind.value)

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loopctl.definitions.agents import Agent
+from loopctl.definitions.skills import Skill
 from loopctl.secrets import Redactor
+
+# Opens an inbox approval for something the agent wanted to do: (summary, evidence) -> item id.
+ApprovalOpener = Callable[[str, dict[str, Any]], str]
 
 
 class AgentStatus(StrEnum):
@@ -19,6 +23,7 @@ class AgentStatus(StrEnum):
     ERROR = "error"  # non-zero exit or is_error in its result
     TIMEOUT = "timeout"
     INTERRUPTED = "interrupted"
+    APPROVAL = "approval"  # stopped before a command that waits for a human (inbox item opened)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +45,19 @@ class AgentRequest:
     session_id: str | None = None  # resume this session where the backend supports it
     cancel: threading.Event | None = None  # set when the run is interrupted: stop the agent
     on_start: Callable[[int], None] | None = None  # told the agent's pid once it runs
+    skills: tuple[Skill, ...] = ()  # what loopctl's own agent can load_skill
+    request_approval: ApprovalOpener | None = None  # how loopctl's own agent asks a human
 
 
 @dataclass(frozen=True, slots=True)
 class AgentResult:
+    """One turn's outcome, normalised across backends.
+
+    `input_tokens` counts every input token the model processed, cached ones included (the
+    OpenAI convention; Claude's cache reads and writes are added in); `cached_tokens` is the
+    part of it served from a prompt cache. `cost_usd` is None when nobody reported or priced it.
+    """
+
     status: AgentStatus
     exit_code: int | None
     duration_s: float
@@ -55,9 +69,12 @@ class AgentResult:
     session_id: str | None = None
     output_tail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    escalate: str | None = None  # a question the agent wants a human to answer (inbox item)
 
     def event_data(self) -> dict[str, Any]:
+        asked = {"escalate": self.escalate} if self.escalate else {}
         return {
+            **asked,
             "status": self.status.value,
             "exit_code": self.exit_code,
             "duration_s": round(self.duration_s, 3),
@@ -71,6 +88,16 @@ class AgentResult:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeCheck:
+    """One finding of `loopctl agents test`."""
+
+    name: str  # binary | version | credentials | api | model | program
+    ok: bool
+    detail: str
+    warning: bool = False  # informative: does not make the test fail
+
+
 class AgentBackend(Protocol):
     """A way to run an agent turn: a coding-agent CLI, a program, or a model API."""
 
@@ -81,6 +108,9 @@ class AgentBackend(Protocol):
 
     def run(self, request: AgentRequest) -> AgentResult:
         """Run one turn in request.worktree; failures are results, not exceptions."""
+
+    def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
+        """Check, without doing work, that the agent is installed, configured and reachable."""
 
 
 def trailing_json(stdout: str) -> dict[str, Any] | None:
@@ -99,13 +129,18 @@ def trailing_json(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-def _int_or_none(value: object) -> int | None:
+def as_dict(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (agent output is untrusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+def int_or_none(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value) if value >= 0 else None
 
 
-def _float_or_none(value: object) -> float | None:
+def float_or_none(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if value >= 0 else None
@@ -122,6 +157,25 @@ class ProtocolResult:
     cost_usd: float | None
     is_error: bool
     session_id: str | None
+    escalate: str | None = None  # `"escalate": "question"`: the agent asks for a human
+
+
+def escalation(payload: dict[str, Any]) -> str | None:
+    """The question of a result's `"escalate"` field, if it holds a non-empty string."""
+    asked = payload.get("escalate")
+    if not isinstance(asked, str) or not asked.strip():
+        return None
+    return asked.strip()[:4000]
+
+
+def claude_input_tokens(usage: dict[str, Any]) -> int | None:
+    """Every input token of a Claude usage block: fresh, cache writes and cache reads."""
+    fresh = int_or_none(usage.get("input_tokens"))
+    if fresh is None:
+        return None
+    written = int_or_none(usage.get("cache_creation_input_tokens")) or 0
+    read = int_or_none(usage.get("cache_read_input_tokens")) or 0
+    return fresh + written + read
 
 
 def read_protocol_result(payload: dict[str, Any]) -> ProtocolResult:
@@ -129,12 +183,16 @@ def read_protocol_result(payload: dict[str, Any]) -> ProtocolResult:
     usage = usage if isinstance(usage, dict) else {}
     result = payload.get("result")
     session = payload.get("session_id")
+    cost = payload.get("total_cost_usd")
+    if cost is None:
+        cost = payload.get("cost_usd")  # the name before Claude Code 1.0.22
     return ProtocolResult(
         text=result if isinstance(result, str) else None,
-        input_tokens=_int_or_none(usage.get("input_tokens")),
-        output_tokens=_int_or_none(usage.get("output_tokens")),
-        cached_tokens=_int_or_none(usage.get("cache_read_input_tokens")),
-        cost_usd=_float_or_none(payload.get("total_cost_usd")),
+        input_tokens=claude_input_tokens(usage),
+        output_tokens=int_or_none(usage.get("output_tokens")),
+        cached_tokens=int_or_none(usage.get("cache_read_input_tokens")),
+        cost_usd=float_or_none(cost),
         is_error=payload.get("is_error") is True,
         session_id=session if isinstance(session, str) else None,
+        escalate=escalation(payload),
     )

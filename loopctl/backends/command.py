@@ -9,6 +9,7 @@ from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
     AgentStatus,
+    ProbeCheck,
     read_protocol_result,
     trailing_json,
 )
@@ -57,6 +58,20 @@ class CommandBackend:
                 f" (install it, or fix argv in {agent.path})"
             )
 
+    def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
+        try:
+            self.check_available(agent, env)
+        except AgentUnavailable as exc:
+            return [ProbeCheck("program", False, str(exc))]
+        assert agent.argv is not None
+        program = agent.argv[0]
+        found = program if "/" in program else shutil.which(program, path=env.get("PATH"))
+        return [
+            ProbeCheck(
+                "program", True, f"{found} (not run: a command agent's dry run would do its work)"
+            )
+        ]
+
     def run(self, request: AgentRequest) -> AgentResult:
         from loopctl import process
 
@@ -104,4 +119,5 @@ def result_from_completed(done: object) -> AgentResult:
         cost_usd=parsed.cost_usd if parsed else None,
         session_id=parsed.session_id if parsed else None,
         output_tail=done.output_tail(4000),
+        escalate=parsed.escalate if parsed else None,
     )

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from loopctl.cli import definitions_cmds, inspect_cmds, run_cmds
+from loopctl.cli import daemon_cmds, definitions_cmds, inbox_cmds, inspect_cmds, run_cmds
 
 app = typer.Typer(
     name="loopctl",
@@ -38,4 +38,6 @@ def root(
 
 definitions_cmds.register(app)
 run_cmds.register(app)
+daemon_cmds.register(app)
 inspect_cmds.register(app)
+inbox_cmds.register(app)

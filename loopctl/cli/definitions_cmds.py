@@ -55,8 +55,15 @@ def validate(json_out: JsonFlag = False) -> None:
         raise typer.Exit(code)
 
 
-def agents(json_out: JsonFlag = False) -> None:
+agents_app = typer.Typer(help="List agents, or test one.", no_args_is_help=False)
+
+
+@agents_app.callback(invoke_without_command=True)
+@boundary
+def agents(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List the agents this repository defines."""
+    if ctx.invoked_subcommand is not None:
+        return
     project = _load()
     rows = sorted(project.agents.values(), key=lambda a: a.name)
     if json_out:
@@ -95,6 +102,30 @@ def agents(json_out: JsonFlag = False) -> None:
         ],
         empty="no agents defined (run `loopctl init`, or add agents/<name>.toml)",
     )
+
+
+@agents_app.command("test")
+@boundary
+def agents_test(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The agent to check.")],
+    json_out: JsonFlag = False,
+) -> None:
+    """Check that an agent's backend is installed, configured and reachable, without work."""
+    from loopctl.backends.probe import probe_agent
+
+    result = probe_agent(_load(), name)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("agent_test", result.to_json())
+    else:
+        print(f"{result.agent} ({result.backend}{', ' + result.model if result.model else ''})")
+        for check in result.checks:
+            mark = "ok  " if check.ok and not check.warning else ("warn" if check.ok else "FAIL")
+            print(f"  {mark} {check.name}: {check.detail}")
+        print("ready" if result.ok else "not ready: fix the FAIL lines above")
+    if not result.ok:
+        raise typer.Exit(1)
 
 
 skills_app = typer.Typer(help="List skills, or show one.", no_args_is_help=False)
@@ -166,5 +197,5 @@ def skills_show(name: str, json_out: JsonFlag = False) -> None:
 def register(app: typer.Typer) -> None:
     app.command()(boundary(init))
     app.command()(boundary(validate))
-    app.command()(boundary(agents))
+    app.add_typer(agents_app, name="agents")
     app.add_typer(skills_app, name="skills")

@@ -1,4 +1,4 @@
-"""Read-only commands: status, log, replay, inbox, worktrees."""
+"""Read-only commands: status, log, replay, worktrees (the inbox is in inbox_cmds)."""
 
 from __future__ import annotations
 
@@ -49,13 +49,32 @@ def status(json_out: JsonFlag = False) -> None:
             f"running (pid {s.running_pid})" if s.running_pid else (s.last_status or "never run")
         )
         rows.append(
-            (s.loop, s.trigger, state, (s.last_started or "-")[:19], spend, str(s.open_items))
+            (
+                s.loop,
+                s.trigger,
+                state,
+                (s.last_started or "-")[:19],
+                (s.next_tick or "-")[:19],
+                spend,
+                str(s.open_items),
+            )
         )
+    from loopctl.daemon import up_info
+
+    up = up_info(project.paths)
+    print(f"up: running (pid {up.pid} since {up.since})" if up else "up: not running")
     print_table(
-        ("LOOP", "TRIGGER", "STATE", "LAST RUN", "SPEND", "INBOX"),
+        ("LOOP", "TRIGGER", "STATE", "LAST RUN", "NEXT TICK", "SPEND", "INBOX"),
         rows,
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )
+    from loopctl.state import describe_spend
+
+    spent = [(s.loop, task, by) for s in statuses for task, by in s.by_task.items() if by]
+    if spent:
+        print("\nspend of each loop's last run, by task and backend:")
+        for loop_name, task, by in spent:
+            print(f"  {loop_name}/{task}: {describe_spend(by)}")
     if project.errors:
         print(f"{len(project.errors)} definition error(s): run `loopctl validate`", file=sys.stderr)
 
@@ -148,26 +167,6 @@ def replay(
         print(f"task {name}: {task.status} after {len(task.attempts)} attempt(s){commit}")
 
 
-inbox_app = typer.Typer(help="What needs a human: approvals, failures, escalations.")
-
-
-@inbox_app.callback(invoke_without_command=True)
-@boundary
-def inbox(
-    ctx: typer.Context,
-    show_all: Annotated[bool, typer.Option("--all", help="Include closed items.")] = False,
-    json_out: JsonFlag = False,
-) -> None:
-    """List open inbox items."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from loopctl.cli.plain import inbox_list
-
-    code = inbox_list(show_all, json_out)
-    if code:
-        raise typer.Exit(code)
-
-
 worktrees_app = typer.Typer(help="loopctl's worktrees: list them, or prune finished ones.")
 
 
@@ -225,5 +224,4 @@ def register(app: typer.Typer) -> None:
     app.command()(boundary(status))
     app.command()(boundary(log))
     app.command()(boundary(replay))
-    app.add_typer(inbox_app, name="inbox")
     app.add_typer(worktrees_app, name="worktrees")

@@ -6,6 +6,8 @@ The typer app calls these same functions.
 
 from __future__ import annotations
 
+from typing import Any
+
 from loopctl.cli.reporting import eprint
 
 
@@ -52,14 +54,38 @@ def validate(json_out: bool = False) -> int:
     return 2 if project.errors else 0
 
 
-def inbox_list(show_all: bool = False, json_out: bool = False) -> int:
-    """List inbox items: open ones, or all with `show_all`."""
-    from loopctl.events import EventLog
-    from loopctl.inbox import items
+def inbox_list(
+    show_all: bool = False,
+    json_out: bool = False,
+    loop: str | None = None,
+    kind: str | None = None,
+    digest: bool = False,
+) -> int:
+    """List inbox items: open ones, or all with `show_all`; `digest` prints the daily summary."""
     from loopctl.paths import ProjectPaths, find_repo_root
 
     paths = ProjectPaths(find_repo_root())
-    found = [i for i in items(EventLog(paths.events_file).read()) if show_all or i.is_open]
+    if digest:
+        return inbox_digest(paths, json_out)
+    if kind is not None:
+        from loopctl.errors import UsageError
+        from loopctl.inbox import ItemKind
+
+        kinds = [k.value for k in ItemKind]
+        if kind not in kinds:
+            raise UsageError(f"--kind must be one of {', '.join(kinds)}, not {kind!r}")
+    if json_out and loop is None and kind is None:
+        return _inbox_json_cached(paths, show_all)
+    from loopctl.events import EventLog
+    from loopctl.inbox import items
+
+    found = [
+        i
+        for i in items(EventLog(paths.events_file).read())
+        if (show_all or i.is_open)
+        and (loop is None or i.loop == loop)
+        and (kind is None or i.kind == kind)
+    ]
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -78,12 +104,66 @@ def inbox_list(show_all: bool = False, json_out: bool = False) -> int:
                 return f"{seconds // size}{unit}"
         return f"{seconds}s"
 
+    def state(item: Any) -> str:
+        if not item.is_open:
+            return str(item.resolution or "closed")
+        if item.approved:
+            return "approved"
+        return "refused" if item.refused else "open"
+
     print_table(
-        ("ID", "KIND", "LOOP", "TASK", "AGE", "SUMMARY"),
+        ("ID", "KIND", "STATE", "LOOP", "TASK", "AGE", "SUMMARY"),
         [
-            (i.id, i.kind, i.loop or "-", i.task or "-", age(i.opened), i.summary[:90])
+            (i.id, i.kind, state(i), i.loop or "-", i.task or "-", age(i.opened), i.summary[:90])
             for i in found
         ],
         empty="inbox empty: nothing needs you",
     )
+    return 0
+
+
+def _inbox_json_cached(paths: Any, show_all: bool) -> int:
+    """`inbox --json` from the projection cache when the log has not changed since."""
+    import sys
+
+    from loopctl import inbox_index
+
+    view = "all" if show_all else "open"
+    state = inbox_index.log_state(paths.events_file)
+    body = inbox_index.cached(paths.loop_dir, view, paths.events_file, state) if state else None
+    if body is None:
+        from loopctl.cli.render import format_json
+        from loopctl.events import EventLog
+        from loopctl.inbox import items
+
+        found = [i for i in items(EventLog(paths.events_file).read()) if show_all or i.is_open]
+        body = format_json("inbox", [i.to_json() for i in found]).encode("utf-8")
+        if state is not None:
+            # Keyed by the state seen before reading: a concurrent append only forces a rebuild.
+            inbox_index.store(paths.loop_dir, view, state, body)
+    out = getattr(sys.stdout, "buffer", None)
+    if out is not None:
+        sys.stdout.flush()
+        out.write(body)
+        out.flush()
+    else:
+        sys.stdout.write(body.decode("utf-8"))
+    return 0
+
+
+def inbox_digest(paths: Any, json_out: bool) -> int:
+    """What all loops did in the last 24 hours and what waits for a human (the daily digest)."""
+    from datetime import UTC, datetime
+
+    from loopctl.events import EventLog
+    from loopctl.notify import build_digest
+
+    digest = build_digest(EventLog(paths.events_file).read(), datetime.now(UTC).astimezone())
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("digest", digest.to_json())
+    else:
+        sys_out = digest.text()
+        print(sys_out, end="")
     return 0

@@ -10,10 +10,15 @@ from typing import Any
 JSON_VERSION = 1
 
 
+def format_json(kind: str, payload: Any) -> str:
+    """`{"version": 1, kind: payload}` as text, the shape every --json output has."""
+    document = {"version": JSON_VERSION, kind: payload}
+    return json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n"
+
+
 def print_json(kind: str, payload: Any) -> None:
     """Print `{"version": 1, kind: payload}`, the shape every --json output has."""
-    document = {"version": JSON_VERSION, kind: payload}
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(format_json(kind, payload))
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, empty: str) -> None:

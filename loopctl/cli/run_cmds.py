@@ -82,6 +82,10 @@ def goal(
         str | None, typer.Option("--check", help="Command whose exit 0 means the goal holds.")
     ] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Maker agent to use.")] = None,
+    checker_agent: Annotated[
+        str | None,
+        typer.Option("--checker-agent", help="Agent that judges the goal (any backend)."),
+    ] = None,
     max_iterations: Annotated[
         int | None, typer.Option("--max-iterations", min=1, help="Attempts before giving up.")
     ] = None,
@@ -107,31 +111,148 @@ def goal(
     engine, view = _engine(json_out)
     with view:
         outcome = engine.run_goal(
-            GoalOptions(condition, argv, agent, max_iterations, in_place, base)
+            GoalOptions(
+                condition, argv, agent, max_iterations, in_place, base, checker_agent=checker_agent
+            )
         )
     _print_outcome(outcome, json_out)
     raise typer.Exit(0 if outcome.ok else 1)
+
+
+def _trigger_override(every: str | None, cron: str | None, watch: list[str] | None) -> Any:
+    """The trigger given on the command line (None: the loop's own), or a usage error."""
+    from loopctl.definitions import Trigger, TriggerKind
+    from loopctl.definitions.fields import parse_duration, validate_cron
+    from loopctl.errors import UsageError
+
+    given = [
+        flag for flag, value in (("--every", every), ("--cron", cron), ("--watch", watch)) if value
+    ]
+    if len(given) > 1:
+        raise UsageError(f"give one trigger: {' or '.join(given)}, not both")
+    if every is not None:
+        try:
+            seconds = parse_duration(every)
+        except ValueError as exc:
+            raise UsageError(f"--every: {exc}") from None
+        if seconds <= 0:
+            raise UsageError("--every must be longer than 0s")
+        return Trigger(TriggerKind.EVERY, every_s=seconds)
+    if cron is not None:
+        problem = validate_cron(cron)
+        if problem:
+            raise UsageError(f"--cron: {problem}")
+        return Trigger(TriggerKind.CRON, cron=cron)
+    if watch:
+        if not all(pattern.strip() for pattern in watch):
+            raise UsageError("--watch needs a glob pattern, such as 'src/**/*.py'")
+        return Trigger(TriggerKind.WATCH, watch=tuple(watch))
+    return None
+
+
+def _run_on_trigger(
+    name: str, trigger: Any, max_ticks: int | None, start: bool, json_out: bool
+) -> None:
+    from loopctl.cli.schedule_view import ScheduleView
+    from loopctl.daemon import run_foreground
+    from loopctl.definitions import load_project
+    from loopctl.paths import find_repo_root
+    from loopctl.schedule import Schedule
+
+    project = load_project(find_repo_root())
+    project.raise_for_errors()
+    loop = project.loop(name)
+    schedule = Schedule.of(loop, trigger)
+    view = ScheduleView(
+        {name: schedule.describe() if schedule else "manual"}, live=False if json_out else None
+    )
+    with view:
+        results = run_foreground(
+            project,
+            name,
+            trigger,
+            max_ticks=max_ticks,
+            start=start,
+            observer=view,
+            listener=view,
+        )
+    ok = all(r.ok for r in results)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json(
+            "ticks",
+            [
+                {
+                    "loop": r.loop,
+                    "due": r.slot.isoformat(),
+                    "fired": r.fired,
+                    "run": r.outcome.run if r.outcome else None,
+                    "status": r.outcome.status if r.outcome else "skipped",
+                    "reason": r.outcome.reason if r.outcome else r.skipped,
+                    "tokens": r.outcome.tokens if r.outcome else 0,
+                    "cost_usd": round(r.outcome.cost_usd, 6) if r.outcome else 0.0,
+                }
+                for r in results
+            ],
+        )
+    else:
+        done = sum(1 for r in results if r.ok)
+        print(f"{len(results)} tick(s): {done} done, {len(results) - done} not")
+    raise typer.Exit(0 if ok else 1)
 
 
 def run(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Loop name (.loop/loops/NAME.toml).")],
     once: Annotated[bool, typer.Option("--once", help="Run one tick and exit.")] = False,
+    every: Annotated[
+        str | None,
+        typer.Option(
+            "--every", metavar="D", help="Tick every D (90s, 5m, 1h), not on the loop's trigger."
+        ),
+    ] = None,
+    cron: Annotated[
+        str | None,
+        typer.Option(
+            "--cron", metavar="EXPR", help='Tick on a cron schedule ("*/15 9-17 * * 1-5").'
+        ),
+    ] = None,
+    watch: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--watch", metavar="GLOB", help="Tick when matching files change (repeatable)."
+        ),
+    ] = None,
+    max_ticks: Annotated[
+        int | None, typer.Option("--max-ticks", metavar="N", min=1, help="Stop after N ticks.")
+    ] = None,
+    no_start: Annotated[
+        bool, typer.Option("--no-start", help="Wait for the first due time instead of ticking now.")
+    ] = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """Run a loop: one tick with --once."""
+    """Run a loop on its trigger (or --every/--cron/--watch) until Ctrl-C; one tick with --once.
+
+    Exit 0 when every tick succeeded (with --max-ticks), 1 otherwise, 130 when interrupted.
+    """
     from loopctl.errors import UsageError
 
-    if not once:
-        raise UsageError(
-            "scheduled runs are not available yet; run one tick with `loopctl run NAME --once`"
-        )
+    trigger = _trigger_override(every, cron, watch)
+    if once:
+        if trigger is not None or max_ticks is not None or no_start:
+            raise UsageError(
+                "--once runs one tick now: drop --every/--cron/--watch/--max-ticks/--no-start,"
+                " or drop --once"
+            )
+        _sigterm_as_interrupt()
+        engine, view = _engine(json_out)
+        loop = engine.project.loop(name)
+        with view:
+            outcome = engine.run_loop_once(loop)
+        _print_outcome(outcome, json_out)
+        raise typer.Exit(0 if outcome.ok else 1)
     _sigterm_as_interrupt()
-    engine, view = _engine(json_out)
-    loop = engine.project.loop(name)
-    with view:
-        outcome = engine.run_loop_once(loop)
-    _print_outcome(outcome, json_out)
-    raise typer.Exit(0 if outcome.ok else 1)
+    _run_on_trigger(name, trigger, max_ticks, not no_start, json_out)
 
 
 def demo(

@@ -25,6 +25,18 @@ class Backend(StrEnum):
 CLI_BACKENDS = (Backend.CLAUDE, Backend.CODEX, Backend.OPENCODE, Backend.AIDER, Backend.GOOSE)
 HTTP_BACKENDS = (Backend.OPENAI, Backend.ANTHROPIC)
 
+# Claude Code's --permission-mode values and Codex's --sandbox values (agent-clis.md §1.7, §2.2).
+PERMISSION_MODES = (
+    "default",
+    "acceptEdits",
+    "plan",
+    "auto",
+    "dontAsk",
+    "bypassPermissions",
+    "manual",
+)
+SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")
+
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # Codex reads any of its config keys from a custom-agent file; loopctl accepts them unchanged.
@@ -79,6 +91,9 @@ class Agent:
     api_key_env: str | None = None
     tools: tuple[str, ...] = ()
     permission_mode: str | None = None
+    sandbox_mode: str | None = None  # codex --sandbox
+    ask: tuple[str, ...] = ()  # loopctl's own agent: commands that wait for a human's approval
+    context_window: int | None = None  # loopctl's own agent: tokens before it compacts
 
 
 def _check_name(name: str, table: Table, key: str | None) -> bool:
@@ -140,10 +155,20 @@ def load_toml_agent(
         table.error(None, f"backend {backend} needs a 'model'")
     if base_url is not None and not re.match(r"^https?://", base_url):
         table.error("base_url", f"'base_url' must start with http:// or https://, not {base_url!r}")
+    permission_mode = table.string("permission_mode", choices=PERMISSION_MODES)
+    sandbox_mode = table.string("sandbox_mode", choices=SANDBOX_MODES)
+    ask = table.string_list("ask")
+    context_window = table.integer("context_window", None, minimum=1000)
+    if ask and backend not in HTTP_BACKENDS:
+        table.warn(
+            "ask",
+            "'ask' is enforced by loopctl's own agent (backend openai or anthropic) only;"
+            " use the CLI's own permission rules for this backend",
+        )
     if api_key_env is not None and api_key_env not in env_allow:
         # The key must reach the backend; listing it once is enough.
         env_allow = (*env_allow, api_key_env)
-    table.known(*_CODEX_KEYS)
+    table.known(*(k for k in _CODEX_KEYS if k != "sandbox_mode"))
     table.finish(
         allow_unknown=from_codex,
         unknown_hint=" (kept for Codex, unused by loopctl)" if from_codex else "",
@@ -166,6 +191,10 @@ def load_toml_agent(
         resume=resume,
         base_url=base_url,
         api_key_env=api_key_env,
+        permission_mode=permission_mode,
+        sandbox_mode=sandbox_mode,
+        ask=ask,
+        context_window=context_window,
     )
 
 

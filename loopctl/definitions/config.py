@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from loopctl.definitions.fields import Table
+from loopctl.definitions.fields import Table, did_you_mean
 from loopctl.definitions.source import Problems, parse_toml
 
 CONFIG_VERSION = 1
@@ -42,11 +43,13 @@ class Price:
 
 @dataclass(frozen=True, slots=True)
 class Notify:
-    """Where to tell a human that the inbox needs them (used by later features)."""
+    """Where to tell a human that the inbox needs them (see loopctl.notify)."""
 
     command: tuple[str, ...] | None = None
     webhook: str | None = None
     on: tuple[str, ...] = ("approval", "failed", "escalation", "unhandled")
+    webhook_env: str | None = None  # the URL is read from this variable, never from the file
+    digest: str | None = None  # "HH:MM" local time: one summary a day
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,9 @@ class Config:
     author: str = "loopctl <loopctl@localhost>"
     notify: Notify = field(default_factory=Notify)
     prices: tuple[tuple[str, Price], ...] = ()
+    # The daily fuse across all loops (`[budget]` here only: a loop's own [budget] is per tick).
+    max_tokens_per_day: int | None = None
+    max_usd_per_day: float | None = None
 
     def condition_map(self) -> dict[str, tuple[str, ...]]:
         return dict(self.conditions)
@@ -109,7 +115,12 @@ def load_config(path: Path, problems: Problems) -> Config:
         maker = defaults.string("maker")
         checker = defaults.string("checker")
         defaults.finish()
-    budget = read_budget(table.table("budget"), Budget())
+    budget_table = table.table("budget")
+    max_tokens_per_day = max_usd_per_day = None
+    if budget_table is not None:
+        max_tokens_per_day = budget_table.integer("max_tokens_per_day", None, minimum=1)
+        max_usd_per_day = budget_table.number("max_usd_per_day", None)
+    budget = read_budget(budget_table, Budget())
     env_allow: tuple[str, ...] = ()
     env = table.table("env")
     if env is not None:
@@ -145,10 +156,31 @@ def load_config(path: Path, problems: Problems) -> Config:
         hook = notify_table.string("webhook")
         if hook is not None and not hook.startswith(("http://", "https://")):
             notify_table.error("webhook", "'webhook' must be an http:// or https:// URL")
+        hook_env = notify_table.string("webhook_env")
+        if hook_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", hook_env):
+            notify_table.error(
+                "webhook_env", f"'webhook_env' must name an environment variable, not {hook_env!r}"
+            )
+        if hook is not None and hook_env is not None:
+            notify_table.error("webhook_env", "give 'webhook' or 'webhook_env', not both")
+        digest = notify_table.string("digest")
+        if digest is not None and not re.fullmatch(r"(?:[01]\d|2[0-3]):[0-5]\d", digest):
+            notify_table.error("digest", f"'digest' must be a time like \"08:00\", not {digest!r}")
+        kinds = ("approval", "failed", "escalation", "unhandled")
+        on = notify_table.string_list("on") or notify.on
+        for kind in on:
+            if kind not in kinds:
+                notify_table.error(
+                    "on",
+                    f"'on' names {kind!r}; inbox kinds are {', '.join(kinds)}"
+                    f"{did_you_mean(kind, kinds)}",
+                )
         notify = Notify(
             command=notify_table.argv("command"),
             webhook=hook,
-            on=notify_table.string_list("on") or notify.on,
+            on=on,
+            webhook_env=hook_env,
+            digest=digest,
         )
         notify_table.finish()
     prices: list[tuple[str, Price]] = []
@@ -175,6 +207,8 @@ def load_config(path: Path, problems: Problems) -> Config:
         maker=maker,
         checker=checker,
         budget=budget,
+        max_tokens_per_day=max_tokens_per_day,
+        max_usd_per_day=max_usd_per_day,
         env_allow=env_allow,
         conditions=tuple(conditions),
         worktree_root=worktree_root,

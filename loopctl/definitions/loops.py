@@ -309,8 +309,23 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
     deliver_table = table.table("deliver")
     if deliver_table is not None:
         actions = _read_actions(deliver_table)
-        approve = deliver_table.string_list("approve")
         names = [a.name for a in actions]
+        # Policy (invariant 3): everything past `commit` waits for a human unless the loop
+        # writes its own list; `approve = []` waives every gate and earns a warning.
+        explicit = deliver_table.has("approve")
+        approve = deliver_table.string_list("approve")
+        if not explicit:
+            approve = tuple(n for n in names if n != "commit")
+        else:
+            for action_name in names:
+                if action_name != "commit" and action_name not in approve:
+                    deliver_table.warn(
+                        "approve",
+                        f"action {action_name!r} runs without a human's approval (it is not in"
+                        " 'approve'); add it to 'approve' unless that is intended",
+                    )
+        if "commit" in names and names.index("commit") != 0:
+            deliver_table.error("actions", "'commit' must be the first action: the rest deliver it")
         for gated in approve:
             if gated not in names:
                 deliver_table.error(

@@ -1,0 +1,90 @@
+"""Every benchmark, side by side, with the ratios the issues set as goals.
+
+Run: python bench/run.py [--quick] [--only NAME ...]
+Prints one table and writes it to bench/RESULTS.md with the date and the machine. Each figure
+is compared with a baseline measured in the same run; benchmarks are not tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from results import Row, print_rows  # noqa: E402
+
+# (module, keyword arguments for a full run, keyword arguments for --quick)
+SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
+    ("startup", {"runs": 21}, {"runs": 5}),
+    ("goal_overhead", {"files": 3000, "runs": 5}, {"files": 3000, "runs": 2}),
+    ("prompt_bytes", {}, {}),
+    ("inbox_scale", {}, {}),
+    ("parallel", {}, {}),
+    ("events_throughput", {"events": 20000}, {"events": 5000}),
+    ("schedule_precision", {}, {}),
+]
+
+
+def machine() -> str:
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    return (
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()},"
+        f" {git}, {platform.system()} {platform.release()}"
+    )
+
+
+def write_results(rows: list[Row], took: float) -> Path:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}"
+        f" by `python bench/run.py` in {took:.0f} s.",
+        "Each ratio compares a figure with a baseline measured in the same run.",
+        "",
+        "| benchmark | value | baseline | ratio | goal | met | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row.cells()) + " |")
+    missed = [row.name for row in rows if row.met is False]
+    lines += ["", "Goals missed: " + ("; ".join(missed) if missed else "none.")]
+    target = HERE / "RESULTS.md"
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--only", nargs="*", help="run only these benchmark modules")
+    args = parser.parse_args()
+    started = time.monotonic()
+    rows: list[Row] = []
+    for name, full, quick in SUITE:
+        if args.only and name not in args.only:
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            print(f"{name}: not available")
+            continue
+        measure: Callable[..., list[Row]] = module.measure
+        print(f"{name} …", flush=True)
+        found = measure(**(quick if args.quick else full))
+        print_rows(found)
+        rows += found
+    path = write_results(rows, time.monotonic() - started)
+    print(f"written to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Backend "claude": Claude Code in print mode, `claude -p … --output-format json`.
+
+The result is one JSON object on stdout (agent-clis.md §1.7). Claude exits 0 even when a tool
+call was denied (`permission_denials`), and reports auth and API failures as `is_error` with
+`subtype` still "success" (real-clis.md §1), so status comes from `is_error`, never `subtype`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from loopctl.backends.base import (
+    AgentRequest,
+    AgentResult,
+    AgentStatus,
+    float_or_none,
+    read_protocol_result,
+)
+from loopctl.backends.presets import (
+    CliPreset,
+    Invocation,
+    base_status,
+    json_lines,
+    positional,
+    safe_session_id,
+    stdout_text,
+)
+from loopctl.definitions.agents import Agent
+
+_STOPS = {
+    "error_max_turns": "max_turns",
+    "error_max_budget_usd": "budget",
+    "error_during_execution": "error",
+}
+
+
+class ClaudeBackend(CliPreset):
+    name = "claude"
+    binary = "claude"
+    install = "npm install -g @anthropic-ai/claude-code"
+    secret_names = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+    passthrough = (
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "CLAUDE_CONFIG_DIR",
+        "CLAUDE_CODE_*",
+        "CLOUD_ML_REGION",
+        "AWS_REGION",
+        "AWS_PROFILE",
+        "API_TIMEOUT_MS",
+        "DISABLE_TELEMETRY",
+        "DISABLE_AUTOUPDATER",
+        "DISABLE_ERROR_REPORTING",
+        "IS_SANDBOX",
+    )
+    fixed_env: ClassVar[Mapping[str, str]] = {
+        # No telemetry or update checks from an unattended run (real-clis.md §1 pitfalls), and
+        # Claude's own Bash tool, hooks and MCP servers do not inherit its credentials.
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB": "1",
+    }
+
+    def agent_env(self, agent: Agent) -> dict[str, str]:
+        # Claude appends /v1/messages itself.
+        return {"ANTHROPIC_BASE_URL": agent.base_url.rstrip("/")} if agent.base_url else {}
+
+    def invocation(self, request: AgentRequest) -> Invocation:
+        agent = request.agent
+        # The prompt goes right after -p: --allowedTools takes a variable number of values and
+        # would swallow a prompt placed after it.
+        argv = ["claude", "-p", positional(request.prompt), "--output-format", "json"]
+        mode = agent.permission_mode or ("acceptEdits" if request.role == "maker" else "default")
+        argv += ["--permission-mode", mode]
+        if agent.model:
+            argv += ["--model", agent.model]
+        if agent.max_turns is not None:
+            argv += ["--max-turns", str(agent.max_turns)]
+        if agent.instructions.strip():
+            # Also in the prompt; in the system prompt it survives Claude's own compaction.
+            argv += ["--append-system-prompt", agent.instructions.strip()]
+        if agent.tools:
+            argv += ["--allowedTools", ",".join(agent.tools)]
+        session = safe_session_id(request.session_id)
+        if session is not None:
+            argv += ["--resume", session]
+        argv += list(agent.args)
+        return Invocation(argv)
+
+    def parse(self, request: AgentRequest, done: Any) -> AgentResult:
+        payload: dict[str, Any] | None = None
+        for line in json_lines(stdout_text(done)):
+            if line.get("type") == "result" or "is_error" in line:
+                payload = line  # stream-json ends with the same result line
+        if payload is None:
+            status = base_status(done, failed=True)
+            return AgentResult(
+                status=status,
+                exit_code=done.exit_code,
+                duration_s=done.duration_s,
+                text=done.output_tail(4000),
+                output_tail=done.output_tail(4000),
+                extra={"error": "claude printed no JSON result"},
+            )
+        parsed = read_protocol_result(payload)
+        subtype = str(payload.get("subtype") or "")
+        status = base_status(done, failed=parsed.is_error)
+        extra: dict[str, Any] = {"subtype": subtype} if subtype else {}
+        stop = _STOPS.get(subtype) or (
+            "max_turns" if payload.get("terminal_reason") == "max_turns" else None
+        )
+        if stop is not None and status is not AgentStatus.OK:
+            extra["stop"] = stop
+        if isinstance(payload.get("num_turns"), int):
+            extra["turns"] = payload["num_turns"]
+        denials = payload.get("permission_denials")
+        if isinstance(denials, list) and denials:
+            tools = sorted({str(d.get("tool_name")) for d in denials if isinstance(d, dict)})
+            extra["permission_denials"] = len(denials)
+            extra["denied_tools"] = tools
+        if isinstance(payload.get("api_error_status"), int):
+            extra["api_error_status"] = payload["api_error_status"]
+        models = payload.get("modelUsage")
+        if isinstance(models, dict) and models:
+            extra["model"] = next(iter(models))
+            if parsed.cost_usd is None:
+                costs = [float_or_none(m.get("costUSD")) for m in models.values() if m]
+                known = [c for c in costs if c is not None]
+                if known:
+                    parsed = _with_cost(parsed, sum(known))
+        if status is not AgentStatus.OK and parsed.text:
+            extra["error"] = parsed.text[:500]
+        return AgentResult(
+            status=status,
+            exit_code=done.exit_code,
+            duration_s=done.duration_s,
+            text=(parsed.text or "")[-4000:],
+            input_tokens=parsed.input_tokens,
+            output_tokens=parsed.output_tokens,
+            cached_tokens=parsed.cached_tokens,
+            cost_usd=parsed.cost_usd,
+            session_id=parsed.session_id,
+            output_tail=done.output_tail(4000),
+            extra=extra,
+        )
+
+
+def _with_cost(parsed: Any, cost: float) -> Any:
+    from dataclasses import replace
+
+    return replace(parsed, cost_usd=cost)

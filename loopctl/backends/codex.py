@@ -1,0 +1,107 @@
+"""Backend "codex": `codex exec --json`, the prompt on stdin (`-`), JSONL events on stdout.
+
+Codex reports tokens only (`turn.completed.usage`), never USD: cost comes from the price table.
+`--full-auto` no longer exists (real-clis.md §2); the sandbox is chosen with `--sandbox`. An
+`item.completed` whose item type is "error" is a warning (unknown model metadata), not a
+failure: the run is judged by `turn.completed` versus `turn.failed`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loopctl.backends.base import AgentRequest, AgentResult, int_or_none
+from loopctl.backends.presets import (
+    CliPreset,
+    Invocation,
+    base_status,
+    json_lines,
+    safe_session_id,
+    stdout_text,
+    with_instructions,
+)
+
+
+class CodexBackend(CliPreset):
+    name = "codex"
+    binary = "codex"
+    install = "npm install -g @openai/codex"
+    secret_names = ("CODEX_API_KEY", "OPENAI_API_KEY")
+    passthrough = ("CODEX_HOME", "OPENAI_BASE_URL", "OPENAI_ORGANIZATION", "OPENAI_PROJECT")
+
+    def invocation(self, request: AgentRequest) -> Invocation:
+        agent = request.agent
+        sandbox = agent.sandbox_mode or (
+            "workspace-write" if request.role == "maker" else "read-only"
+        )
+        argv = ["codex", "exec", "--json", "--sandbox", sandbox, "-C", str(request.worktree)]
+        if agent.model:
+            argv += ["-m", agent.model]
+        if agent.base_url:
+            # A custom provider speaks plain HTTP; the built-in one tries a websocket first.
+            provider = {
+                "name": "loopctl",
+                "base_url": agent.base_url,
+                "env_key": agent.api_key_env or "OPENAI_API_KEY",
+                "wire_api": "responses",
+            }
+            inline = ",".join(f"{key}={json.dumps(value)}" for key, value in provider.items())
+            argv += ["-c", "model_provider=loopctl", "-c", f"model_providers.loopctl={{{inline}}}"]
+        argv += list(agent.args)
+        session = safe_session_id(request.session_id)
+        if session is not None:
+            argv += ["resume", session]
+        # "-": read the prompt from stdin, which loopctl closes after writing it (codex blocks
+        # until stdin reaches EOF).
+        argv.append("-")
+        return Invocation(argv, stdin=with_instructions(agent, request.prompt))
+
+    def parse(self, request: AgentRequest, done: Any) -> AgentResult:
+        session: str | None = None
+        text = ""
+        errors: list[str] = []
+        failed = False
+        completed = 0
+        tokens = {"input": 0, "cached": 0, "output": 0}
+        seen_usage = False
+        for event in json_lines(stdout_text(done)):
+            kind = event.get("type")
+            if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+                session = event["thread_id"]
+            elif kind == "item.completed":
+                item = event.get("item")
+                if isinstance(item, dict) and item.get("type") == "agent_message":
+                    text = str(item.get("text") or "")
+            elif kind == "turn.completed":
+                completed += 1
+                usage = event.get("usage")
+                if isinstance(usage, dict):
+                    seen_usage = True
+                    tokens["input"] += int_or_none(usage.get("input_tokens")) or 0
+                    tokens["cached"] += int_or_none(usage.get("cached_input_tokens")) or 0
+                    tokens["output"] += int_or_none(usage.get("output_tokens")) or 0
+            elif kind == "turn.failed":
+                failed = True
+                error = event.get("error")
+                if isinstance(error, dict) and error.get("message"):
+                    errors.append(str(error["message"]))
+            elif kind == "error" and event.get("message"):
+                errors.append(str(event["message"]))
+        status = base_status(done, failed=failed or completed == 0)
+        extra: dict[str, Any] = {"turns": completed}
+        if status.value != "ok":
+            extra["error"] = (errors[-1] if errors else done.stderr_tail.strip()[-500:])[:500]
+        return AgentResult(
+            status=status,
+            exit_code=done.exit_code,
+            duration_s=done.duration_s,
+            text=(text or (errors[-1] if errors else ""))[-4000:],
+            input_tokens=tokens["input"] if seen_usage else None,
+            output_tokens=tokens["output"] if seen_usage else None,
+            cached_tokens=tokens["cached"] if seen_usage else None,
+            cost_usd=None,
+            session_id=session,
+            output_tail=done.output_tail(4000),
+            extra=extra,
+        )

@@ -1,0 +1,201 @@
+"""`loopctl inbox`: list, show, approve, reject, retry, dismiss, reply."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from loopctl.cli.boundary import boundary
+from loopctl.cli.definitions_cmds import JsonFlag
+
+inbox_app = typer.Typer(help="What needs a human: approvals, failures, escalations.")
+
+ItemId = Annotated[str, typer.Argument(metavar="ID", help="Item id (a unique prefix works).")]
+
+
+def _project() -> Any:
+    from loopctl.definitions import load_project
+    from loopctl.paths import find_repo_root
+
+    return load_project(find_repo_root())
+
+
+def _finish(result: Any, json_out: bool) -> None:
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("inbox_action", result.to_json())
+    elif result.ok:
+        print(result.message)
+    else:
+        from loopctl.cli.reporting import eprint
+
+        eprint(f"loopctl: {result.message}")
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@inbox_app.callback(invoke_without_command=True)
+@boundary
+def inbox(
+    ctx: typer.Context,
+    show_all: Annotated[bool, typer.Option("--all", help="Include closed items.")] = False,
+    loop: Annotated[
+        str | None, typer.Option("--loop", metavar="NAME", help="Only this loop's items.")
+    ] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind", metavar="KIND", help="Only approval, failed, escalation or unhandled items."
+        ),
+    ] = None,
+    digest: Annotated[
+        bool, typer.Option("--digest", help="The daily summary: what ran, what waits for you.")
+    ] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """List open inbox items: id, kind, state, loop, task, age, summary."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from loopctl.cli.plain import inbox_list
+
+    code = inbox_list(show_all, json_out, loop=loop, kind=kind, digest=digest)
+    if code:
+        raise typer.Exit(code)
+
+
+@inbox_app.command("show")
+@boundary
+def show(item_id: ItemId, json_out: JsonFlag = False) -> None:
+    """The evidence: branch, commit, diff, last check output, attempts, spend, pending action."""
+    from loopctl.inbox_actions import show as show_item
+
+    detail = show_item(_project(), item_id)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("item", detail.to_json())
+        return
+    print(render_detail(detail))
+
+
+def render_detail(detail: Any) -> str:
+    """`inbox show` for people."""
+    item = detail.item
+    where = "/".join(p for p in (item.loop, item.task) if p) or "-"
+    if not item.is_open:
+        state = f"closed: {item.resolution} {str(item.closed)[:19]}"
+    elif item.approved:
+        state = f"approved {item.approved[:19]}, delivery not finished"
+    elif item.refused:
+        state = "open (the last approval was refused)"
+    else:
+        state = "open"
+    lines = [f"{item.id} · {item.kind} · {where} · {state}", item.summary, ""]
+    if detail.action:
+        lines.append(f"Awaiting approval: {detail.action}")
+        for then in detail.then:
+            lines.append(f"  then: {then}")
+        if item.refused:
+            lines.append(f"Refused: {item.refused}")
+        lines.append("")
+    if detail.question:
+        lines += ["The agent asks:", *(f"  {q}" for q in detail.question.splitlines()), ""]
+    facts = [
+        ("Run", item.run),
+        ("Task status", detail.task_status),
+        ("Branch", detail.branch),
+        ("Commit", detail.commit),
+        ("Base", detail.base_sha),
+        ("Fingerprint", detail.fingerprint),
+        ("Reason", item.evidence.get("reason")),
+        ("Worktree", item.evidence.get("worktree")),
+    ]
+    for label, value in facts:
+        if value:
+            lines.append(f"{label + ':':<13}{value}")
+    spend = f"{detail.tokens} tokens" + (f", ${detail.cost_usd:.2f}" if detail.cost_usd else "")
+    lines.append(f"{'Spend:':<13}{spend}")
+    if detail.attempts:
+        lines.append("Attempts:")
+        for a in detail.attempts:
+            fp = f" [{a['fingerprint']}]" if a.get("fingerprint") else ""
+            reason = " ".join(str(a.get("reason") or "").split())[:120]
+            lines.append(f"  {a['number']}: {a['verdict']}{fp} {reason}".rstrip())
+    if detail.diff_stat:
+        lines += ["Diff:", *(f"  {ln}" for ln in detail.diff_stat.splitlines())]
+    if detail.check_output.strip():
+        tail = detail.check_output.rstrip().splitlines()[-30:]
+        lines += ["Last check output:", *(f"  {ln}" for ln in tail)]
+    if detail.history:
+        lines += ["History:", *(f"  {h}" for h in detail.history)]
+    if item.is_open:
+        acts = {
+            "approval": f"loopctl inbox approve {item.id}  |  loopctl inbox reject {item.id}",
+            "escalation": f'loopctl inbox reply {item.id} "answer"  |  dismiss {item.id}',
+            "failed": f"loopctl inbox retry {item.id}  |  loopctl inbox dismiss {item.id}",
+        }
+        lines += ["", "Act: " + acts.get(item.kind, f"loopctl inbox dismiss {item.id}")]
+    return "\n".join(lines)
+
+
+@inbox_app.command("approve")
+@boundary
+def approve(
+    item_id: ItemId,
+    note: Annotated[str | None, typer.Option("--note", help="Why, for the record.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Approve an item: the actions it shows run now (or in the loop's running tick)."""
+    from loopctl.inbox_actions import approve as approve_item
+
+    _finish(approve_item(_project(), item_id, note), json_out)
+
+
+@inbox_app.command("reject")
+@boundary
+def reject(
+    item_id: ItemId,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why, for the record.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Reject an approval: nothing is delivered and the task ends rejected."""
+    from loopctl.inbox_actions import reject as reject_item
+
+    _finish(reject_item(_project(), item_id, reason), json_out)
+
+
+@inbox_app.command("retry")
+@boundary
+def retry(item_id: ItemId, json_out: JsonFlag = False) -> None:
+    """Run a failed task again now, with a fresh attempt budget."""
+    from loopctl.inbox_actions import retry as retry_item
+
+    _finish(retry_item(_project(), item_id), json_out)
+
+
+@inbox_app.command("dismiss")
+@boundary
+def dismiss(item_id: ItemId, json_out: JsonFlag = False) -> None:
+    """Close an item that needs nothing more."""
+    from loopctl.inbox_actions import dismiss as dismiss_item
+
+    _finish(dismiss_item(_project(), item_id), json_out)
+
+
+@inbox_app.command("reply")
+@boundary
+def reply(
+    item_id: ItemId,
+    answer: Annotated[str, typer.Argument(metavar="ANSWER", help="Your answer to the agent.")],
+    json_out: JsonFlag = False,
+) -> None:
+    """Answer an agent's question: its task runs again with the answer in its prompt."""
+    from loopctl.inbox_actions import reply as reply_item
+
+    _finish(reply_item(_project(), item_id, answer), json_out)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(inbox_app, name="inbox")

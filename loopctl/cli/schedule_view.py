@@ -1,0 +1,221 @@
+"""What a person sees while `loopctl run NAME` (on a trigger) or `loopctl up` works.
+
+On a terminal: a live panel with each loop's next fire time, the running tick's tasks and spend,
+and the last ticks' outcomes. Otherwise (a pipe, a log file): one plain line per event.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import deque
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, TextIO
+
+from loopctl.cli.live import plain_line
+from loopctl.events import Event, EventType
+from loopctl.scheduler import TickResult
+
+_LAST_TICKS = 5
+
+
+def _clock(when: datetime | str | None) -> str:
+    if when is None:
+        return "-"
+    if isinstance(when, str):
+        try:
+            when = datetime.fromisoformat(when)
+        except ValueError:
+            return str(when)
+    return when.astimezone().strftime("%H:%M:%S %Z").strip()
+
+
+def _extra_line(event: Event) -> str | None:
+    """Plain lines for the scheduler's own events (the engine's are in cli.live)."""
+    data = event.data
+    if event.type == EventType.TICK_SKIPPED:
+        trigger = data.get("trigger") if isinstance(data.get("trigger"), dict) else {}
+        due = _clock(trigger.get("due")) if trigger else "-"
+        return f"tick due {due} skipped: {data.get('reason')}"
+    if event.type == EventType.SCHEDULER_STARTED:
+        loops = data.get("loops") or {}
+        shown = ", ".join(f"{n} ({t})" for n, t in loops.items()) or "no loop with a trigger yet"
+        return f"{data.get('by')} started (pid {data.get('pid')}): {shown}"
+    if event.type == EventType.SCHEDULER_STOPPED:
+        return f"{data.get('by')} stopped after {data.get('ticks')} tick(s)"
+    if event.type == EventType.NOTE and data.get("what") == "definitions_reloaded":
+        parts = [
+            f"{key} {', '.join(data.get(key) or [])}"
+            for key in ("added", "changed", "removed", "kept")
+            if data.get(key)
+        ]
+        return "definitions reloaded" + (": " + "; ".join(parts) if parts else "")
+    return None
+
+
+class ScheduleView:
+    """Observer for the engine and listener for the scheduler; use as a context manager."""
+
+    def __init__(
+        self,
+        loops: dict[str, str],
+        *,
+        live: bool | None = None,
+        stream: TextIO | None = None,
+        prefix_loop: bool = False,
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self.prefix_loop = prefix_loop
+        self._lock = threading.Lock()
+        self._triggers = dict(loops)  # loop -> trigger description
+        self._next: dict[str, datetime | None] = {}
+        self._current: dict[str, str] = {}  # loop -> run id of its running tick
+        self._tasks: dict[tuple[str, str], dict[str, str]] = {}
+        self._spend: dict[str, list[float]] = {}
+        self._last: deque[tuple[str, str, str, str]] = deque(maxlen=_LAST_TICKS)
+        self._live: Any = None
+
+    # --- context -------------------------------------------------------------------------
+
+    def __enter__(self) -> ScheduleView:
+        if self.live:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(
+                console=Console(file=self.stream),
+                get_renderable=self._render,
+                refresh_per_second=2,
+                transient=False,
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+
+    # --- what happens --------------------------------------------------------------------
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            loops = event.data.get("loops")
+            if event.type in (EventType.SCHEDULER_STARTED, EventType.NOTE) and isinstance(
+                loops, dict
+            ):
+                self._triggers = {str(k): str(v) for k, v in loops.items()}
+            if self.live:
+                self._track(event)
+                return
+            line = _extra_line(event)
+            if line is None:
+                plain = plain_line(event)
+                line = plain[9:] if plain else None
+            if line is None:
+                return
+            who = f"{event.loop}: " if self.prefix_loop and event.loop else ""
+            print(f"{event.ts[11:19]} {who}{line}", file=self.stream, flush=True)
+
+    def planned(self, loop: str, at: datetime | None) -> None:
+        with self._lock:
+            self._next[loop] = at
+            if self.live or at is None:
+                return
+            who = f"{loop}: " if self.prefix_loop else ""
+            now = datetime.now(UTC).strftime("%H:%M:%S")
+            print(f"{now} {who}next tick at {_clock(at)}", file=self.stream, flush=True)
+
+    def finished(self, result: TickResult) -> None:
+        with self._lock:
+            if result.outcome is not None:
+                outcome = result.outcome
+                status, reason = outcome.status, outcome.reason
+                run = outcome.run
+            else:
+                status = "interrupted" if result.interrupted else "skipped"
+                reason, run = result.skipped or "", "-"
+            self._last.append((result.loop, run, status, reason))
+            self._current.pop(result.loop, None)
+
+    # --- the live panel ------------------------------------------------------------------
+
+    def _track(self, event: Event) -> None:
+        loop = event.loop or ""
+        data = event.data
+        if event.type in (EventType.TICK_STARTED, EventType.RUN_RESUMED):
+            self._current[loop] = event.run or ""
+            self._tasks = {k: v for k, v in self._tasks.items() if k[0] != loop}
+            self._spend[loop] = [0, 0.0]
+        if event.task is None:
+            return
+        row = self._tasks.setdefault(
+            (loop, event.task), {"status": "found", "attempt": "-", "last": ""}
+        )
+        if event.type == EventType.ATTEMPT_STARTED:
+            row["attempt"] = str(data.get("attempt"))
+            row["status"] = "maker working"
+        elif event.type == EventType.AGENT_FINISHED:
+            row["status"] = "checking"
+            spend = self._spend.setdefault(loop, [0, 0.0])
+            spend[0] += int(data.get("input_tokens") or 0) + int(data.get("output_tokens") or 0)
+            spend[1] += float(data.get("cost_usd") or 0.0)
+        elif event.type == EventType.CHECK_FINISHED:
+            row["last"] = str(data.get("reason", ""))[:80]
+        elif event.type == EventType.TASK_FINISHED:
+            row["status"] = str(data.get("status"))
+
+    def _render(self) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+
+        with self._lock:
+            now = datetime.now(UTC)
+            loops = Table(title="loopctl", show_edge=False, title_justify="left")
+            for column in ("loop", "trigger", "next tick", "now"):
+                loops.add_column(column)
+            for name, trigger in self._triggers.items():
+                at = self._next.get(name)
+                if at is None:
+                    when = "on change" if trigger.startswith("watch") else "-"
+                else:
+                    when = f"{_clock(at)} (in {_until(now, at)})"
+                running = self._current.get(name)
+                spend = self._spend.get(name, [0, 0.0])
+                state = (
+                    f"tick {running} · {int(spend[0])} tokens, ${spend[1]:.2f}"
+                    if running
+                    else "idle"
+                )
+                loops.add_row(name, trigger, when, state)
+            parts: list[Any] = [loops]
+            if self._tasks:
+                tasks = Table(show_edge=False)
+                for column in ("task", "status", "attempt", "last verdict"):
+                    tasks.add_column(column, overflow="fold")
+                for (loop, task), row in self._tasks.items():
+                    tasks.add_row(f"{loop}/{task}", row["status"], row["attempt"], row["last"])
+                parts.append(tasks)
+            if self._last:
+                last = Table(title="last ticks", show_edge=False, title_justify="left")
+                for column in ("loop", "run", "outcome", "reason"):
+                    last.add_column(column, overflow="fold")
+                for tick in self._last:
+                    last.add_row(*tick)
+                parts.append(last)
+            return Group(*parts)
+
+
+def _until(now: datetime, at: datetime) -> str:
+    seconds = max(0, int((at - now).total_seconds() + 0.999))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"

@@ -1,0 +1,175 @@
+"""One model-API call over httpx, with loopctl's own retries.
+
+httpx retries only failed connections (dependencies.md §7), so 408/409/429/5xx/529 answers
+are retried here: `retry-after-ms` / `retry-after` are honoured, otherwise the wait doubles
+from `base_s`, and every wait is capped at `cap_s`. The API key only ever travels in the
+request headers this module is handed; error messages are redacted before anyone sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from loopctl.secrets import Redactor
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_retries: int = 5
+    base_s: float = 1.0
+    cap_s: float = 30.0
+
+
+class ApiError(Exception):
+    """The API call failed for good (after retries, or not retryable)."""
+
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "http") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind  # http | network | timeout | malformed | interrupted
+
+
+def uses_environment(url: str) -> bool:
+    """Whether httpx may read proxy settings from the environment for `url`.
+
+    A remote API honours HTTPS_PROXY and friends; a server on this machine is always reached
+    directly, whatever proxy is configured.
+    """
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host not in ("localhost", "127.0.0.1", "::1") and not host.startswith("127.")
+
+
+def retry_after(headers: Any, now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait, from retry-after-ms or retry-after."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(when.timestamp() - current, 0.0)
+
+
+def backoff(attempt: int, policy: RetryPolicy, asked: float | None) -> float:
+    wait = asked if asked is not None else policy.base_s * (2 ** (attempt - 1))
+    return min(max(wait, 0.0), policy.cap_s)
+
+
+@dataclass(slots=True)
+class Caller:
+    """POSTs JSON to one API, retrying what deserves a retry."""
+
+    client: Any  # httpx.Client
+    redactor: Redactor
+    error_message: Callable[[object], str | None]
+    policy: RetryPolicy = RetryPolicy()
+    cancel: threading.Event | None = None
+    deadline: float | None = None
+    note: Callable[[str], None] | None = None
+    retries: int = 0
+
+    def _wait(self, seconds: float) -> None:
+        if self.deadline is not None and time.monotonic() + seconds > self.deadline:
+            raise ApiError("the agent's time ran out while waiting to retry", kind="timeout")
+        waiter = self.cancel or threading.Event()
+        if waiter.wait(seconds) and self.cancel is not None:
+            raise ApiError("interrupted", kind="interrupted")
+
+    def _say(self, text: str) -> None:
+        if self.note is not None:
+            self.note(self.redactor.redact(text))
+
+    def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        attempt = 0
+        while True:
+            if self.cancel is not None and self.cancel.is_set():
+                raise ApiError("interrupted", kind="interrupted")
+            attempt += 1
+            timeout = 600.0
+            if self.deadline is not None:
+                timeout = min(timeout, self.deadline - time.monotonic())
+                if timeout <= 0:
+                    raise ApiError("the agent's time ran out", kind="timeout")
+            try:
+                response = self.client.post(
+                    url,
+                    headers=headers,
+                    content=json.dumps(body).encode("utf-8"),
+                    timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
+                )
+            except httpx.TimeoutException as exc:
+                failure = ApiError(
+                    f"no answer from {url} in time ({type(exc).__name__})", kind="timeout"
+                )
+                asked = None
+            except httpx.TransportError as exc:
+                failure = ApiError(f"cannot reach {url}: {exc}", kind="network")
+                asked = None
+            else:
+                if response.status_code < 300:
+                    try:
+                        payload = response.json()
+                    except ValueError:
+                        raise ApiError(
+                            f"the API answered {response.status_code} with a body that is not"
+                            f" JSON: {self.redactor.redact(response.text[:200])!r}",
+                            status=response.status_code,
+                            kind="malformed",
+                        ) from None
+                    if not isinstance(payload, dict):
+                        raise ApiError(
+                            "the API answered with JSON that is not an object",
+                            status=response.status_code,
+                            kind="malformed",
+                        )
+                    return payload
+                failure = self._http_error(url, response)
+                if response.status_code not in RETRY_STATUSES and response.status_code < 500:
+                    raise failure
+                asked = retry_after(response.headers)
+            if attempt > self.policy.max_retries:
+                raise ApiError(
+                    f"{failure} (gave up after {attempt} tries)",
+                    status=failure.status,
+                    kind=failure.kind,
+                )
+            wait = backoff(attempt, self.policy, asked)
+            self.retries += 1
+            self._say(f"retry {attempt} in {wait:.2f}s after: {failure}")
+            self._wait(wait)
+
+    def _http_error(self, url: str, response: Any) -> ApiError:
+        try:
+            detail = self.error_message(response.json())
+        except ValueError:
+            detail = None
+        if detail is None:
+            detail = response.text[:300].strip() or response.reason_phrase
+        message = self.redactor.redact(
+            f"{url} answered {response.status_code}: {' '.join(str(detail).split())[:300]}"
+        )
+        return ApiError(message, status=response.status_code)
