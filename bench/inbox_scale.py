@@ -24,6 +24,10 @@ from loopctl.events import EventLog
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
+sys.path.insert(0, str(Path(__file__).parent))
+from results import Row, print_rows  # noqa: E402
+
+
 def make_repo(folder: Path) -> Path:
     folder.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
@@ -80,31 +84,35 @@ def timed(repo: Path, runs: int) -> list[float]:
     return samples
 
 
+def measure(items: int = 10_000, runs: int = 15) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="loopctl-bench-") as tmp:
+        empty = make_repo(Path(tmp) / "empty")
+        full = make_repo(Path(tmp) / "full")
+        size = write_log(full, items)
+        timed(empty, 3)  # warm the bytecode caches
+        cold = timed(full, 1)[0]
+        baseline = statistics.median(timed(empty, runs))
+        warm = statistics.median(timed(full, runs))
+        # A tick appends events that are not inbox events: the cache is carried forward.
+        EventLog(full / ".loop" / "log" / "events.jsonl").append("note", data={"what": "bench"})
+        carried = timed(full, 1)[0]
+    log = f"{size / 1e6:.1f} MB log"
+    return [
+        Row(f"inbox --json, {items} items vs empty", warm * 1000, "ms", baseline * 1000,
+            "<= 2x", warm / baseline <= 2, log),
+        Row("  first call after an inbox event (rebuild)", cold * 1000, "ms", baseline * 1000,
+            note="rebuilds the cache from the log once"),
+        Row("  after a non-inbox event", carried * 1000, "ms", baseline * 1000,
+            note="cache carried forward"),
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="loopctl-bench-") as tmp:
-        empty = make_repo(Path(tmp) / "empty")
-        full = make_repo(Path(tmp) / "full")
-        size = write_log(full, args.items)
-        timed(empty, 3)  # warm the bytecode caches
-        cold = timed(full, 1)[0]
-        baseline = statistics.median(timed(empty, args.runs))
-        warm = statistics.median(timed(full, args.runs))
-        # A tick appends events that are not inbox events: the cache is carried forward.
-        EventLog(full / ".loop" / "log" / "events.jsonl").append("note", data={"what": "bench"})
-        carried = timed(full, 1)[0]
-    print(f"empty inbox                       {baseline * 1000:7.1f} ms")
-    print(
-        f"{args.items} items ({size / 1e6:.1f} MB log)"
-        f"     {warm * 1000:7.1f} ms   {warm / baseline:5.2f}x   (goal <= 2x)"
-    )
-    print(f"  first call, building the cache   {cold * 1000:7.1f} ms   {cold / baseline:5.2f}x")
-    print(
-        f"  after a non-inbox event          {carried * 1000:7.1f} ms   {carried / baseline:5.2f}x"
-    )
+    print_rows(measure(args.items, args.runs))
 
 
 if __name__ == "__main__":

@@ -27,10 +27,10 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("startup", {"runs": 21}, {"runs": 5}),
     ("goal_overhead", {"files": 3000, "runs": 5}, {"files": 3000, "runs": 2}),
     ("prompt_bytes", {}, {}),
-    ("inbox_scale", {}, {}),
+    ("inbox_scale", {"items": 10_000, "runs": 15}, {"items": 10_000, "runs": 5}),
     ("parallel", {}, {}),
     ("events_throughput", {"events": 20000}, {"events": 5000}),
-    ("schedule_precision", {}, {}),
+    ("schedule_precision", {"ticks": 20, "idle": 30.0}, {"ticks": 10, "idle": 10.0}),
 ]
 
 

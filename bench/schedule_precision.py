@@ -34,6 +34,10 @@ sys.exit(0 if "a + b" in pathlib.Path("calc.py").read_text() else 1)
 LOOP = 'goal = "fixed"\nprompt = "Fix add() in calc.py"\n'
 
 
+sys.path.insert(0, str(Path(__file__).parent))
+from results import Row, print_rows  # noqa: E402
+
+
 def git(cwd: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args],
@@ -135,25 +139,45 @@ def idle_cpu(parent: Path, seconds: float) -> float:
     return 100.0 * used / wall
 
 
+def measure(ticks: int = 20, idle: float = 30.0) -> list[Row]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="loopctl-bench-") as tmp:
+        parent = Path(tmp)
+        os.environ["LOOPCTL_HOME"] = str(parent / "home")
+        late = lateness(parent, ticks)
+        if late:
+            median, worst = statistics.median(late) * 1000, max(late) * 1000
+            rows.append(
+                Row(
+                    f"tick lateness, median over {len(late)} ticks of --every 1s",
+                    median,
+                    "ms",
+                    goal="<= 50 ms",
+                    met=median <= 50,
+                )
+            )
+            rows.append(
+                Row("tick lateness, worst", worst, "ms", goal="<= 250 ms", met=worst <= 250)
+            )
+        cpu = idle_cpu(parent, idle)
+        rows.append(
+            Row(
+                f"idle CPU of `loopctl up`, 5 loops, {idle:g}s",
+                cpu,
+                "%",
+                goal="<= 1 %",
+                met=cpu <= 1,
+            )
+        )
+    return rows  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle to measure")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="loopctl-bench-") as tmp:
-        parent = Path(tmp)
-        os.environ["LOOPCTL_HOME"] = str(parent / "home")
-        late = lateness(parent, args.ticks)
-        if late:
-            median, worst = statistics.median(late) * 1000, max(late) * 1000
-            print(
-                f"lateness over {len(late)} ticks of --every 1s: median {median:.1f} ms"
-                f" (goal <= 50), worst {worst:.1f} ms (goal <= 250)"
-            )
-        else:
-            print("lateness: no scheduled tick was recorded")
-        cpu = idle_cpu(parent, args.idle)
-        print(f"idle CPU of `loopctl up` with 5 loops over {args.idle:g}s: {cpu:.2f} % (goal <= 1)")
+    print_rows(measure(args.ticks, args.idle))
 
 
 if __name__ == "__main__":
