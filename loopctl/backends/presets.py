@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from loopctl.backends.base import AgentRequest, AgentResult, AgentStatus, ProbeCheck
 from loopctl.definitions.agents import Agent
 from loopctl.errors import AgentUnavailable
-from loopctl.secrets import build_env, is_secret_name
+from loopctl.secrets import Redactor, build_env, is_secret_name
 
 # Session ids come from agent output, which is untrusted: only a plain token may become an
 # argument (never an option such as "--dangerously-skip-permissions").
@@ -92,6 +92,7 @@ class CliPreset:
                 cwd=cwd,
                 env=self.environment(agent, env),
                 timeout=30,
+                redactor=Redactor.from_environment(),
             )
         except Exception as exc:  # a broken binary is a finding, not a crash
             checks.append(ProbeCheck("version", False, f"`{self.binary} --version` failed: {exc}"))
