@@ -12,6 +12,7 @@ Run: python bench/prompt_bytes.py
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +28,10 @@ from loopctl.toolagent.wire import wire_for
 TASK = "Make the checks of PR #42 (Fix the parser) pass. " * 10
 INSTRUCTIONS = "Keep changes minimal. Never edit tests. " * 10
 RULES = ["Never weaken a test.", "Keep the diff small."]
+
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results import Row  # noqa: E402
 
 
 def make_skills(folder: Path, count: int) -> list[Skill]:
@@ -176,6 +181,35 @@ def session_table() -> None:
                           ("window 16k tokens", 16_000)):  # fmt: skip
         total, largest, compactions, _ = session_tokens(window)
         print(f"{label:>22}  {total:11d}  {largest:15d}  {compactions:11d}")
+
+
+def measure() -> list[Row]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        skills = make_skills(Path(tmp), 50)
+        sizes = {}
+        for count in (10, 100):
+            earlier = attempts(count)
+            ctx = MakerContext(
+                task_id="pr-42", task_prompt=TASK, goal="tests green", check="pytest -q",
+                instructions=INSTRUCTIONS, rules=RULES,
+                protected=["tests/**", "conftest.py", "pyproject.toml"], scope=[],
+                skills=skills, full_skills=skills[:3], attempts=earlier, attempt_number=count + 1,
+            )  # fmt: skip
+            ours = len(maker_prompt(ctx).encode("utf-8"))
+            naive = len(naive_prompt(skills, earlier, count + 1).encode("utf-8"))
+            sizes[count] = ours
+            rows.append(Row(f"maker prompt, 50 skills, {count} attempts, vs naive", ours, "B",
+                            naive, "<= 0.1x", ours / naive <= 0.1))  # fmt: skip
+        flat = abs(sizes[100] - sizes[10]) <= 64
+        rows.append(Row("maker prompt growth from 10 to 100 attempts", sizes[100] - sizes[10],
+                        "B", goal="flat", met=flat))  # fmt: skip
+    full, _, _, _ = session_tokens(10_000_000)
+    compacted, largest, compactions, _ = session_tokens(32_000)
+    note = f"{compactions} compactions, largest request {largest}"
+    rows.append(Row("100-turn HTTP agent session, tokens sent, 32k window vs none", compacted,
+                    "tok", full, note=note))  # fmt: skip
+    return rows
 
 
 def main() -> None:

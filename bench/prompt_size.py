@@ -23,7 +23,7 @@ def make_skills(folder: Path, count: int) -> list[Skill]:
         path.parent.mkdir(parents=True)
         description = f"Skill number {index}: " + "does a useful thing when asked. " * 8
         body = "\n".join(f"Step {n}: do the careful thing number {n}." for n in range(120))
-        path.write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+        path.write_text(f"---\nname: {name}\ndescription: '{description}'\n---\n{body}\n")
         skills.append(Skill(name=name, description=description, path=path))
     return skills
 

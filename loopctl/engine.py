@@ -462,9 +462,11 @@ class Engine:
         statuses = {o.status for o in outcomes}
         if not outcomes or statuses <= {"done", "skipped", "awaiting_approval"}:
             status, reason = "done", ""
-        elif statuses & {"stopped", "awaiting_reply"}:
+        elif statuses & {"stopped", "awaiting_reply", "paused"}:
             status = "stopped"
-            reason = next(o.reason for o in outcomes if o.status in ("stopped", "awaiting_reply"))
+            reason = next(
+                o.reason for o in outcomes if o.status in ("stopped", "awaiting_reply", "paused")
+            )
         else:
             status = "failed"
             reason = next(o.reason for o in outcomes if o.status not in ("done", "skipped"))
@@ -594,6 +596,17 @@ class Engine:
                 return self._deliver(ctx, spec, workspace, finished[-1].number)
             if finished and finished[-1].verdict == "escalated":
                 return self._escalate(ctx, spec, workspace, finished[-1], len(attempts))
+            if finished and finished[-1].verdict == "awaiting_approval":
+                # Not "awaiting_approval" (a met goal whose delivery waits): the work isn't done.
+                return self._finish_task(
+                    ctx,
+                    spec,
+                    "paused",
+                    finished[-1].reason + " (see `loopctl inbox`; `inbox retry` after approving)",
+                    workspace,
+                    len(attempts),
+                    finished[-1],
+                )
             if finished and finished[-1].fatal:
                 return self._finish_task(
                     ctx,
@@ -1253,6 +1266,20 @@ class Engine:
                 reason=f"the maker asks: {question}",
                 fingerprint=None,
                 question=question,
+            )
+            self.refresh_projections()
+            return
+        if maker_result.status == "approval":
+            # The maker stopped before a command that needs a human (its inbox item is open):
+            # nothing to check yet, and not a failure to count against the task.
+            self._event(
+                ctx,
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict="awaiting_approval",
+                reason=f"the maker waits for approval: {' '.join(maker_result.text.split())[:200]}",
+                fingerprint=None,
             )
             self.refresh_projections()
             return

@@ -270,6 +270,12 @@ def test_a_command_matching_ask_opens_an_approval_instead_of_running(
 
     assert result.exit_code == 1
     assert not marker.exists()  # the gated command never ran
+    # The task pauses for the human: no check runs and no failed attempt is counted.
+    assert [e.data["status"] for e in events(repo, "task_finished", TASK)] == ["paused"]
+    assert events(repo, "check_finished", TASK) == []
+    assert [e.data["verdict"] for e in events(repo, "attempt_finished", TASK)] == [
+        "awaiting_approval"
+    ]
     assert len(model_server.posts()) == 1  # the turn ended at the request
     finished = events(repo, "agent_finished", TASK)[0].data
     assert finished["status"] == "approval"
