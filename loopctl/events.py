@@ -126,6 +126,11 @@ class EventLog:
         self._clock = clock
         # flock excludes other open files, not other threads sharing one; this covers those.
         self._thread_lock = threading.Lock()
+        # What `read` has already parsed: (device, inode, bytes consumed, the last line read,
+        # lines, events). The log only grows, so a later read parses just the new bytes; the
+        # last line, checked again, catches a file rewritten in place by hand.
+        self._seen: tuple[int, int, int, bytes, int, list[Event]] | None = None
+        self._seen_lock = threading.Lock()
 
     def append(
         self,
@@ -180,12 +185,41 @@ class EventLog:
 
     def read(self) -> list[Event]:
         """Every event in order; a torn last line is ignored, damage before it raises."""
-        try:
-            buf = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        events, _consumed = self._parse(buf, first_line=1, prev_seq=0)
-        return events
+        with self._seen_lock:
+            try:
+                handle = self.path.open("rb")
+            except FileNotFoundError:
+                self._seen = None
+                return []
+            with handle:
+                info = os.fstat(handle.fileno())
+                seen = self._seen
+                if seen is not None:
+                    same_file = (seen[0], seen[1]) == (info.st_dev, info.st_ino)
+                    if not same_file or info.st_size < seen[2]:
+                        seen = None  # replaced or truncated
+                    else:
+                        handle.seek(max(seen[2] - len(seen[3]), 0))
+                        if handle.read(len(seen[3])) != seen[3]:
+                            seen = None  # rewritten in place
+                _dev, _ino, offset, _sig, lines, known = seen or (0, 0, 0, b"", 0, [])
+                handle.seek(offset)
+                buf = handle.read()
+            prev_seq = known[-1].seq if known else 0
+            fresh, consumed = self._parse(buf, first_line=lines + 1, prev_seq=prev_seq)
+            events = known + fresh
+            end = offset + consumed
+            recent = (seen[3] if seen else b"") + buf[:consumed]
+            last_line = recent[recent.rfind(b"\n", 0, len(recent) - 1) + 1 :]
+            self._seen = (
+                info.st_dev,
+                info.st_ino,
+                end,
+                last_line,
+                lines + buf.count(b"\n", 0, consumed),
+                events,
+            )
+            return list(events)
 
     def iter_from(self, after_seq: int) -> list[Event]:
         """The events with seq greater than `after_seq`."""

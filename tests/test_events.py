@@ -417,3 +417,32 @@ def test_follow_waits_for_the_file_to_appear(tmp_path: Path) -> None:
         return polls > 3
 
     assert [event.seq for event in log.follow(0, stop=stop, poll=0.01)] == [1]
+
+
+def test_repeated_reads_parse_only_new_records_and_agree_with_a_fresh_reader(
+    tmp_path: Path,
+) -> None:
+    log = _log(tmp_path)
+    _fill(log, 5)
+    first = log.read()
+    other = EventLog(log.path)  # another process appends meanwhile
+    other.append("note", data={"n": 99})
+    with log.path.open("ab") as handle:
+        handle.write(b'{"v": 1, "seq": 7, "torn')  # and dies mid-write
+    again = log.read()
+    assert again[:5] == first
+    assert [event.seq for event in again] == [1, 2, 3, 4, 5, 6]
+    assert again == EventLog(log.path).read()
+    assert log.append("note").seq == 7
+    assert log.read() == EventLog(log.path).read()
+
+
+def test_a_log_rewritten_in_place_is_read_again_from_the_start(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    _fill(log, 3)
+    assert len(log.read()) == 3
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b'"seq"', b'"sqe"', 1)  # damage an already-read record
+    log.path.write_bytes(b"".join([*lines, lines[2]]))
+    with pytest.raises(LogCorrupt, match=":3:"):
+        log.read()

@@ -6,52 +6,77 @@ The typer app calls these same functions.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from loopctl.cli.reporting import eprint
+if TYPE_CHECKING:
+    from loopctl.validation_cache import Answer
 
 
 def validate(json_out: bool = False) -> int:
     """Check every definition and report each problem as path:line: message."""
-    from loopctl.definitions import load_project
+    import sys
+
+    from loopctl import validation_cache
     from loopctl.paths import find_repo_root
 
-    project = load_project(find_repo_root())
-    root = project.root
-    if json_out:
-        from loopctl.cli.render import print_json
+    root = find_repo_root()
+    mode = "json" if json_out else "text"
+    key = validation_cache.definitions_key(root, mode)
+    answer = validation_cache.recall(root, mode, key) if key else None
+    if answer is None:
+        answer = _validate(root, json_out)
+        if key is not None:
+            validation_cache.remember(root, mode, key, answer)
+    sys.stdout.write(answer.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(answer.stderr)
+    return answer.exit_code
 
-        print_json(
-            "validation",
-            {
-                "ok": not project.errors,
-                "loops": sorted(project.loops),
-                "agents": sorted(project.agents),
-                "skills": sorted(project.skills),
-                "problems": [
-                    {
-                        "path": str(p.path.relative_to(root)) if p.path else None,
-                        "line": p.line,
-                        "severity": p.severity,
-                        "message": p.message,
-                    }
-                    for p in project.problems
-                ],
-            },
+
+def _validate(root: Path, json_out: bool) -> Answer:
+    from loopctl.cli.render import format_json
+    from loopctl.definitions import load_project
+    from loopctl.validation_cache import Answer
+
+    project = load_project(root)
+    stdout: list[str] = []
+    stderr: list[str] = []
+    if json_out:
+        stdout.append(
+            format_json(
+                "validation",
+                {
+                    "ok": not project.errors,
+                    "loops": sorted(project.loops),
+                    "agents": sorted(project.agents),
+                    "skills": sorted(project.skills),
+                    "problems": [
+                        {
+                            "path": str(p.path.relative_to(root)) if p.path else None,
+                            "line": p.line,
+                            "severity": p.severity,
+                            "message": p.message,
+                        }
+                        for p in project.problems
+                    ],
+                },
+            )
         )
     else:
-        for problem in project.problems:
-            print(problem.render(root))
+        stdout += [problem.render(root) + "\n" for problem in project.problems]
         errors, warnings = len(project.errors), len(project.warnings)
         summary = (
             f"{len(project.loops)} loops, {len(project.agents)} agents,"
             f" {len(project.skills)} skills"
         )
         if errors:
-            eprint(f"{errors} error(s), {warnings} warning(s) ({summary} valid)")
+            stderr.append(f"{errors} error(s), {warnings} warning(s) ({summary} valid)\n")
         else:
-            print(f"ok: {summary}" + (f", {warnings} warning(s)" if warnings else ""))
-    return 2 if project.errors else 0
+            stdout.append(
+                f"ok: {summary}" + (f", {warnings} warning(s)" if warnings else "") + "\n"
+            )
+    return Answer("".join(stdout), "".join(stderr), 2 if project.errors else 0)
 
 
 def inbox_list(

@@ -1,0 +1,54 @@
+"""`loopctl validate` replays its last answer only while no definition file has changed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from loopctl.scaffold import init_project
+from loopctl.validation_cache import definitions_key
+
+
+def validate(repo: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loopctl", "validate"], cwd=repo, capture_output=True, text=True
+    )
+
+
+def test_an_edit_is_seen_at_once_and_an_unchanged_tree_replays_the_same_answer(
+    repo: Path,
+) -> None:
+    init_project(repo, which=lambda _: None)
+    first = validate(repo)
+    cached = repo / ".loop" / "cache" / "validate-text.json"
+    assert first.returncode == 0
+    assert cached.exists()
+    replay = validate(repo)
+    assert (replay.returncode, replay.stdout, replay.stderr) == (0, first.stdout, first.stderr)
+
+    loop = repo / ".loop" / "loops" / "example.toml"
+    loop.write_text("evrey = \"5m\"\n" + loop.read_text())
+    broken = validate(repo)
+    assert broken.returncode == 2
+    assert "example.toml" in broken.stdout
+    assert "did you mean 'every'" in broken.stdout
+    assert validate(repo).stdout == broken.stdout  # the broken answer is remembered too
+
+    new_skill = repo / "skills" / "new-skill"
+    new_skill.mkdir()
+    assert validate(repo).stdout != broken.stdout  # a new folder alone changes the key
+
+
+def test_no_cache_without_the_gitignore_that_keeps_it_out_of_commits(repo: Path) -> None:
+    init_project(repo, which=lambda _: None)
+    (repo / ".loop" / ".gitignore").write_text("log/\n")
+    assert validate(repo).returncode == 0
+    assert not (repo / ".loop" / "cache").exists()
+
+
+def test_a_symlink_among_the_definitions_turns_the_cache_off(repo: Path) -> None:
+    init_project(repo, which=lambda _: None)
+    assert definitions_key(repo, "text") is not None
+    (repo / "agents" / "linked.toml").symlink_to(repo / "agents" / "claude-maker.toml")
+    assert definitions_key(repo, "text") is None
