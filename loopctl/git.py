@@ -568,7 +568,10 @@ def _untracked_as_added(worktree: Path) -> Iterator[dict[str, str]]:
     with tempfile.TemporaryDirectory(prefix="loopctl-index-") as tmp:
         copy = Path(tmp) / "index"
         if index.is_file():
-            shutil.copyfile(index, copy)
+            # copy2 keeps the index's mtime: git's "racily clean" check compares file mtimes
+            # with it, and a fresh mtime would hide an edit made in the same second as a
+            # checkout (same size, same mtime second), leaving it out of the diff.
+            shutil.copy2(index, copy)
         env = {"GIT_INDEX_FILE": str(copy)}
         # ":(top,literal)" keeps names like "*" or ":(exclude)x" from acting as pathspec magic.
         git(

@@ -28,7 +28,7 @@ def test_an_edit_is_seen_at_once_and_an_unchanged_tree_replays_the_same_answer(
     assert (replay.returncode, replay.stdout, replay.stderr) == (0, first.stdout, first.stderr)
 
     loop = repo / ".loop" / "loops" / "example.toml"
-    loop.write_text("evrey = \"5m\"\n" + loop.read_text())
+    loop.write_text('evrey = "5m"\n' + loop.read_text())
     broken = validate(repo)
     assert broken.returncode == 2
     assert "example.toml" in broken.stdout
