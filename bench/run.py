@@ -34,6 +34,20 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
 ]
 
 
+# Why a goal can be missed on this hardware, written next to the figure when it is.
+WHY_MISSED = {
+    "8 sleep-bound tasks": (
+        "on 2 cores the per-task CPU work (a Python agent process, git worktree add/remove,"
+        " fsynced events and projections) of 8 tasks queues behind 2 cores, adding about 0.5 s"
+        " to the 2 s the agents sleep"
+    ),
+    "start-up: loopctl validate": (
+        "the cache was cold; a cold validate pays dataclasses/inspect, pathlib and PyYAML's"
+        " regex compile, which `import typer` does not"
+    ),
+}
+
+
 def machine() -> str:
     git = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
     return (
@@ -55,8 +69,11 @@ def write_results(rows: list[Row], took: float) -> Path:
     ]
     for row in rows:
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row.cells()) + " |")
-    missed = [row.name for row in rows if row.met is False]
-    lines += ["", "Goals missed: " + ("; ".join(missed) if missed else "none.")]
+    missed = [row for row in rows if row.met is False]
+    lines += ["", "Goals missed: " + ("none." if not missed else "")]
+    for row in missed:
+        why = next((text for prefix, text in WHY_MISSED.items() if row.name.startswith(prefix)), "")
+        lines.append(f"- {row.name}: {why or 'no explanation recorded'}")
     target = HERE / "RESULTS.md"
     target.write_text("\n".join(lines) + "\n")
     return target
