@@ -24,7 +24,7 @@ from loopctl.definitions.config import KeepPolicy
 from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.events import Event, EventLog, EventType
-from loopctl.inbox import ItemKind, open_items, render_inbox_md, unique_item_id
+from loopctl.inbox import ItemKind, open_items, render_inbox_md
 from loopctl.lock import RunnerLock
 from loopctl.prompts import AttemptSummary, MakerContext, judge_prompt, maker_prompt
 from loopctl.secrets import Redactor, withheld_values
@@ -1492,21 +1492,9 @@ class Engine:
         summary: str,
         evidence: dict[str, Any],
     ) -> str:
-        item_id = unique_item_id(self.log.read(), run_id, loop, task or "", kind.value, summary)
-        opened = self.emit(
-            EventType.INBOX_OPENED,
-            run=run_id,
-            loop=loop,
-            task=task,
-            id=item_id,
-            kind=kind.value,
-            summary=summary,
-            evidence=evidence,
-        )
-        from loopctl import notify
+        from loopctl.delivery import open_item
 
-        notify.item_opened(self, opened)
-        return item_id
+        return open_item(self, run_id, loop, task, kind, summary, evidence)
 
     def _escalate(
         self,
