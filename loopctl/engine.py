@@ -1178,6 +1178,9 @@ class Engine:
             session_id=session,
             cancel=ctx.stop,
             on_start=lambda pid: self._agent_started(ctx, spec, number, role, agent, pid),
+            approved_commands=self._approved_commands(ctx.loop.name, spec.id)
+            if role == "maker"
+            else {},
             skills=tuple(self.project.skills.values()),
             request_approval=lambda summary, evidence: self._open_item(
                 ctx.run_id,
@@ -1310,6 +1313,31 @@ class Engine:
             fatal=verdict.fatal,
         )
         self.refresh_projections()
+
+    def _approved_commands(self, loop: str, task: str) -> dict[str, tuple[str, ...]]:
+        """Commands this task's maker asked to run and a human approved, not yet used."""
+        from loopctl.inbox import items
+
+        events = self.log.read()
+        used = {
+            item
+            for event in events
+            if event.type == EventType.AGENT_FINISHED and event.loop == loop and event.task == task
+            for item in event.data.get("approvals_used") or ()
+        }
+        approved: dict[str, tuple[str, ...]] = {}
+        for item in items(events):
+            argv = item.evidence.get("argv")
+            if (
+                item.kind == ItemKind.APPROVAL
+                and (item.loop, item.task) == (loop, task)
+                and item.approved
+                and item.id not in used
+                and isinstance(argv, list)
+                and all(isinstance(arg, str) for arg in argv)
+            ):
+                approved[item.id] = tuple(argv)
+        return approved
 
     def _agent_started(
         self, ctx: _RunContext, spec: TaskSpec, number: int, role: str, agent: Agent, pid: int

@@ -364,3 +364,50 @@ def test_a_model_api_agent_without_its_key_is_refused_before_any_worktree(
     assert result.exit_code == 1
     assert "$MISSING_KEY, which is not set" in result.output
     assert events(repo, "worktree_created") == []
+
+
+def test_an_approved_command_runs_once_on_the_next_run_then_needs_approval_again(
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model_server: FakeModelServer,
+) -> None:
+    marker = repo.parent / "pushes"
+    push = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x')", "git-push"]
+
+    def script(body: dict[str, Any], server: FakeModelServer) -> Reply:
+        reply = reply_for(body)
+        if not tool_results(body):
+            return reply(text="Publishing.", calls=[("run", {"argv": push})])
+        return reply(text="Published.")
+
+    model_server.script = script
+    make_project(repo)
+    write_backend_agent(
+        repo,
+        "api-maker",
+        f'backend = "openai"\nmodel = "gpt-test"\nbase_url = "{model_server.url}"\n'
+        f"ask = [{json.dumps(' '.join(['*python*', '-c', '*git-push*']))}]\n",
+    )
+    use_maker(repo, "api-maker")
+
+    def goal() -> None:
+        invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
+
+    def approvals() -> list[str]:
+        return [e.data["id"] for e in events(repo, "inbox_opened") if e.data["kind"] == "approval"]
+
+    goal()
+    (first,) = approvals()
+    assert not marker.exists()
+    approve = invoke(monkeypatch, repo, "inbox", "approve", first)
+    assert approve.exit_code == 0, approve.stdout + approve.stderr
+
+    goal()  # the approved command, exactly as shown, runs once
+    assert marker.read_text() == "x"
+    used = [e.data.get("approvals_used") for e in events(repo, "agent_finished", TASK)]
+    assert used[-1] == [first]
+    assert len(approvals()) == 1
+
+    goal()  # spent: the same command asks again
+    assert marker.read_text() == "x"
+    assert len(approvals()) == 2

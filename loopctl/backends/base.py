@@ -45,6 +45,8 @@ class AgentRequest:
     session_id: str | None = None  # resume this session where the backend supports it
     cancel: threading.Event | None = None  # set when the run is interrupted: stop the agent
     on_start: Callable[[int], None] | None = None  # told the agent's pid once it runs
+    # Commands a human approved for this task (inbox item id -> argv), for agents that ask.
+    approved_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
     skills: tuple[Skill, ...] = ()  # what loopctl's own agent can load_skill
     request_approval: ApprovalOpener | None = None  # how loopctl's own agent asks a human
 

@@ -77,6 +77,7 @@ class ModelApiBackend:
             timeout_s=agent.timeout_s,
             context_window=agent.context_window or 100_000,
             ask=agent.ask,
+            approved=request.approved_commands,
             read_only=request.role != "maker",
             skills={skill.name: skill for skill in request.skills},
             request_approval=request.request_approval,
@@ -97,6 +98,8 @@ class ModelApiBackend:
                 extra[key_name] = value
         if result.compactions:
             extra["compactions"] = result.compactions
+        if result.approvals_used:
+            extra["approvals_used"] = list(result.approvals_used)
         if result.retries:
             extra["retries"] = result.retries
         tail = _tail(request.stdout_path)

@@ -49,6 +49,7 @@ class SessionConfig:
     context_window: int = DEFAULT_WINDOW
     max_output_tokens: int = DEFAULT_MAX_OUTPUT
     ask: tuple[str, ...] = ()
+    approved: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     read_only: bool = False
     skills: Mapping[str, Skill] = field(default_factory=dict)
     request_approval: Callable[[str, dict[str, Any]], str] | None = None
@@ -74,6 +75,7 @@ class SessionResult:
     retries: int = 0
     requests: int = 0
     request_tokens: tuple[int, ...] = ()  # estimated input tokens of each request sent
+    approvals_used: tuple[str, ...] = ()  # inbox items whose approved command ran
 
 
 @dataclass(slots=True)
@@ -151,6 +153,7 @@ class _Session:
             redactor=config.redactor,
             skills=config.skills,
             ask=config.ask,
+            approved=dict(config.approved),
             read_only=config.read_only,
             cancel=config.cancel,
             deadline=self.deadline,
@@ -175,6 +178,7 @@ class _Session:
             retries=self.caller.retries if self.caller is not None else 0,
             requests=len(self.sizes),
             request_tokens=tuple(self.sizes),
+            approvals_used=tuple(self.tools.used_approvals),
             **more,
         )
 

@@ -122,6 +122,9 @@ class ToolContext:
     redactor: Redactor
     skills: Mapping[str, Skill] = field(default_factory=dict)
     ask: tuple[str, ...] = ()
+    # Commands a human approved in the inbox (item id -> argv): each may run once.
+    approved: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    used_approvals: list[str] = field(default_factory=list)
     read_only: bool = False
     cancel: threading.Event | None = None
     deadline: float | None = None  # time.monotonic() by which the session must end
@@ -331,7 +334,12 @@ def _run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     argv = _argv(args)
     shown = shlex.join(argv)
     pattern = ask_match(argv, ctx.ask)
-    if pattern is not None:
+    granted = next((item for item, allowed in ctx.approved.items() if allowed == argv), None)
+    if pattern is not None and granted is not None:
+        # Approved exactly as shown, and spent by this run: a second run needs a new approval.
+        del ctx.approved[granted]
+        ctx.used_approvals.append(granted)
+    elif pattern is not None:
         return ToolOutcome(
             f"`{shown}` needs a human's approval (matches ask pattern {pattern!r}); it did not"
             " run. Your turn ends here.",
