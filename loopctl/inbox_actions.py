@@ -275,25 +275,28 @@ def _is_gate(item: InboxItem) -> bool:
     return isinstance(item.evidence.get("step"), int)
 
 
+def _item_event(rec: Engine, item: InboxItem, type_: str, /, **data: Any) -> None:
+    """An event about `item`, filed under the run, loop and task the item belongs to."""
+    rec.emit(type_, run=item.run, loop=item.loop, task=item.task, **data)
+
+
 def _decide_plain(rec: Engine, item: InboxItem, resolution: str, note: str | None) -> ActionResult:
     """Record a decision on an approval that gates no delivery, e.g. a command an agent asked
     to run: the agent's next turn (the loop's next run) finds it in the log."""
     if resolution == "approved":
-        rec.emit(
+        _item_event(
+            rec,
+            item,
             EventType.APPROVED,
-            run=item.run,
-            loop=item.loop,
-            task=item.task,
             id=item.id,
             sha=None,
             action=item.evidence.get("action"),
             note=note,
         )
-    rec.emit(
+    _item_event(
+        rec,
+        item,
         EventType.INBOX_CLOSED,
-        run=item.run,
-        loop=item.loop,
-        task=item.task,
         id=item.id,
         resolution=resolution,
         reason=note,
@@ -340,11 +343,10 @@ def approve(
         plan, gate = _gate_of(events, item)
         problem = approval_problem(gate.sha, plan, git.branch_head(project.root, plan.branch))
         if problem is not None:
-            rec.emit(
+            _item_event(
+                rec,
+                item,
                 EventType.APPROVAL_REFUSED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
                 id=item.id,
                 reason=problem,
             )
@@ -353,11 +355,10 @@ def approve(
         already = item.approved is not None
         if not already:
             # Invariant 3: this event, bound to the sha the item showed, is what lets it run.
-            rec.emit(
+            _item_event(
+                rec,
+                item,
                 EventType.APPROVED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
                 id=item.id,
                 sha=gate.sha,
                 step=gate.step,
@@ -446,11 +447,10 @@ def reject(project: Project, ref: str, reason: str | None = None) -> ActionResul
                     f"`{gate.step}` of {item.id} has already started; too late to reject"
                 )
             why = reason or "no reason given"
-            rec.emit(
+            _item_event(
+                rec,
+                item,
                 EventType.INBOX_CLOSED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
                 id=item.id,
                 resolution="rejected",
                 reason=why,
@@ -471,20 +471,18 @@ def dismiss(project: Project, ref: str) -> ActionResult:
                 f"{item.id} is an approval: approve it, or reject it with"
                 f" `loopctl inbox reject {item.id}`"
             )
-        rec.emit(
+        _item_event(
+            rec,
+            item,
             EventType.INBOX_CLOSED,
-            run=item.run,
-            loop=item.loop,
-            task=item.task,
             id=item.id,
             resolution="dismissed",
         )
         if item.kind == ItemKind.ESCALATION and item.run and item.task:
-            rec.emit(
+            _item_event(
+                rec,
+                item,
                 EventType.TASK_FINISHED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
                 status="stopped",
                 reason="the question was dismissed without an answer",
             )
@@ -532,11 +530,10 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
                 None,
             )
             spec = dict(found.data) if found else {}
-            rec.emit(
+            _item_event(
+                rec,
+                item,
                 EventType.TASK_REQUEUED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
                 item=item.id,
                 reason=action,
                 raw_id=spec.get("raw_id", item.task),
@@ -547,11 +544,10 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
                 question=item.evidence.get("question") if answer is not None else None,
                 answer=answer,
             )
-        rec.emit(
+        _item_event(
+            rec,
+            item,
             EventType.INBOX_CLOSED,
-            run=item.run,
-            loop=item.loop,
-            task=item.task,
             id=item.id,
             resolution="replied" if action == "reply" else "retried",
         )

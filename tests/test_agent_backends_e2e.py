@@ -242,19 +242,18 @@ def test_the_judge_can_be_any_backend_and_an_unreadable_answer_is_not_met(
     assert "read_file" in tools
 
 
-def test_a_command_matching_ask_opens_an_approval_instead_of_running(
-    repo: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    model_server: FakeModelServer,
-) -> None:
-    marker = repo.parent / "pushed"
-    push = [sys.executable, "-c", f"open({str(marker)!r}, 'w')", "git-push"]
+def asking_maker(repo: Path, model_server: FakeModelServer, marker: Path, then: str) -> list[str]:
+    """A project whose openai maker first runs a `git-push` stand-in its `ask` list gates.
+
+    The stand-in appends "x" to `marker` each time it really runs; returns its argv.
+    """
+    push = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x')", "git-push"]
 
     def script(body: dict[str, Any], server: FakeModelServer) -> Reply:
         reply = reply_for(body)
         if not tool_results(body):
             return reply(text="Publishing.", calls=[("run", {"argv": push})])
-        return reply(text="should not get here")
+        return reply(text=then)
 
     model_server.script = script
     make_project(repo)
@@ -265,6 +264,16 @@ def test_a_command_matching_ask_opens_an_approval_instead_of_running(
         f"ask = [{json.dumps(' '.join(['*python*', '-c', '*git-push*']))}]\n",
     )
     use_maker(repo, "api-maker")
+    return push
+
+
+def test_a_command_matching_ask_opens_an_approval_instead_of_running(
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model_server: FakeModelServer,
+) -> None:
+    marker = repo.parent / "pushed"
+    push = asking_maker(repo, model_server, marker, "should not get here")
 
     result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
 
@@ -372,23 +381,7 @@ def test_an_approved_command_runs_once_on_the_next_run_then_needs_approval_again
     model_server: FakeModelServer,
 ) -> None:
     marker = repo.parent / "pushes"
-    push = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x')", "git-push"]
-
-    def script(body: dict[str, Any], server: FakeModelServer) -> Reply:
-        reply = reply_for(body)
-        if not tool_results(body):
-            return reply(text="Publishing.", calls=[("run", {"argv": push})])
-        return reply(text="Published.")
-
-    model_server.script = script
-    make_project(repo)
-    write_backend_agent(
-        repo,
-        "api-maker",
-        f'backend = "openai"\nmodel = "gpt-test"\nbase_url = "{model_server.url}"\n'
-        f"ask = [{json.dumps(' '.join(['*python*', '-c', '*git-push*']))}]\n",
-    )
-    use_maker(repo, "api-maker")
+    asking_maker(repo, model_server, marker, "Published.")
 
     def goal() -> None:
         invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")

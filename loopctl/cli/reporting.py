@@ -35,7 +35,7 @@ def write_crash_log(exc: BaseException) -> Path | None:
 
         path.write_text(Redactor.from_environment().redact(text), encoding="utf-8")
         return path
-    except Exception:
+    except OSError:  # no crash log is better than a second error hiding the first
         return None
 
 

@@ -205,9 +205,8 @@ def parse_front_matter(path: Path, problems: Problems) -> ParsedDoc | None:
         return None
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(match.group(1), Loader=loader)
+        data = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 2 if mark is not None else 1

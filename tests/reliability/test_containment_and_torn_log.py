@@ -14,10 +14,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from engine_helpers import wait_until_gone
 from typer.testing import CliRunner
 
 from loopctl.cli.app import app
@@ -99,22 +99,10 @@ def test_a_hanging_agent_and_its_children_are_gone_after_the_timeout(tmp_path: P
     )
     done = run(repo, tmp_path / "home")
     pids = [int(p) for p in pidfile.read_text().split()]
-    deadline = time.monotonic() + 10
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        alive = [pid for pid in pids if _alive(pid)]
-        time.sleep(0.05)
+    alive = wait_until_gone(pids, timeout=10)
     print(f"\nhanging agent: {len(pids)} processes, {len(alive)} left after the timeout")
     assert done.returncode == 1
     assert alive == []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "State:\tZ" not in status
 
 
 @pytest.fixture
