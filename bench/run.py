@@ -31,6 +31,7 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("parallel", {}, {}),
     ("events_throughput", {"events": 20000}, {"events": 5000}),
     ("schedule_precision", {"ticks": 20, "idle": 30.0}, {"ticks": 10, "idle": 10.0}),
+    ("real_clis", {"runs": 3}, {"runs": 1}),
 ]
 
 

@@ -118,6 +118,7 @@ def plan_delivery(
     base_sha: str,
     base_ref: str | None,
     worktree: str | None,
+    push_branch: str | None = None,
 ) -> Plan:
     """The task's delivery plan: recorded once, so a resumed run and an approval use the same."""
     for event in reversed(rec.log.read()):
@@ -139,6 +140,7 @@ def plan_delivery(
         worktree=worktree,
         keep=loop.worktree.keep.value,
         steps=plan_steps(loop.deliver),
+        push_branch=push_branch,
     )
     event = rec.emit(
         EventType.DELIVERY_PLANNED, run=run, loop=loop.name, task=task, plan=plan.to_json()
@@ -158,8 +160,12 @@ def deliver_task(
     base_ref: str | None,
     worktree: str | None,
     checkpoint: Checkpoint | None = None,
+    push_branch: str | None = None,
 ) -> DeliveryResult:
-    """Plan (once) and advance the delivery of a task whose check passed."""
+    """Plan (once) and advance the delivery of a task whose check passed.
+
+    `push_branch`: a pull request task's head branch, which `push` updates instead of `branch`.
+    """
     if not plan_steps(loop.deliver):
         return DeliveryResult("done", "")
     if commit is None and worktree is not None and Path(worktree).is_dir():
@@ -178,6 +184,7 @@ def deliver_task(
         base_sha=base_sha,
         base_ref=base_ref,
         worktree=worktree,
+        push_branch=push_branch,
     )
     return advance(rec, run, task, checkpoint=checkpoint)
 
@@ -330,6 +337,8 @@ def open_gate(rec: Recorder, plan: Plan, step: Step) -> str:
             break
         following.append(plan.describe(later))
     summary = f"approve `{step.name}` of {plan.branch} at {plan.commit[:12]}"
+    if step.name == "push" and plan.push_branch:
+        summary += f" onto {plan.push_branch}, the pull request's branch"
     evidence = {
         "action": step.name,
         "step": step.index,
@@ -503,7 +512,8 @@ def _reconcile(rec: Recorder, plan: Plan, step: Step) -> StepOutcome | None:
     """The outcome of a step that was interrupted, when it can be known; None: not done, redo."""
     try:
         if step.name == "push":
-            remote = git.remote_branch_sha(rec.paths.root, plan.remote, plan.branch)
+            target = plan.push_branch or plan.branch
+            remote = git.remote_branch_sha(rec.paths.root, plan.remote, target)
             if remote == plan.commit:
                 return StepOutcome(True, "found on the remote after an interruption")
             return None
@@ -540,11 +550,34 @@ def _reconcile(rec: Recorder, plan: Plan, step: Step) -> StepOutcome | None:
 
 def _push(rec: Recorder, plan: Plan) -> StepOutcome:
     root = rec.paths.root
+    if plan.push_branch:
+        return _push_to_pr_head(rec, plan, plan.push_branch)
     current = git.remote_branch_sha(root, plan.remote, plan.branch)
     if current == plan.commit:
         return StepOutcome(True, f"{plan.remote} already has {plan.branch} at {plan.commit[:12]}")
     git.push_commit(root, plan.remote, plan.commit, plan.branch, expect=current)
     return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} {plan.branch}")
+
+
+def _push_to_pr_head(rec: Recorder, plan: Plan, target: str) -> StepOutcome:
+    """Add the task's commits to a pull request's branch; never replace what others pushed.
+
+    The work was built on the PR head as it was (base_sha): the push leases exactly that, so a
+    commit someone pushed meanwhile is never overwritten, and the task is found again next tick.
+    """
+    root = rec.paths.root
+    current = git.remote_branch_sha(root, plan.remote, target)
+    if current == plan.commit:
+        return StepOutcome(True, f"{plan.remote} already has {target} at {plan.commit[:12]}")
+    if current != plan.base_sha:
+        now = current[:12] if current else "deleted"
+        return StepOutcome(
+            False,
+            f"the pull request's branch {target} moved from {plan.base_sha[:12]} to {now}"
+            " since the task started; nothing was pushed (the next tick works on the new head)",
+        )
+    git.push_commit(root, plan.remote, plan.commit, target, expect=plan.base_sha)
+    return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} {target}")
 
 
 def _gh(rec: Recorder, plan: Plan, args: list[str], stdin: str | None = None) -> Completed:

@@ -139,6 +139,10 @@ class Engine:
         self.log = EventLog(self.paths.events_file, clock=clock)
         self._projection_lock = threading.Lock()
         self._redact: Redactor | None = None
+        from loopctl.traces_export import live_traces
+
+        # None unless [traces] or OTEL_TRACES_EXPORTER turns tracing on: then every event feeds it.
+        self._traces = live_traces(project, self.log)
 
     # --- events and projections ----------------------------------------------------------------
 
@@ -151,6 +155,9 @@ class Engine:
         if self.observer is not None:
             with contextlib.suppress(Exception):  # a broken view must never stop the work
                 self.observer(event)
+        if self._traces is not None:
+            with contextlib.suppress(Exception):  # nor may telemetry
+                self._traces(event)
         return event
 
     def _event(self, ctx: _RunContext, task: str | None, type_: str, **data: Any) -> Event:
@@ -311,6 +318,10 @@ class Engine:
             )
         self._check_available([a for a in (maker, judge) if a is not None])
         self._check_programs(loop, condition)
+        if loop.tasks is not None and loop.tasks.source == "github":
+            from loopctl import github_tasks
+
+            github_tasks.preflight(root)  # gh missing or logged out: one line, no worktree
         lock_name = (
             loop.name
             if loop.name != GOAL_LOOP
@@ -402,7 +413,12 @@ class Engine:
                         if tick.requeued_only
                         else [
                             self._scrub(spec)
-                            for spec in discover(loop, self.paths.root, changed=tick.changed)
+                            for spec in discover(
+                                loop,
+                                self.paths.root,
+                                changed=tick.changed,
+                                events=self.log.read(),
+                            )
                         ]
                     )
                     # Tasks `loopctl inbox retry/reply` queued come first (max_tasks never cuts
@@ -955,7 +971,9 @@ class Engine:
         number: int,
         baseline: Any,
         maker_result: Any,
+        ran: list[dict[str, Any]] | None = None,
     ) -> checks.Verdict:
+        """The attempt's verdict; each check command run is appended to `ran` (for traces)."""
         from loopctl import process
         from loopctl.conditions import parse_test_counts, weakened
 
@@ -973,6 +991,7 @@ class Engine:
         outputs: list[str] = []
         commands = self._check_commands(ctx)
         for index, argv in enumerate(commands, start=1):
+            started = self.clock().astimezone(UTC).isoformat(timespec="microseconds")
             try:
                 done = process.run(
                     list(argv),
@@ -994,6 +1013,16 @@ class Engine:
                 )
             if done.interrupted:
                 raise KeyboardInterrupt
+            if ran is not None:
+                ran.append(
+                    {
+                        "argv": list(argv),
+                        "started": started,
+                        "duration_s": round(done.duration_s, 3),
+                        "exit_code": done.exit_code,
+                        "timed_out": done.timed_out,
+                    }
+                )
             output = done.output_tail(200_000)
             outputs.append(output)
             verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
@@ -1202,6 +1231,7 @@ class Engine:
             role=role,
             agent=agent.name,
             backend=agent.backend.value,
+            request_model=agent.model,  # what was asked for; `model` is what answered, if told
             **result.event_data(),
         )
         return result
@@ -1254,6 +1284,7 @@ class Engine:
         )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
+        from loopctl.backends.base import auth_failure
         from loopctl.gates import asked_question
 
         question = asked_question(getattr(maker_result, "escalate", None), maker_result.text)
@@ -1286,8 +1317,25 @@ class Engine:
             )
             self.refresh_projections()
             return
+        refused = auth_failure(maker_result)
+        if refused is not None:
+            # A refused credential fails every attempt the same way: stop, and ask a human.
+            self._event(
+                ctx,
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict="failed",
+                reason=f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
+                " (fix its credentials, then `loopctl inbox retry`)",
+                fingerprint=None,
+                fatal=True,
+            )
+            self.refresh_projections()
+            return
         self._reattach(ctx, spec, workspace)
-        verdict = self._verdict(ctx, spec, workspace, number, baseline, maker_result)
+        ran: list[dict[str, Any]] = []
+        verdict = self._verdict(ctx, spec, workspace, number, baseline, maker_result, ran)
         self._event(
             ctx,
             spec.id,
@@ -1300,6 +1348,7 @@ class Engine:
             source=verdict.source,
             failing_tests=list(verdict.failing_tests),
             output_tail=verdict.output_tail[-2000:],
+            commands=ran,
         )
         self._event(
             ctx,
@@ -1431,6 +1480,7 @@ class Engine:
                 )
         # Push, PR, merge and custom actions: gated ones wait in the inbox (loopctl.delivery).
         from loopctl import delivery
+        from loopctl.github_tasks import push_branch
 
         result = delivery.deliver_task(
             self,
@@ -1442,6 +1492,7 @@ class Engine:
             base_sha=workspace.base_sha,
             base_ref=spec.base_ref or ctx.base_ref,
             worktree=str(workspace.path),
+            push_branch=push_branch(loop, spec.fields),
         )
         return self._finish_task(
             ctx,

@@ -279,6 +279,12 @@ class EventLog:
             time.sleep(poll)
 
     @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold off every appender, in this process and others, e.g. while the log is rewritten."""
+        with self._thread_lock, self._file_lock():
+            yield
+
+    @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
         # A sidecar file, so truncating or replacing the log never drops a held lock.
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -367,6 +373,11 @@ _OPTIONAL_TEXT = ("run", "loop", "task")
 
 _SUM_MARKER = b', "sum": "'
 _SUM_TAIL = len(_SUM_MARKER) + 8 + 2  # marker, 8 hex digits, closing quote and brace
+
+
+def encode_line(event: Event) -> bytes:
+    """The exact log line `event` is stored as (re-encoding a read event gives its bytes back)."""
+    return _encode(event.to_json())
 
 
 def _encode(record: Mapping[str, Any]) -> bytes:

@@ -68,8 +68,11 @@ class Plan:
     worktree: str | None
     keep: str
     steps: tuple[Step, ...]
+    # A pull request task pushes to the PR's own head branch (only if it is still at base_sha).
+    push_branch: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        extra = {"push_branch": self.push_branch} if self.push_branch else {}
         return {
             "format": PLAN_FORMAT,
             "commit": self.commit,
@@ -80,6 +83,7 @@ class Plan:
             "worktree": self.worktree,
             "keep": self.keep,
             "steps": [s.to_json() for s in self.steps],
+            **extra,
         }
 
     @classmethod
@@ -97,6 +101,7 @@ class Plan:
             worktree=data.get("worktree"),
             keep=str(data.get("keep") or "on-failure"),
             steps=tuple(Step.from_json(s) for s in data.get("steps", [])),
+            push_branch=data.get("push_branch") or None,
         )
 
     def step(self, index: int) -> Step | None:
@@ -108,6 +113,11 @@ class Plan:
     def describe(self, step: Step) -> str:
         """The exact action, as a person approving it should read it."""
         short = self.commit[:12]
+        if step.name == "push" and self.push_branch:
+            return (
+                f"push {short} to {self.remote} as branch {self.push_branch} (the pull request's"
+                f" head), only if it is still at {self.base_sha[:12]}"
+            )
         if step.name == "push":
             return f"push {short} to {self.remote} as branch {self.branch}"
         if step.name == "pr":

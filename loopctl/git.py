@@ -379,6 +379,36 @@ def remote_branch_sha(repo: Path, remote: str, branch: str, *, timeout: float = 
     return None
 
 
+def fetch_refs(repo: Path, remote: str, refspecs: Sequence[str], *, timeout: float = 300) -> None:
+    """Fetch `refspecs` (each `+src:dst`, built by loopctl) from `remote`; no tags or submodules."""
+    result = git(
+        [
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--recurse-submodules=no",
+            "--",
+            remote,
+            *refspecs,
+        ],
+        cwd=repo,
+        check=False,
+        timeout=timeout,
+        extra_env=_network_env(),
+    )
+    if result.returncode != 0:
+        raise GitError(f"git fetch from {_no_userinfo(remote)!r} failed: {_first_line(result)}")
+
+
+def valid_branch_name(repo: Path, name: str) -> bool:
+    """Whether git accepts `name` as a branch name (checked as refs/heads/NAME: never an option)."""
+    if not name or "\0" in name or name.startswith("-"):
+        return False
+    result = git(["check-ref-format", f"refs/heads/{name}"], cwd=repo, check=False)
+    return result.returncode == 0
+
+
 def push_commit(
     repo: Path, remote: str, sha: str, branch: str, *, expect: str | None, timeout: float = 300
 ) -> None:
@@ -432,6 +462,89 @@ def fast_forward(repo: Path, branch: str, sha: str) -> bool:
             return True
     git(["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)
     return True
+
+
+# --- plumbing for data branches (state sync): no working tree, index or HEAD is involved ---------
+
+
+def fetch_branch(repo: Path, remote: str, branch: str, into: str, *, timeout: float = 300) -> str:
+    """Fetch `branch` of `remote` into the private ref `into` (forced); return its commit."""
+    result = git(
+        [
+            "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+            "--", remote, f"+refs/heads/{branch}:{into}",
+        ],
+        cwd=repo,
+        check=False,
+        timeout=timeout,
+        extra_env=_network_env(),
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise GitError(
+            f"cannot fetch {branch} from {_no_userinfo(remote)!r}: {_first_line(result)}"
+        )
+    return resolve_commit(repo, into)
+
+
+def remote_url(repo: Path, remote: str) -> str | None:
+    """The fetch URL of a configured remote, without any user:password part; None if unset."""
+    result = git(["remote", "get-url", "--", remote], cwd=repo, check=False)
+    url = result.stdout.strip()
+    return re.sub(r"(?<=://)[^/@\s]+@", "", url) if result.returncode == 0 and url else None
+
+
+def read_blob(repo: Path, commit: str, path: str) -> str | None:
+    """The content of `path` in `commit` (surrogate-escaped text), or None when it has none."""
+    sha = _require_sha(repo, commit)
+    # cat-file never applies filters: what comes back is the stored bytes.
+    result = git(["cat-file", "blob", f"{sha}:{path}"], cwd=repo, check=False)
+    return result.stdout if result.returncode == 0 else None
+
+
+def write_blob(repo: Path, content: str) -> str:
+    """Store `content` as a blob (no filters) and return its sha."""
+    out = git(["hash-object", "-w", "--no-filters", "--stdin"], cwd=repo, input=content).stdout
+    return out.strip()
+
+
+def write_tree(repo: Path, files: Mapping[str, str]) -> str:
+    """A tree of regular files at the top level (name -> blob sha), built without an index."""
+    for name in files:
+        if not name or "/" in name or "\t" in name or "\n" in name or name in (".", ".."):
+            raise ValueError(f"not a top-level file name: {name!r}")
+    listing = "".join(f"100644 blob {sha}\t{name}\n" for name, sha in sorted(files.items()))
+    return git(["mktree"], cwd=repo, input=listing).stdout.strip()
+
+
+def tree_of(repo: Path, commit: str) -> str:
+    """The sha of the tree a commit records."""
+    sha = _require_sha(repo, commit)
+    return git(["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=repo).stdout.strip()
+
+
+def commit_tree(
+    repo: Path,
+    tree: str,
+    parents: Sequence[str],
+    message: str,
+    *,
+    author_name: str,
+    author_email: str,
+) -> str:
+    """A commit of `tree` on `parents`; no ref, index or working tree changes."""
+    identity = {
+        "GIT_AUTHOR_NAME": author_name,
+        "GIT_AUTHOR_EMAIL": author_email,
+        "GIT_COMMITTER_NAME": author_name,
+        "GIT_COMMITTER_EMAIL": author_email,
+    }
+    args = ["commit-tree", "--no-gpg-sign"]
+    for parent in parents:
+        args += ["-p", _require_sha(repo, parent)]
+    if not _FULL_SHA.match(tree):
+        raise GitError(f"not a tree sha: {tree!r}")
+    args += ["-F", "-", tree]
+    return git(args, cwd=repo, input=message, extra_env=identity).stdout.strip()
 
 
 # --- running git -------------------------------------------------------------------------------

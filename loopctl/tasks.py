@@ -12,11 +12,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.definitions.loops import Loop
 from loopctl.errors import LoopctlError
 from loopctl.worktrees import sanitize_task_id
+
+if TYPE_CHECKING:
+    from loopctl.events import Event
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w.]*)\}")
 MAX_TASK_OUTPUT = 8 * 1024 * 1024
@@ -128,14 +131,24 @@ def tasks_from_items(
 
 
 def discover(
-    loop: Loop, repo: Path, *, timeout: float = 300.0, changed: Sequence[str] = ()
+    loop: Loop,
+    repo: Path,
+    *,
+    timeout: float = 300.0,
+    changed: Sequence[str] = (),
+    events: Sequence[Event] = (),
 ) -> list[TaskSpec]:
     """Run the loop's task command (or take its single prompt) and template each task.
 
-    `changed` (from a watch trigger) is offered to prompt templates as `{changed}`.
+    `changed` (from a watch trigger) is offered to prompt templates as `{changed}`; `events`
+    (the log so far) tell a GitHub source which review comments are new.
     """
     if loop.tasks is None:
         return [single_task(loop, changed)]
+    if loop.tasks.source == "github":
+        from loopctl import github_tasks
+
+        return github_tasks.discover(loop, repo, events, changed)
     from loopctl import process
 
     # The task command is the user's own (e.g. `gh pr list`) run in their checkout, so it keeps

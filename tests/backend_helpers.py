@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from model_server import Reply, Request
 
 from loopctl.backends import AgentRequest
 from loopctl.definitions.agents import Agent, Backend
@@ -98,127 +96,7 @@ def make_request(
 
 # --- a scripted model API ----------------------------------------------------------------------
 
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None  # dict → JSON; str → sent as is
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-Script = Callable[[dict[str, Any], "FakeModelServer"], Reply]
-
-
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: Any
-    raw: bytes
-
-
-class FakeModelServer:
-    """A real HTTP server on 127.0.0.1 speaking OpenAI chat completions and Anthropic messages.
-
-    `script(body, server)` decides each reply; `queue` holds replies served first (429s, 500s).
-    """
-
-    def __init__(self, script: Script | None = None) -> None:
-        self.script = script
-        self.queue: list[Reply] = []
-        self.seen: list[Seen] = []
-        self.models = ["gpt-test", "claude-test"]
-        self.key: str | None = None  # when set, requests must carry it
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                return
-
-            def _send(self, reply: Reply) -> None:
-                data = (
-                    reply.body.encode()
-                    if isinstance(reply.body, str)
-                    else json.dumps(reply.body).encode()
-                )
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                for key, value in reply.headers.items():
-                    self.send_header(key, value)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _auth_ok(self) -> bool:
-                expected = server.key
-                if expected is None:
-                    return True
-                given = self.headers.get("x-api-key") or (
-                    self.headers.get("authorization", "").removeprefix("Bearer ")
-                )
-                return given == expected
-
-            def do_GET(self) -> None:
-                with server.lock:
-                    server.seen.append(Seen(self.path, dict(self.headers), None, b""))
-                if not self._auth_ok():
-                    self._send(Reply(401, {"error": {"message": "invalid api key"}}))
-                elif self.path.endswith("/models"):
-                    self._send(Reply(200, {"data": [{"id": m} for m in server.models]}))
-                else:
-                    self._send(Reply(404, {"error": {"message": "no such path"}}))
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
-                body = json.loads(raw)
-                with server.lock:
-                    server.seen.append(Seen(self.path, dict(self.headers), body, raw))
-                    queued = server.queue.pop(0) if server.queue else None
-                if queued is not None:
-                    self._send(queued)
-                elif not self._auth_ok():
-                    self._send(Reply(401, {"error": {"message": "invalid api key"}}))
-                else:
-                    assert server.script is not None
-                    self._send(server.script(body, server))
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def posts(self) -> list[Seen]:
-        return [s for s in self.seen if s.body is not None]
-
-    def __enter__(self) -> FakeModelServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 # --- replies in each wire format ----------------------------------------------------------------
-
-
-def tool_results(body: dict[str, Any]) -> list[str]:
-    """The tool results already in a request (either wire format), oldest first."""
-    found: list[str] = []
-    for message in body.get("messages", []):
-        if message.get("role") == "tool":
-            found.append(str(message.get("content")))
-        content = message.get("content")
-        if message.get("role") == "user" and isinstance(content, list):
-            found += [str(b.get("content")) for b in content if b.get("type") == "tool_result"]
-    return found
 
 
 def openai_reply(
@@ -284,6 +162,6 @@ def anthropic_reply(
     )
 
 
-def reply_for(body: dict[str, Any]) -> Callable[..., Reply]:
-    """The reply builder of whichever wire format `body` uses."""
-    return anthropic_reply if "max_tokens" in body and "system" in body else openai_reply
+def reply_for(request: Request) -> Callable[..., Reply]:
+    """The plain-JSON reply builder of the wire format `request` uses."""
+    return anthropic_reply if request.wire == "anthropic" else openai_reply

@@ -26,7 +26,10 @@ def isolated_environment(
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for name in list(os.environ):
-        if name.startswith("GIT_") and name not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
+        kept = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
+        git_leak = name.startswith("GIT_") and name not in kept
+        # OTEL_*: a developer's own collector must not receive the tests' spans.
+        if git_leak or name.startswith("OTEL_"):
             monkeypatch.delenv(name)
     before = _home_snapshot()
     yield home

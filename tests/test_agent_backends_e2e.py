@@ -7,17 +7,14 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from backend_helpers import (
-    FakeModelServer,
     Reply,
     fake_calls,
     install_fake_clis,
     reply_for,
     set_scenario,
-    tool_results,
 )
 from engine_helpers import (
     FAST_CHECK,
@@ -31,11 +28,12 @@ from engine_helpers import (
     worktree_root,
     write_config,
 )
+from model_server import Request, ScriptedModelServer
 
 
 @pytest.fixture
-def model_server() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
+def model_server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
         yield server
 
 
@@ -56,12 +54,13 @@ def use_maker(repo: Path, name: str, extra: str = "") -> None:
     )
 
 
-def fix_calc(body: dict[str, Any], server: FakeModelServer) -> Reply:
-    reply = reply_for(body)
-    first = body["messages"][1 if body["messages"][0]["role"] == "system" else 0]["content"]
+def fix_calc(request: Request, server: ScriptedModelServer) -> Reply:
+    reply = reply_for(request)
+    messages = request.body["messages"]
+    first = messages[1 if messages[0]["role"] == "system" else 0]["content"]
     if "# You are the checker" in str(first):
         return reply(text=server.verdict)  # type: ignore[attr-defined]
-    step = len(tool_results(body))
+    step = len(request.tool_results)
     if step == 0:
         return reply(calls=[("read_file", {"path": "calc.py"})])
     if step == 1:
@@ -148,7 +147,7 @@ def test_a_missing_cli_is_refused_before_any_worktree(
 def test_goal_with_a_model_api_maker_and_priced_tokens(
     repo: Path,
     monkeypatch: pytest.MonkeyPatch,
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     backend: str,
 ) -> None:
     model_server.script = fix_calc
@@ -200,7 +199,7 @@ def test_goal_with_a_model_api_maker_and_priced_tokens(
 def test_the_judge_can_be_any_backend_and_an_unreadable_answer_is_not_met(
     repo: Path,
     monkeypatch: pytest.MonkeyPatch,
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     verdict: str,
     code: int,
     reason: str | None,
@@ -242,16 +241,18 @@ def test_the_judge_can_be_any_backend_and_an_unreadable_answer_is_not_met(
     assert "read_file" in tools
 
 
-def asking_maker(repo: Path, model_server: FakeModelServer, marker: Path, then: str) -> list[str]:
+def asking_maker(
+    repo: Path, model_server: ScriptedModelServer, marker: Path, then: str
+) -> list[str]:
     """A project whose openai maker first runs a `git-push` stand-in its `ask` list gates.
 
     The stand-in appends "x" to `marker` each time it really runs; returns its argv.
     """
     push = [sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x')", "git-push"]
 
-    def script(body: dict[str, Any], server: FakeModelServer) -> Reply:
-        reply = reply_for(body)
-        if not tool_results(body):
+    def script(request: Request, server: ScriptedModelServer) -> Reply:
+        reply = reply_for(request)
+        if not request.tool_results:
             return reply(text="Publishing.", calls=[("run", {"argv": push})])
         return reply(text=then)
 
@@ -270,7 +271,7 @@ def asking_maker(repo: Path, model_server: FakeModelServer, marker: Path, then: 
 def test_a_command_matching_ask_opens_an_approval_instead_of_running(
     repo: Path,
     monkeypatch: pytest.MonkeyPatch,
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
 ) -> None:
     marker = repo.parent / "pushed"
     push = asking_maker(repo, model_server, marker, "should not get here")
@@ -306,7 +307,7 @@ def test_agents_test_checks_cli_and_api_without_doing_work(
     repo: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
 ) -> None:
     install_fake_clis(tmp_path / "bin", monkeypatch)
     model_server.key = KEY
@@ -378,7 +379,7 @@ def test_a_model_api_agent_without_its_key_is_refused_before_any_worktree(
 def test_an_approved_command_runs_once_on_the_next_run_then_needs_approval_again(
     repo: Path,
     monkeypatch: pytest.MonkeyPatch,
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
 ) -> None:
     marker = repo.parent / "pushes"
     asking_maker(repo, model_server, marker, "Published.")

@@ -16,15 +16,14 @@ from typing import Any
 
 import pytest
 from backend_helpers import (
-    FakeModelServer,
     Reply,
     anthropic_reply,
     make_agent,
     make_request,
     openai_reply,
     reply_for,
-    tool_results,
 )
+from model_server import Request, ScriptedModelServer, secret_digest
 
 from loopctl.secrets import Redactor
 from loopctl.toolagent import SessionConfig, run_session
@@ -34,8 +33,8 @@ from loopctl.toolagent.wire import wire_for
 
 
 @pytest.fixture
-def model_server() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as server:
+def model_server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
         yield server
 
 
@@ -53,10 +52,10 @@ def worktree(tmp_path: Path) -> Path:
     return folder
 
 
-def fix_script(body: dict[str, Any], server: FakeModelServer) -> Reply:
+def fix_script(request: Request, server: ScriptedModelServer) -> Reply:
     """read calc.py → edit it → run the check → say done."""
-    reply = reply_for(body)
-    step = len(tool_results(body))
+    reply = reply_for(request)
+    step = len(request.tool_results)
     if step == 0:
         return reply(calls=[("read_file", {"path": "calc.py"})])
     if step == 1:
@@ -67,7 +66,7 @@ def fix_script(body: dict[str, Any], server: FakeModelServer) -> Reply:
     return reply(text="Fixed add(); the check passes.")
 
 
-def config(server: FakeModelServer, wire: str, worktree: Path, **fields: Any) -> SessionConfig:
+def config(server: ScriptedModelServer, wire: str, worktree: Path, **fields: Any) -> SessionConfig:
     values: dict[str, Any] = {
         "wire": wire_for(wire),
         "base_url": server.url + ("/v1" if wire == "openai" else ""),
@@ -179,7 +178,7 @@ def test_proxies_apply_to_remote_apis_only() -> None:
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 def test_scripted_session_reads_edits_and_runs_the_check(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
     wire: str,
 ) -> None:
@@ -193,16 +192,16 @@ def test_scripted_session_reads_edits_and_runs_the_check(
     assert len(posts) == 4
     assert result.turns == 4
     last = posts[-1]
-    assert "exit code 0" in tool_results(last.body)[-1]
+    assert "exit code 0" in last.request.tool_results[-1]
     if wire == "openai":
         assert last.path == "/v1/chat/completions"
-        assert last.headers["authorization"] == f"Bearer {KEY}"
+        assert last.headers["authorization"] == secret_digest(f"Bearer {KEY}")
         assert {t["function"]["name"] for t in last.body["tools"]} >= {"read_file", "run"}
         assert last.body["messages"][0]["role"] == "system"
         assert (result.input_tokens, result.cached_tokens, result.output_tokens) == (400, 200, 80)
     else:
         assert last.path == "/v1/messages"
-        assert last.headers["x-api-key"] == KEY
+        assert last.headers["x-api-key"] == secret_digest(KEY)
         assert last.headers["anthropic-version"] == "2023-06-01"
         assert last.body["max_tokens"] > 0
         assert "Keep changes minimal." in last.body["system"]
@@ -216,7 +215,7 @@ def test_scripted_session_reads_edits_and_runs_the_check(
 
 
 def test_rate_limit_then_success_is_retried(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
 ) -> None:
     model_server.script = fix_script
@@ -235,7 +234,7 @@ def test_rate_limit_then_success_is_retried(
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
 def test_a_500_storm_gives_up_after_the_retries(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
     wire: str,
 ) -> None:
@@ -251,7 +250,7 @@ def test_a_500_storm_gives_up_after_the_retries(
 
 
 def test_a_client_error_is_not_retried(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
 ) -> None:
     model_server.script = fix_script
@@ -267,12 +266,12 @@ def test_a_client_error_is_not_retried(
     [("this is not json", "not JSON"), ({"id": "x", "object": "chat"}, "no 'choices'")],
 )
 def test_a_malformed_reply_is_an_error_result(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
     body: Any,
     expected: str,
 ) -> None:
-    model_server.script = lambda b, s: Reply(200, body)
+    model_server.script = lambda r, s: Reply(200, body)
     result = run_session(config(model_server, "openai", worktree))
     assert result.status == "error"
     assert expected in (result.error or "")
@@ -280,10 +279,10 @@ def test_a_malformed_reply_is_an_error_result(
 
 
 def test_turn_limit_stops_the_session(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
 ) -> None:
-    model_server.script = lambda b, s: openai_reply(calls=[("list_files", {})])
+    model_server.script = lambda r, s: openai_reply(calls=[("list_files", {})])
     result = run_session(config(model_server, "openai", worktree, max_turns=3))
     assert result.status == "error"
     assert result.stop == "max_turns"
@@ -292,7 +291,7 @@ def test_turn_limit_stops_the_session(
 
 
 def test_the_key_never_reaches_a_tool_a_prompt_or_a_log(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -300,8 +299,8 @@ def test_the_key_never_reaches_a_tool_a_prompt_or_a_log(
     from loopctl.backends import AgentStatus, backend_for
     from loopctl.definitions.agents import Backend
 
-    def script(body: dict[str, Any], server: FakeModelServer) -> Reply:
-        results = tool_results(body)
+    def script(request: Request, server: ScriptedModelServer) -> Reply:
+        results = request.tool_results
         if not results:
             dump = "import os, sys; print(dict(os.environ)); print(open(sys.argv[1]).read())"
             return anthropic_reply(calls=[("run", {"argv": [sys.executable, "-c", dump, "k"]})])
@@ -325,28 +324,28 @@ def test_the_key_never_reaches_a_tool_a_prompt_or_a_log(
     assert request.env["MODEL_CREDS"] == KEY
     result = backend_for(agent).run(request)
     assert result.status is AgentStatus.OK, result
-    seen_by_tool = tool_results(model_server.posts()[-1].body)[-1]
+    seen_by_tool = model_server.posts()[-1].request.tool_results[-1]
     assert "MODEL_CREDS" not in seen_by_tool  # the key's variable never reaches a tool
     assert "OTHER_SECRET" not in seen_by_tool
     assert "canary-other" not in seen_by_tool
     assert "[REDACTED]" in seen_by_tool  # the key in a file is redacted before it is sent
     for seen in model_server.posts():
         assert KEY.encode() not in seen.raw
-        assert seen.headers["x-api-key"] == KEY
+        assert seen.headers["x-api-key"] == secret_digest(KEY)
     assert KEY not in json.dumps(result.event_data())
     for path in request.stdout_path.parent.iterdir():
         assert KEY not in path.read_text(), path
 
 
 def test_compaction_keeps_rules_and_goal_verbatim_over_100_tool_turns(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
 ) -> None:
     (worktree / "big.txt").write_text("".join(f"line {n}: {'x' * 60}\n" for n in range(120)))
     rules = "- Never edit tests.\n- Keep the public API of calc.py unchanged."
     prompt = f"# Task calc\nFix add().\n\n# Goal\ntests green and lint clean\n\n# Rules\n{rules}"
 
-    def script(body: dict[str, Any], server: FakeModelServer) -> Reply:
+    def script(request: Request, server: ScriptedModelServer) -> Reply:
         # Compaction folds old tool results away: count requests, not results in the body.
         turns = len(server.posts()) - 1
         if turns >= 100:
@@ -385,7 +384,7 @@ def test_compaction_keeps_rules_and_goal_verbatim_over_100_tool_turns(
 
 
 def test_no_compaction_when_the_window_is_roomy(
-    model_server: FakeModelServer,
+    model_server: ScriptedModelServer,
     worktree: Path,
 ) -> None:
     model_server.script = fix_script

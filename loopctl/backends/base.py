@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +89,35 @@ class AgentResult:
             "text": self.text[-2000:],
             **self.extra,
         }
+
+
+# What the CLIs and APIs say when a credential is missing or refused (real-clis.md failure shapes).
+_AUTH_FAILURE = re.compile(
+    r"\b(401|403) Unauthorized|\bHTTP 40[13]\b|status(?:Code)?\W+40[13]\b|AuthenticationError"
+    r"|Failed to authenticate|Not logged in|invalid[ _-]api[ _-]key|Incorrect API key"
+    r"|not able to authenticate",
+    re.I,
+)
+
+
+def auth_failure(result: AgentResult) -> str | None:
+    """Why the agent could not authenticate, when that is why its turn failed.
+
+    Another attempt cannot fix a refused credential, so the engine stops the task at once
+    instead of retrying into the same 401.
+    """
+    if result.status is not AgentStatus.ERROR:
+        return None
+    if result.extra.get("api_error_status") in (401, 403):
+        return str(result.extra.get("error") or result.text or "HTTP 401")[:300]
+    for text in (str(result.extra.get("error") or ""), result.text, result.output_tail):
+        found = _AUTH_FAILURE.search(text)
+        if found:
+            line = next(
+                (line for line in text.splitlines() if found.group(0) in line), found.group(0)
+            )
+            return " ".join(line.split())[:300]
+    return None
 
 
 @dataclass(frozen=True, slots=True)

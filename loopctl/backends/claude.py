@@ -7,9 +7,12 @@ call was denied (`permission_denials`), and reports auth and API failures as `is
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from loopctl import connectors
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -21,12 +24,14 @@ from loopctl.backends.presets import (
     CliPreset,
     Invocation,
     base_status,
+    cli_error_line,
     json_lines,
     positional,
     safe_session_id,
     stdout_text,
 )
 from loopctl.definitions.agents import Agent
+from loopctl.errors import AgentUnavailable
 
 _STOPS = {
     "error_max_turns": "max_turns",
@@ -59,11 +64,39 @@ class ClaudeBackend(CliPreset):
         "IS_SANDBOX",
     )
     fixed_env: ClassVar[Mapping[str, str]] = {
-        # No telemetry or update checks from an unattended run (real-clis.md §1 pitfalls), and
-        # Claude's own Bash tool, hooks and MCP servers do not inherit its credentials.
+        # No telemetry or update checks from an unattended run (real-clis.md §1 pitfalls).
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB": "1",
     }
+
+    def check_available(self, agent: Agent, env: dict[str, str]) -> None:
+        super().check_available(agent, env)
+        bypass = agent.permission_mode == "bypassPermissions" or (
+            "--dangerously-skip-permissions" in agent.args
+        )
+        sandbox = self.environment(agent, env).get("IS_SANDBOX") == "1"  # only "1" counts
+        if bypass and os.geteuid() == 0 and not sandbox:
+            # Claude Code refuses this as root and exits 1 on every attempt; say so up front.
+            raise AgentUnavailable(
+                f"agent {agent.name!r}: Claude Code refuses bypassPermissions when run as root;"
+                f' use permission_mode = "acceptEdits" in {agent.path}, run loopctl as another'
+                " user, or set IS_SANDBOX=1 if this machine is a disposable sandbox"
+            )
+
+    def environment(self, agent: Agent, env: Mapping[str, str]) -> dict[str, str]:
+        merged = super().environment(agent, env)
+        # Claude's own Bash tool, hooks and MCP servers should not inherit its credentials. Claude
+        # Code 2.1 scrubs them only inside bubblewrap and refuses to start when asked to scrub
+        # without it, so the scrub is asked for only where bwrap exists (the user may still set
+        # CLAUDE_CODE_SUBPROCESS_ENV_SCRUB themselves).
+        if "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB" not in merged and shutil.which(
+            "bwrap", path=merged.get("PATH")
+        ):
+            merged["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] = "1"
+        # Claude Code retries every failed request about ten times over two minutes, a refused
+        # key included; an unattended loop should hear about a 401 in seconds. A transient
+        # failure that outlasts three retries costs one loopctl attempt instead.
+        merged.setdefault("CLAUDE_CODE_MAX_RETRIES", "3")
+        return merged
 
     def agent_env(self, agent: Agent) -> dict[str, str]:
         # Claude appends /v1/messages itself.
@@ -83,11 +116,15 @@ class ClaudeBackend(CliPreset):
         if agent.instructions.strip():
             # Also in the prompt; in the system prompt it survives Claude's own compaction.
             argv += ["--append-system-prompt", agent.instructions.strip()]
-        if agent.tools:
-            argv += ["--allowedTools", ",".join(agent.tools)]
+        # A declared connector is meant to be used: headless Claude would otherwise deny every
+        # call to it (real Claude Code 2.1, permission mode acceptEdits).
+        allowed = [*agent.tools, *(f"mcp__{c.name}" for c in agent.connectors)]
+        if allowed:
+            argv += ["--allowedTools", ",".join(allowed)]
         session = safe_session_id(request.session_id)
         if session is not None:
             argv += ["--resume", session]
+        argv += connectors.claude_args(request)  # MCP servers; no secret in argv or config
         argv += list(agent.args)
         return Invocation(argv)
 
@@ -104,7 +141,7 @@ class ClaudeBackend(CliPreset):
                 duration_s=done.duration_s,
                 text=done.output_tail(4000),
                 output_tail=done.output_tail(4000),
-                extra={"error": "claude printed no JSON result"},
+                extra={"error": "claude printed no JSON result: " + cli_error_line(done)},
             )
         parsed = read_protocol_result(payload)
         subtype = str(payload.get("subtype") or "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from loopctl import connectors
 from loopctl.backends.base import AgentRequest, AgentResult, int_or_none
 from loopctl.backends.presets import (
     CliPreset,
@@ -48,6 +49,7 @@ class CodexBackend(CliPreset):
             }
             inline = ",".join(f"{key}={json.dumps(value)}" for key, value in provider.items())
             argv += ["-c", "model_provider=loopctl", "-c", f"model_providers.loopctl={{{inline}}}"]
+        argv += connectors.codex_args(request)  # MCP servers; no secret in argv or env
         argv += list(agent.args)
         session = safe_session_id(request.session_id)
         if session is not None:

@@ -76,6 +76,7 @@ class ModelApiBackend:
             max_turns=agent.max_turns or 60,
             timeout_s=agent.timeout_s,
             context_window=agent.context_window or 100_000,
+            connectors=agent.connectors,
             ask=agent.ask,
             approved=request.approved_commands,
             read_only=request.role != "maker",
@@ -102,6 +103,8 @@ class ModelApiBackend:
             extra["approvals_used"] = list(result.approvals_used)
         if result.retries:
             extra["retries"] = result.retries
+        if result.tool_calls:
+            extra["tool_calls"] = list(result.tool_calls)  # execute_tool spans (loopctl.traces)
         tail = _tail(request.stdout_path)
         return AgentResult(
             status=AgentStatus(result.status),

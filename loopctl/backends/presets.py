@@ -154,21 +154,24 @@ class CliPreset:
         raise NotImplementedError
 
     def run(self, request: AgentRequest) -> AgentResult:
-        from loopctl import process
+        from loopctl import connectors, process
 
-        call = self.invocation(request)
-        done = process.run(
-            call.argv,
-            cwd=request.worktree,
-            env=call.env or self.environment(request.agent, request.env),
-            timeout=request.agent.timeout_s,
-            stdin=call.stdin,
-            stdout_path=request.stdout_path,
-            stderr_path=request.stderr_path,
-            redactor=request.redactor,
-            cancel=request.cancel,
-            on_start=request.on_start,
-        )
+        try:
+            call = self.invocation(request)
+            done = process.run(
+                call.argv,
+                cwd=request.worktree,
+                env=call.env or self.environment(request.agent, request.env),
+                timeout=request.agent.timeout_s,
+                stdin=call.stdin,
+                stdout_path=request.stdout_path,
+                stderr_path=request.stderr_path,
+                redactor=connectors.redactor_for(request),
+                cancel=request.cancel,
+                on_start=request.on_start,
+            )
+        finally:
+            connectors.unstage(request)  # a connector's launch file outlives no turn
         return self.parse(request, done)
 
 
@@ -180,6 +183,17 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:200]
     return ""
+
+
+def cli_error_line(done: Any) -> str:
+    """The line of a CLI's stderr that says what went wrong, not the stack dump around it."""
+    lines = [line.strip() for line in str(done.stderr_tail).splitlines() if line.strip()]
+    for line in lines:
+        if line.lower().startswith(("error:", "error ")):
+            return line[:300]
+    if done.timed_out:
+        return "timed out"
+    return lines[-1][:300] if lines else f"exit code {done.exit_code}, no output"
 
 
 def stdout_text(done: Any) -> str:

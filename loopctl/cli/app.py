@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from loopctl.cli import daemon_cmds, definitions_cmds, inbox_cmds, inspect_cmds, run_cmds
+from loopctl.cli import (
+    daemon_cmds,
+    definitions_cmds,
+    inbox_cmds,
+    inspect_cmds,
+    remote_cmds,
+    run_cmds,
+    traces_cmds,
+)
 
 app = typer.Typer(
     name="loopctl",
@@ -41,3 +49,5 @@ run_cmds.register(app)
 daemon_cmds.register(app)
 inspect_cmds.register(app)
 inbox_cmds.register(app)
+remote_cmds.register(app)
+traces_cmds.register(app)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from loopctl.definitions.fields import Table
+from loopctl.definitions.connectors import Connector
+from loopctl.definitions.fields import Table, did_you_mean
 from loopctl.definitions.source import Problems, parse_front_matter, parse_toml
 
 
@@ -24,6 +26,8 @@ class Backend(StrEnum):
 
 CLI_BACKENDS = (Backend.CLAUDE, Backend.CODEX, Backend.OPENCODE, Backend.AIDER, Backend.GOOSE)
 HTTP_BACKENDS = (Backend.OPENAI, Backend.ANTHROPIC)
+# Backends that can be given MCP connectors (loopctl.connectors, loopctl.mcp_tools).
+CONNECTOR_BACKENDS = (Backend.CLAUDE, Backend.CODEX, *HTTP_BACKENDS)
 
 # Claude Code's --permission-mode values and Codex's --sandbox values (agent-clis.md §1.7, §2.2).
 PERMISSION_MODES = (
@@ -94,6 +98,7 @@ class Agent:
     sandbox_mode: str | None = None  # codex --sandbox
     ask: tuple[str, ...] = ()  # loopctl's own agent: commands that wait for a human's approval
     context_window: int | None = None  # loopctl's own agent: tokens before it compacts
+    connectors: tuple[Connector, ...] = ()  # MCP servers from [connectors.NAME] in config.toml
 
 
 def _check_name(name: str, table: Table, key: str | None) -> bool:
@@ -108,7 +113,11 @@ def _check_name(name: str, table: Table, key: str | None) -> bool:
 
 
 def load_toml_agent(
-    path: Path, problems: Problems, *, default_backend: Backend | None
+    path: Path,
+    problems: Problems,
+    *,
+    default_backend: Backend | None,
+    connectors: Mapping[str, Connector] | None = None,
 ) -> Agent | None:
     """Read a TOML agent; `default_backend` None means the file must say (or give `argv`)."""
     errors_before = len(problems.errors)
@@ -168,6 +177,7 @@ def load_toml_agent(
     if api_key_env is not None and api_key_env not in env_allow:
         # The key must reach the backend; listing it once is enough.
         env_allow = (*env_allow, api_key_env)
+    used = _read_connectors(table, backend, connectors or {}, env_allow)
     table.known(*(k for k in _CODEX_KEYS if k != "sandbox_mode"))
     table.finish(
         allow_unknown=from_codex,
@@ -195,7 +205,50 @@ def load_toml_agent(
         sandbox_mode=sandbox_mode,
         ask=ask,
         context_window=context_window,
+        connectors=used,
     )
+
+
+def _read_connectors(
+    table: Table, backend: Backend, known: Mapping[str, Connector], env_allow: tuple[str, ...]
+) -> tuple[Connector, ...]:
+    names = table.string_list("connectors", allow_single=False)
+    if names and backend not in CONNECTOR_BACKENDS:
+        table.error(
+            "connectors",
+            f"backend {backend} cannot be given MCP connectors; use one of "
+            + ", ".join(b.value for b in CONNECTOR_BACKENDS),
+        )
+        return ()
+    found: list[Connector] = []
+    for name in names:
+        connector = known.get(name)
+        if connector is None:
+            listed = ", ".join(sorted(known)) or "none"
+            table.error(
+                "connectors",
+                f"unknown connector {name!r}{did_you_mean(name, known)} ([connectors.NAME] in"
+                f" .loop/config.toml defines: {listed})",
+            )
+            continue
+        if connector.headers_env and backend not in HTTP_BACKENDS:
+            table.error(
+                "connectors",
+                f"connector {name!r} sends headers from headers_env, which {backend} would have"
+                " to hold itself; use it with backend openai or anthropic, or put the server"
+                " behind a stdio command",
+            )
+            continue
+        shared = sorted(set(connector.variables) & set(env_allow))
+        if shared:
+            table.warn(
+                "connectors",
+                f"{', '.join(shared)} is in this agent's env.allow too, so the agent sees what"
+                f" only connector {name!r} needs; remove it from env.allow",
+            )
+        if connector not in found:
+            found.append(connector)
+    return tuple(found)
 
 
 def load_claude_agent(path: Path, problems: Problems) -> Agent | None:

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
+from loopctl.definitions.connectors import Connector, read_connectors
 from loopctl.definitions.fields import Table, did_you_mean
 from loopctl.definitions.source import Problems, parse_toml
+from loopctl.definitions.traces import TracesConfig, read_traces
 
 CONFIG_VERSION = 1
 
@@ -70,9 +72,14 @@ class Config:
     # The daily fuse across all loops (`[budget]` here only: a loop's own [budget] is per tick).
     max_tokens_per_day: int | None = None
     max_usd_per_day: float | None = None
+    connectors: tuple[Connector, ...] = ()  # [connectors.NAME]: MCP servers agents may use
+    traces: TracesConfig = field(default_factory=TracesConfig)  # [traces]: OpenTelemetry
 
     def condition_map(self) -> dict[str, tuple[str, ...]]:
         return dict(self.conditions)
+
+    def connector_map(self) -> dict[str, Connector]:
+        return {connector.name: connector for connector in self.connectors}
 
 
 def read_budget(table: Table | None, base: Budget) -> Budget:
@@ -201,6 +208,8 @@ def load_config(path: Path, problems: Problems) -> Config:
             else:
                 prices.append((model, Price(inp, out, cached)))
             entry.finish()
+    connectors = read_connectors(table.table("connectors"))
+    traces = read_traces(table.table("traces"), path.parent.parent)
     table.finish()
     return Config(
         path=path,
@@ -216,4 +225,6 @@ def load_config(path: Path, problems: Problems) -> Config:
         author=author,
         notify=notify,
         prices=tuple(prices),
+        connectors=connectors,
+        traces=traces,
     )

@@ -7,10 +7,14 @@ import string
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loopctl.definitions.config import Budget, Config, KeepPolicy, read_budget
 from loopctl.definitions.fields import Table, did_you_mean, validate_cron
 from loopctl.definitions.source import Problems, parse_toml
+
+if TYPE_CHECKING:
+    from loopctl.definitions.github_source import GithubQuery
 
 LOOP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 BUILTIN_ACTIONS = ("commit", "push", "pr", "merge")
@@ -41,13 +45,15 @@ class Trigger:
 
 @dataclass(frozen=True, slots=True)
 class TaskSource:
-    """Where a tick's tasks come from: a command printing JSON, templated per item."""
+    """Where a tick's tasks come from: a command printing JSON, or GitHub via `gh`."""
 
     command: tuple[str, ...]
     id: str = "{id}"
     base: str | None = None
     prompt: str | None = None
     dedupe: str = "none"  # none | base
+    source: str = "command"  # command | github
+    github: GithubQuery | None = None  # source = "github"
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,17 +248,34 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
     tasks = None
     tasks_table = table.table("tasks")
     if tasks_table is not None:
-        source = tasks_table.string("source", "command", choices=("command",))
-        command = tasks_table.argv("command", required=source == "command")
-        id_template = tasks_table.string("id", "{id}") or "{id}"
+        source = tasks_table.string("source", "command", choices=("command", "github"))
+        github: GithubQuery | None = None
+        if source == "github":
+            from loopctl.definitions.github_source import (
+                GithubKind,
+                check_safe_template,
+                read_github_query,
+            )
+
+            github = read_github_query(tasks_table)
+            command: tuple[str, ...] | None = ()
+            kind = "pr" if github is not None and github.kind is GithubKind.PRS else "issue"
+            id_template = f"{kind}-{{number}}"
+        else:
+            command = tasks_table.argv("command", required=source == "command")
+            id_template = tasks_table.string("id", "{id}") or "{id}"
         base = tasks_table.string("base")
         task_prompt = tasks_table.string("prompt")
         dedupe = tasks_table.string("dedupe", "none", choices=("none", "base")) or "none"
         for key, value in (("id", id_template), ("base", base), ("prompt", task_prompt)):
             _check_template(tasks_table, key, value)
+            if source == "github":
+                check_safe_template(tasks_table, key, value)
         tasks_table.finish()
-        if command is not None:
-            tasks = TaskSource(command, id_template, base, task_prompt, dedupe)
+        if command is not None and (source != "github" or github is not None):
+            tasks = TaskSource(
+                command, id_template, base, task_prompt, dedupe, source or "command", github
+            )
     if tasks is None and not prompt and not goal and tasks_table is None:
         table.error(None, "a loop needs work to do: set 'prompt', 'goal' or a [tasks] table")
 
@@ -323,6 +346,14 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
                         "approve",
                         f"action {action_name!r} runs without a human's approval (it is not in"
                         " 'approve'); add it to 'approve' unless that is intended",
+                    )
+        if tasks is not None and tasks.github is not None and tasks.github.kind == "prs":
+            for action_name in ("pr", "merge"):
+                if action_name in names:
+                    deliver_table.error(
+                        "actions",
+                        f"a pull request task cannot {action_name!r}: its `push` adds the work"
+                        " to the pull request itself (review and merge it on GitHub)",
                     )
         if "commit" in names and names.index("commit") != 0:
             deliver_table.error("actions", "'commit' must be the first action: the rest deliver it")

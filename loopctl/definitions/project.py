@@ -8,6 +8,7 @@ from pathlib import Path
 
 from loopctl.definitions.agents import Agent, Backend, load_claude_agent, load_toml_agent
 from loopctl.definitions.config import Config, load_config
+from loopctl.definitions.connectors import Connector
 from loopctl.definitions.fields import did_you_mean
 from loopctl.definitions.loops import Loop, load_loop
 from loopctl.definitions.skills import Skill, load_skill
@@ -115,14 +116,16 @@ def _skill_files(root: Path, problems: Problems) -> Iterator[Path]:
                     problems.warn(entry, None, "skill folder has no SKILL.md; ignored")
 
 
-def load_agents(root: Path, problems: Problems) -> dict[str, Agent]:
+def load_agents(
+    root: Path, problems: Problems, connectors: Mapping[str, Connector] | None = None
+) -> dict[str, Agent]:
     agents: dict[str, Agent] = {}
     for folder, pattern, backend, markdown in AGENT_SOURCES:
         for path in _files(root / folder, pattern, problems):
             agent = (
                 load_claude_agent(path, problems)
                 if markdown
-                else load_toml_agent(path, problems, default_backend=backend)
+                else load_toml_agent(path, problems, default_backend=backend, connectors=connectors)
             )
             if agent is None:
                 continue
@@ -232,7 +235,7 @@ def load_project(root: Path) -> Project:
     paths = ProjectPaths(root)
     problems = Problems()
     config = load_config(paths.config, problems)
-    agents = load_agents(root, problems)
+    agents = load_agents(root, problems, config.connector_map())
     skills = load_skills(root, problems)
     loops: dict[str, Loop] = {}
     for path in _files(paths.loops_dir, "*.toml", problems):

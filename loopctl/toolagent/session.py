@@ -12,15 +12,23 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from loopctl.definitions.connectors import Connector
 from loopctl.definitions.skills import Skill
 from loopctl.secrets import Redactor
 from loopctl.toolagent.client import ApiError, Caller, RetryPolicy, uses_environment
 from loopctl.toolagent.context import Conversation, estimate_tokens
-from loopctl.toolagent.tools import ToolContext, ToolOutcome, call_tool, describe_call, tool_specs
+from loopctl.toolagent.tools import (
+    ToolContext,
+    ToolOutcome,
+    ToolSpec,
+    call_tool,
+    describe_call,
+    tool_specs,
+)
 from loopctl.toolagent.wire import AssistantTurn, MalformedReply, ToolCall, ToolResult, Wire
 
 SYSTEM_PREAMBLE = """\
@@ -57,6 +65,7 @@ class SessionConfig:
     transcript: Path | None = None
     notes: Path | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    connectors: tuple[Connector, ...] = ()  # MCP servers whose tools the agent may call
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +85,8 @@ class SessionResult:
     requests: int = 0
     request_tokens: tuple[int, ...] = ()  # estimated input tokens of each request sent
     approvals_used: tuple[str, ...] = ()  # inbox items whose approved command ran
+    # Each tool call that ran: name, id, start_s (since the session began), duration_s, error.
+    tool_calls: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(slots=True)
@@ -133,13 +144,18 @@ def _run_logs(transcript: Path) -> Callable[[int], tuple[Path, Path]]:
 class _Session:
     """The state of one session while it runs; `end` turns it into a SessionResult."""
 
-    def __init__(self, config: SessionConfig) -> None:
+    def __init__(self, config: SessionConfig, remote: Any = None) -> None:
         self.config = config
         self.redactor = config.redactor
         self.deadline = time.monotonic() + config.timeout_s
         self.log = _Log(config.transcript, config.redactor)
         self.notes = _Log(config.notes, config.redactor)
         self.specs = tool_specs(read_only=config.read_only)
+        if remote is not None:
+            self.specs += [
+                ToolSpec(tool.name, tool.description, tool.parameters)
+                for tool in remote.tools.values()
+            ]
         system = SYSTEM_PREAMBLE.format(worktree=config.worktree)
         if config.instructions.strip():
             system += "\n\n" + config.instructions.strip()
@@ -158,9 +174,12 @@ class _Session:
             cancel=config.cancel,
             deadline=self.deadline,
             run_log=_run_logs(config.transcript) if config.transcript else None,
+            remote=remote,
         )
         self.usage = _Usage()
         self.sizes: list[int] = []
+        self.started = time.monotonic()
+        self.calls: list[dict[str, Any]] = []  # for traces: see SessionResult.tool_calls
         self.model: str | None = None
         self.last_text = ""
         self.caller: Caller | None = None
@@ -179,6 +198,7 @@ class _Session:
             requests=len(self.sizes),
             request_tokens=tuple(self.sizes),
             approvals_used=tuple(self.tools.used_approvals),
+            tool_calls=tuple(self.calls),
             **more,
         )
 
@@ -259,7 +279,17 @@ class _Session:
                     "the arguments are not a valid JSON object; call the tool again", True
                 )
             else:
+                began = time.monotonic()
                 outcome = call_tool(self.tools, call.name, call.arguments)
+                self.calls.append(
+                    {
+                        "name": call.name[:100],
+                        "id": call.id[:100],
+                        "start_s": round(began - self.started, 3),
+                        "duration_s": round(time.monotonic() - began, 3),
+                        "error": outcome.is_error,
+                    }
+                )
             if outcome.needs_approval is not None and stop is None:
                 stop = outcome
             content = outcome.content
@@ -277,10 +307,11 @@ class _Session:
         command = outcome.command or ""
         item: str | None = None
         if config.request_approval is not None:
+            verb = "calling MCP tool" if outcome.action == "mcp_tool" else "running"
             item = config.request_approval(
-                f"approve running `{command}` (asked by the agent)",
+                f"approve {verb} `{command}` (asked by the agent)",
                 {
-                    "action": "run",
+                    "action": outcome.action,
                     "argv": list(outcome.needs_approval or ()),
                     "command": command,
                     "pattern": outcome.pattern,
@@ -300,7 +331,29 @@ def run_session(config: SessionConfig) -> SessionResult:
     """Drive the model until it is done; every failure is a result, never an exception."""
     import httpx
 
-    session = _Session(config)
+    remote = None
+    if config.connectors:
+        from loopctl.connectors import secret_values
+        from loopctl.errors import LoopctlError
+        from loopctl.mcp_tools import ConnectorTools
+
+        # What the connectors are given is redacted from everything the session writes.
+        secrets = secret_values(config.connectors)
+        config = replace(config, redactor=Redactor((*config.redactor.secrets, *secrets)))
+        log_dir = config.transcript.parent if config.transcript else None
+        remote = ConnectorTools(
+            config.connectors, cwd=config.worktree, log_dir=log_dir, redactor=config.redactor
+        )
+        try:
+            remote.open()
+        except LoopctlError as exc:
+            session = _Session(config)
+            try:
+                return session.fail("error", 0, "connector", str(exc))
+            finally:
+                session.log.close()
+                session.notes.close()
+    session = _Session(config, remote)
     proxies = uses_environment(config.base_url)
     try:
         with httpx.Client(follow_redirects=False, trust_env=proxies) as client:
@@ -313,3 +366,5 @@ def run_session(config: SessionConfig) -> SessionResult:
     finally:
         session.log.close()
         session.notes.close()
+        if remote is not None:
+            remote.close()

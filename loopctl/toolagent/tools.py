@@ -130,6 +130,7 @@ class ToolContext:
     deadline: float | None = None  # time.monotonic() by which the session must end
     run_log: Callable[[int], tuple[Path, Path]] | None = None  # numbered output files per run
     runs: int = 0
+    remote: Any = None  # loopctl.mcp_tools.ConnectorTools: the agent's MCP connectors' tools
 
     def __post_init__(self) -> None:
         self.worktree = self.worktree.resolve()
@@ -145,6 +146,7 @@ class ToolOutcome:
     read: str | None = None
     command: str | None = None
     exit_code: int | None = None
+    action: str = "run"  # what an approval item asks for: "run" a command, or an "mcp_tool" call
 
 
 # --- paths --------------------------------------------------------------------------------------
@@ -412,6 +414,8 @@ _HANDLERS: dict[str, Callable[[ToolContext, dict[str, Any]], ToolOutcome]] = {
 def call_tool(ctx: ToolContext, name: str, args: object) -> ToolOutcome:
     """Run one tool call; a mistake is an error result for the model, never an exception."""
     handler = _HANDLERS.get(name)
+    if handler is None and ctx.remote is not None and name in ctx.remote.tools:
+        return _call_remote(ctx, name, args)
     if handler is None:
         return ToolOutcome(f"unknown tool {name!r}; tools: {', '.join(_HANDLERS)}", is_error=True)
     if ctx.read_only and name in WRITE_TOOLS:
@@ -424,6 +428,32 @@ def call_tool(ctx: ToolContext, name: str, args: object) -> ToolOutcome:
         return ToolOutcome(str(exc), is_error=True)
     except (LoopctlError, OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
         return ToolOutcome(f"{name} failed: {exc}", is_error=True)
+
+
+def _call_remote(ctx: ToolContext, name: str, args: object) -> ToolOutcome:
+    """An MCP connector's tool; one whose name matches an `ask` pattern waits for a human."""
+    if not isinstance(args, dict):
+        return ToolOutcome("the arguments must be a JSON object", is_error=True)
+    # What a human approves is this exact call: the tool and its arguments, canonically.
+    call = ("mcp", name, json.dumps(args, sort_keys=True, ensure_ascii=False))
+    shown = f"{name} {call[2]}"
+    pattern = ask_match((name,), ctx.ask)
+    granted = next((item for item, allowed in ctx.approved.items() if allowed == call), None)
+    if pattern is not None and granted is not None:
+        del ctx.approved[granted]
+        ctx.used_approvals.append(granted)
+    elif pattern is not None:
+        return ToolOutcome(
+            f"`{shown}` needs a human's approval (matches ask pattern {pattern!r}); it was not"
+            " called. Your turn ends here.",
+            is_error=True,
+            needs_approval=call,
+            pattern=pattern,
+            command=shown,
+            action="mcp_tool",
+        )
+    reply = ctx.remote.call(name, args)
+    return ToolOutcome(ctx.redactor.redact(reply.text), is_error=reply.is_error, command=shown)
 
 
 def describe_call(name: str, args: object) -> str:

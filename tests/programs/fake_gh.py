@@ -2,6 +2,9 @@
 
 State lives in $GH_FAKE_STATE (JSON), every call is appended to $GH_FAKE_LOG (one JSON argv per
 line); $GH_FAKE_FAIL="pr create" makes that subcommand fail like gh does (exit 1, stderr).
+Task sources read fixtures from the same state: "issues" answers `gh issue list`, "pulls"
+answers `gh pr list` without --head, "api" maps an API path (query string dropped) to its JSON;
+$GH_FAKE_AUTH="none" makes `gh auth status` fail as a logged-out gh does.
 """
 
 import json
@@ -33,6 +36,22 @@ def main() -> int:
     prs = state["prs"]
     positional, named = options(args[2:])
     command = " ".join(args[:2])
+    if command == "auth status":
+        if os.environ.get("GH_FAKE_AUTH") == "none":
+            print("You are not logged into any GitHub hosts. To log in, run: gh auth login")
+            return 1
+        print("github.com\n  ✓ Logged in to github.com account octo (keyring)")
+        return 0
+    if command == "issue list":
+        print(json.dumps(state.get("issues", [])))
+        return 0
+    if command == "pr list" and "head" not in named:
+        print(json.dumps(state.get("pulls", [])))
+        return 0
+    if args[:1] == ["api"]:
+        path = args[1].partition("?")[0]
+        print(json.dumps(state.get("api", {}).get(path, [])))
+        return 0
     if command == "pr list":
         wanted = named.get("state", "open").upper()
         found = [

@@ -1,0 +1,132 @@
+"""What the scripted model says to each real CLI, by name (the harness picks one per run).
+
+Each CLI is recognised by what it sends: Claude Code speaks Anthropic Messages, Codex the OpenAI
+Responses API, opencode Chat Completions with its own tools (`read`, `edit`), aider Chat
+Completions with no tools and its SEARCH/REPLACE edit protocol in the prompt. The position in
+a script is the number of tool results already in the conversation, so the server keeps no state.
+Requests that are not agent turns (opencode's title, a commit message) get a short text.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from model_server import Call, Reply, Request, ScriptedModelServer, Turn
+
+Script = Callable[[Request, ScriptedModelServer], "Turn | Reply"]
+
+BUG, FIX = "return a - b", "return a + b"
+DONE = "Fixed add()."
+PATCH = (
+    "*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n"
+    f"-    {BUG}\n+    {FIX}\n*** End Patch\n"
+)
+AIDER_EDIT = (
+    f"calc.py\n```python\n<<<<<<< SEARCH\n    {BUG}\n=======\n    {FIX}\n>>>>>>> REPLACE\n```\n"
+    f"\n{DONE}\n"
+)
+
+
+def family(request: Request) -> str:
+    if request.wire == "anthropic":
+        return "claude"
+    if request.wire == "responses":
+        return "codex"
+    if "edit" in request.tools and "read" in request.tools:
+        return "opencode"
+    if not request.tools and "SEARCH/REPLACE" in request.text:
+        return "aider"
+    return "side"  # a title, a commit message: not an agent turn
+
+
+def _file(request: Request) -> str:
+    cwd = request.cwd
+    return f"{cwd}/calc.py" if cwd else "calc.py"
+
+
+def fix(request: Request, server: ScriptedModelServer) -> Turn:
+    """Read calc.py, fix add(), say so: the golden path of every CLI."""
+    return _fix(request, request.step)
+
+
+def _fix(request: Request, step: int) -> Turn:
+    kind = family(request)
+    if kind == "claude" and request.tools:
+        if step == 0:
+            return Turn(calls=[Call("Read", {"file_path": _file(request)})])
+        if step == 1:
+            edit = {"file_path": _file(request), "old_string": BUG, "new_string": FIX}
+            return Turn(calls=[Call("Edit", edit)])
+    if kind == "codex" and step == 0:
+        if "apply_patch" in request.tools:
+            return Turn(calls=[Call("apply_patch", PATCH)])
+        command = f"sed -i 's/{BUG}/{FIX}/' calc.py"
+        return Turn(calls=[Call("exec_command", {"cmd": command, "workdir": request.cwd or "."})])
+    if kind == "opencode":
+        if step == 0:
+            return Turn(calls=[Call("read", {"filePath": _file(request)})])
+        if step == 1:
+            edit = {"filePath": _file(request), "oldString": BUG, "newString": FIX}
+            return Turn(calls=[Call("edit", edit)])
+    if kind == "aider":
+        return Turn(text=AIDER_EDIT)
+    if kind == "side":
+        return Turn(text="Fix add", usage=(10, 2))
+    return Turn(text=DONE)
+
+
+def never_fix(request: Request, server: ScriptedModelServer) -> Turn:
+    """The model answers at once without touching anything, and claims success."""
+    return Turn(text=DONE)
+
+
+def denied(request: Request, server: ScriptedModelServer) -> Turn:
+    """Claude Code: an edit through Bash, which `acceptEdits` denies; it still exits 0."""
+    if family(request) == "claude" and request.tools and request.step == 0:
+        command = (
+            "python3 -c \"import pathlib; p = pathlib.Path('calc.py');"
+            f" p.write_text(p.read_text().replace('{BUG}', '{FIX}'))\""
+        )
+        return Turn(calls=[Call("Bash", {"command": command, "description": "fix add"})])
+    return Turn(text=DONE)
+
+
+def lookup_then_fix(request: Request, server: ScriptedModelServer) -> Turn:
+    """Call the MCP connector's `lookup` tool first (as the CLI names it), then fix."""
+    offered = [name for name in request.tools if name.endswith("lookup")]
+    if family(request) == "side" or not offered:
+        return _fix(request, request.step)
+    if request.step == 0:
+        return Turn(calls=[Call(offered[0], {"key": "alpha"})])
+    return _fix(request, request.step - 1)
+
+
+def hang(request: Request, server: ScriptedModelServer) -> Reply:
+    """Every request waits forever: only loopctl's timeout can end the attempt."""
+    return Reply(hang=True)
+
+
+def with_failures(script: Script, failures: list[Reply]) -> Script:
+    """`script`, but the first agent turns get `failures` (a 429, …) instead; side requests
+    such as opencode's title are served normally, so a failure always hits the agent itself."""
+    pending = list(failures)
+    lock = threading.Lock()
+
+    def play(request: Request, server: ScriptedModelServer) -> Turn | Reply:
+        if family(request) != "side":
+            with lock:
+                if pending:
+                    return pending.pop(0)
+        return script(request, server)
+
+    return play
+
+
+SCRIPTS: dict[str, Script] = {
+    "fix": fix,
+    "never_fix": never_fix,
+    "denied": denied,
+    "hang": hang,
+    "lookup_then_fix": lookup_then_fix,
+}
