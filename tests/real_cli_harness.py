@@ -6,7 +6,8 @@ With --netns (the caller started us under `unshare -n`, as root) the loopback in
 brought up and nothing else exists: the command can reach the model server and no other host.
 The control file (JSON) names the script (real_cli_scripts.SCRIPTS), an API key the server
 requires, raw replies to serve first to any request (`queue`) and raw replies to serve first to
-the agent's own turns (`failures`: `{"status": 429}`, `{"hang": true}`). The log gets one
+the agent's own turns (`failures`: `{"status": 429}`, `{"hang": true}`), and a file whose
+appearance the first agent turn waits for (`wait_for_file`). The log gets one
 JSON line for the network interfaces seen, then one per request the server received.
 The exit code is the command's.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from model_server import Reply, ScriptedModelServer
-from real_cli_scripts import SCRIPTS, with_failures
+from real_cli_scripts import SCRIPTS, after_file, with_failures
 
 
 def main() -> int:
@@ -42,7 +43,10 @@ def main() -> int:
     control = json.loads(args.control.read_text())
     script = SCRIPTS[control.get("script", "fix")]
     failures = [Reply(**reply) for reply in control.get("failures", [])]
-    server = ScriptedModelServer(with_failures(script, failures), port=args.port)
+    script = with_failures(script, failures)
+    if control.get("wait_for_file"):
+        script = after_file(script, Path(control["wait_for_file"]))
+    server = ScriptedModelServer(script, port=args.port)
     server.key = control.get("key")
     server.queue = [Reply(**reply) for reply in control.get("queue", [])]
     server.start()

@@ -10,7 +10,9 @@ Requests that are not agent turns (opencode's title, a commit message) get a sho
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 from model_server import Call, Reply, Request, ScriptedModelServer, Turn
 
@@ -118,6 +120,22 @@ def with_failures(script: Script, failures: list[Reply]) -> Script:
             with lock:
                 if pending:
                     return pending.pop(0)
+        return script(request, server)
+
+    return play
+
+
+def after_file(script: Script, path: Path, timeout: float = 60.0) -> Script:
+    """`script`, but the first agent turn is answered only once `path` exists (a sign, such as
+    an MCP server's start record, that the CLI finished something it does in parallel)."""
+    ready = threading.Event()
+
+    def play(request: Request, server: ScriptedModelServer) -> Turn | Reply:
+        if family(request) != "side" and not ready.is_set():
+            deadline = time.monotonic() + timeout
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            ready.set()
         return script(request, server)
 
     return play

@@ -242,6 +242,7 @@ def run_sealed(
     key: str | None = API_KEY,
     timeout: float = 300,
     command: list[str] | None = None,
+    wait_for_file: Path | None = None,
 ) -> SealedRun:
     """`loopctl ARGS` (or `command`) in `repo` beside the model server playing `script`, sealed
     in a loopback-only network namespace when possible."""

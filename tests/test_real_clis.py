@@ -403,7 +403,9 @@ def test_real_codex_starts_a_declared_mcp_connector_behind_its_tool_search(
 ) -> None:
     box, env = connector_project(repo, tmp_path, "codex")
 
-    run = run_sealed(repo, box, env, "goal", "tests green")
+    # Codex starts MCP servers beside its first model call: answer once the server is up.
+    started = tmp_path / "mcp-started.jsonl"
+    run = run_sealed(repo, box, env, "goal", "tests green", wait_for_file=started)
 
     assert run.done.returncode == 0, run.done.stdout + run.done.stderr
     # Codex 0.171 starts the server at once but offers MCP tools to the model only through its

@@ -14,7 +14,16 @@ import json
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+# Before the SDK import, so the record is written as early as it can be: it proves the server
+# was launched, and with its secret, before any tool call.
+_started = os.environ.get("MCP_STARTED")
+if __name__ == "__main__" and _started:
+    secret = os.environ.get("REF_PASSPHRASE", "")
+    digest = hashlib.sha256(secret.encode()).hexdigest()[:12] if secret else "none"
+    with open(_started, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"pid": os.getpid(), "secret_sha": digest}) + "\n")
+
+from mcp.server.mcpserver import MCPServer  # noqa: E402
 
 server = MCPServer("lookup-test")
 TABLE = {"alpha": "first letter", "omega": "last letter"}
@@ -53,12 +62,6 @@ def delete(key: str) -> str:
 
 
 if __name__ == "__main__":
-    started = os.environ.get("MCP_STARTED")
-    if started:  # proves the server was launched, and with its secret, before any tool call
-        secret = os.environ.get("REF_PASSPHRASE", "")
-        digest = hashlib.sha256(secret.encode()).hexdigest()[:12] if secret else "none"
-        with open(started, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"pid": os.getpid(), "secret_sha": digest}) + "\n")
     # A careless server logs what it was given: loopctl must redact its stderr log.
     print(f"lookup-test starting with {os.environ.get('REF_PASSPHRASE', '')}", file=sys.stderr)
     server.run()
