@@ -1,6 +1,6 @@
 """One attempt with each real agent CLI: through `loopctl goal` against the bare CLI.
 
-Run: python bench/real_clis.py [--runs 3]
+Run: python bench/agent_clis.py [--runs 3]
 
 Both sides use the same installed CLI (scripts/install-agent-clis), the same scripted model
 server (tests/model_server.py, sealed in a loopback-only network namespace as root) and the
