@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +165,17 @@ def anthropic_reply(
 def reply_for(request: Request) -> Callable[..., Reply]:
     """The plain-JSON reply builder of the wire format `request` uses."""
     return anthropic_reply if request.wire == "anthropic" else openai_reply
+
+
+def own_agent_fixes_calc(request: Request, check: Sequence[str]) -> Reply:
+    """loopctl's own agent on the calc project: read calc.py, edit it, run `check`, say so."""
+    reply = reply_for(request)
+    step = len(request.tool_results)
+    if step == 0:
+        return reply(calls=[("read_file", {"path": "calc.py"})])
+    if step == 1:
+        edit = {"path": "calc.py", "old": "return a - b", "new": "return a + b"}
+        return reply(calls=[("edit_file", edit)])
+    if step == 2:
+        return reply(calls=[("run", {"argv": list(check)})])
+    return reply(text="Fixed add().")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from backend_helpers import (
-    Reply,
     fake_calls,
     install_fake_clis,
+    own_agent_fixes_calc,
     reply_for,
     set_scenario,
 )
@@ -28,7 +28,7 @@ from engine_helpers import (
     worktree_root,
     write_config,
 )
-from model_server import Request, ScriptedModelServer
+from model_server import Reply, Request, ScriptedModelServer
 
 
 @pytest.fixture
@@ -60,15 +60,7 @@ def fix_calc(request: Request, server: ScriptedModelServer) -> Reply:
     first = messages[1 if messages[0]["role"] == "system" else 0]["content"]
     if "# You are the checker" in str(first):
         return reply(text=server.verdict)  # type: ignore[attr-defined]
-    step = len(request.tool_results)
-    if step == 0:
-        return reply(calls=[("read_file", {"path": "calc.py"})])
-    if step == 1:
-        edit = {"path": "calc.py", "old": "return a - b", "new": "return a + b"}
-        return reply(calls=[("edit_file", edit)])
-    if step == 2:
-        return reply(calls=[("run", {"argv": list(FAST_CHECK)})])
-    return reply(text="Fixed add().")
+    return own_agent_fixes_calc(request, FAST_CHECK)
 
 
 # --- a CLI preset end to end ----------------------------------------------------------------------

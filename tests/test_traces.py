@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backend_helpers import Reply, reply_for
+from backend_helpers import own_agent_fixes_calc
 from engine_helpers import (
     FAST_CHECK,
     assert_clean_exit,
@@ -30,7 +30,7 @@ from engine_helpers import (
     write_agent,
     write_config,
 )
-from model_server import Request, ScriptedModelServer
+from model_server import Reply, Request, ScriptedModelServer
 
 from loopctl.traces import TOKEN_BUCKETS, build_trace, span_id, trace_id
 
@@ -328,16 +328,7 @@ def test_tool_calls_of_loopctls_own_agent_become_execute_tool_spans(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def script(request: Request, server: ScriptedModelServer) -> Reply:
-        reply = reply_for(request)
-        step = len(request.tool_results)
-        if step == 0:
-            return reply(calls=[("read_file", {"path": "calc.py"})])
-        if step == 1:
-            edit = {"path": "calc.py", "old": "return a - b", "new": "return a + b"}
-            return reply(calls=[("edit_file", edit)])
-        if step == 2:
-            return reply(calls=[("run", {"argv": list(FAST_CHECK)})])
-        return reply(text="Fixed add().")
+        return own_agent_fixes_calc(request, FAST_CHECK)
 
     make_project(repo)
     with ScriptedModelServer() as server:
