@@ -165,8 +165,12 @@ def test_the_daily_fuse_skips_ticks_with_a_reason_and_one_inbox_item(repo: Path)
     assert_clean_exit(done, 1)
     assert len(events(repo, "tick_started")) == 1
     skipped = events(repo, "tick_skipped")
-    assert len(skipped) == 2
-    assert all("daily budget fuse: 1200 of 1000 tokens" in e.data["reason"] for e in skipped)
+    # A slow first tick (a loaded machine) may also see a slot skipped as an overlap: those do
+    # not count towards --max-ticks; the two refused by the fuse do.
+    fused = [e for e in skipped if "daily budget fuse: 1200 of 1000 tokens" in e.data["reason"]]
+    assert len(fused) == 2
+    assert all(e in fused or e.seq < fused[0].seq for e in skipped)
+    skipped = fused
     opened = events(repo, "inbox_opened")
     assert len(opened) == 1
     assert opened[0].data["kind"] == "escalation"
