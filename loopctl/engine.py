@@ -115,6 +115,10 @@ def new_run_id(now: datetime) -> str:
     return now.strftime("%Y%m%dT%H%M%S") + "-" + pysecrets.token_hex(2)
 
 
+def _from_github(loop: Loop) -> bool:
+    return loop.tasks is not None and loop.tasks.source == "github"
+
+
 def _author(text: str) -> tuple[str, str]:
     if "<" in text and text.rstrip().endswith(">"):
         name, _, email = text.partition("<")
@@ -318,7 +322,7 @@ class Engine:
             )
         self._check_available([a for a in (maker, judge) if a is not None])
         self._check_programs(loop, condition)
-        if loop.tasks is not None and loop.tasks.source == "github":
+        if _from_github(loop):
             from loopctl import github_tasks
 
             github_tasks.preflight(root)  # gh missing or logged out: one line, no worktree
@@ -417,7 +421,8 @@ class Engine:
                                 loop,
                                 self.paths.root,
                                 changed=tick.changed,
-                                events=self.log.read(),
+                                # Only GitHub tasks look back (new review comments since).
+                                events=self.log.read() if _from_github(loop) else (),
                             )
                         ]
                     )
