@@ -8,6 +8,7 @@ from datetime import datetime
 
 from loopctl.definitions.config import Budget
 from loopctl.events import Event, EventType
+from loopctl.usage import clamp_usd, tokens_of, usd_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +57,8 @@ def spend(events: Sequence[Event], now: datetime) -> Spend:
             continue
         calls += 1
         data = event.data
-        tokens += int(data.get("input_tokens") or 0) + int(data.get("output_tokens") or 0)
-        cost = data.get("cost_usd")
+        tokens += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
+        cost = clamp_usd(data.get("cost_usd"))  # an old log may hold 1e999 or NaN
         if cost is None:
             unknown += 1
         else:
@@ -73,10 +74,10 @@ def mean_attempt_cost(events: Iterable[Event]) -> tuple[float, float]:
             continue
         key = (event.task, int(event.data.get("attempt") or 0))
         entry = per_attempt.setdefault(key, [0.0, 0.0])
-        entry[0] += int(event.data.get("input_tokens") or 0) + int(
-            event.data.get("output_tokens") or 0
+        entry[0] += tokens_of(event.data.get("input_tokens")) + tokens_of(
+            event.data.get("output_tokens")
         )
-        entry[1] += float(event.data.get("cost_usd") or 0.0)
+        entry[1] += usd_of(event.data.get("cost_usd"))
     if not per_attempt:
         return 0.0, 0.0
     count = len(per_attempt)

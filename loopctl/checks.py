@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from loopctl.conditions import ResolvedCondition, TestCounts
+from loopctl.definitions.loops import CheckerSpec
 from loopctl.globs import first_match
 
 
@@ -38,6 +42,158 @@ def protected_violations(
         elif scope and first_match(path, scope) is None:
             problems.append(f"{path} (outside the loop's scope {', '.join(scope)})")
     return problems
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """What a task's checks are held to, recorded before its first maker turn."""
+
+    # Test counts of each counted check command on the base commit (None: it printed none).
+    counts: Mapping[tuple[str, ...], TestCounts | None] = field(default_factory=dict)
+    # Protected files that already differed from the base commit in a way `git diff` does not
+    # show (ignored files a setup step made, an in-place run's own), with their digests.
+    hidden: Mapping[str, str | None] = field(default_factory=dict)
+
+
+def counted_commands(
+    checker: CheckerSpec, condition: ResolvedCondition | None
+) -> list[tuple[str, ...]]:
+    """Check commands counted on the base commit: a built-in condition's test run, and each of
+    the loop's checker commands that runs a known test runner (unless `protect = []`)."""
+    from loopctl.conditions import runner_of
+
+    commands: list[tuple[str, ...]] = []
+    argv = condition.argv if condition is not None and condition.source == "builtin" else None
+    if argv and runner_of(argv) is not None:
+        commands.append(tuple(argv))
+    if checker.runner_protect:
+        commands += (tuple(argv) for argv in checker.commands if runner_of(argv) is not None)
+    return list(dict.fromkeys(commands))
+
+
+def baseline_data(
+    runs: Sequence[tuple[tuple[str, ...], int | None, TestCounts | None]],
+    hidden: Mapping[str, str | None],
+) -> dict[str, Any]:
+    """The `baseline_checked` event's data for these (argv, exit code, counts) runs."""
+
+    def shape(counts: TestCounts | None) -> dict[str, int] | None:
+        if counts is None:
+            return None
+        return {
+            "passed": counts.passed,
+            "failed": counts.failed,
+            "skipped": counts.skipped,
+            "errors": counts.errors,
+        }
+
+    data: dict[str, Any] = {
+        "commands": [
+            {"argv": list(argv), "exit_code": code, "counts": shape(counts)}
+            for argv, code, counts in runs
+        ],
+        "hidden": dict(hidden),
+    }
+    if runs:  # the first run, as the log showed it before there could be several
+        data.update(exit_code=runs[0][1], counts=shape(runs[0][2]))
+    return data
+
+
+def baseline_from(data: Mapping[str, Any], condition: ResolvedCondition | None) -> Baseline:
+    """The Baseline a `baseline_checked` event recorded."""
+
+    def counts_of(value: object) -> TestCounts | None:
+        return TestCounts(**value) if isinstance(value, dict) else None
+
+    commands = data.get("commands")
+    if isinstance(commands, list):
+        counts = {
+            tuple(item["argv"]): counts_of(item.get("counts"))
+            for item in commands
+            if isinstance(item, dict) and isinstance(item.get("argv"), list)
+        }
+    elif condition is not None and condition.argv:
+        # Written before a run could count several commands: the condition's own.
+        counts = {tuple(condition.argv): counts_of(data.get("counts"))}
+    else:
+        counts = {}
+    hidden = data.get("hidden")
+    return Baseline(counts, dict(hidden) if isinstance(hidden, dict) else {})
+
+
+# loopctl's own runtime files, which it rewrites itself while a run goes on (in place).
+_LOOPCTL_OWN = (".loop/log/**", ".loop/runs/**", ".loop/locks/**", ".loop/cache/**")
+_LOOPCTL_OWN_FILES = frozenset({".loop/STATE.md", ".loop/INBOX.md", ".loop/.gitignore"})
+# Folders of dependencies, environments and caches: the test runners loopctl knows do not
+# collect tests or configuration from them (pytest's norecursedirs, jest's and vitest's
+# node_modules exclusion), and walking them would cost seconds on every verdict.
+_NOT_WALKED = frozenset(
+    {
+        *("node_modules", ".venv", "venv", "site-packages", "__pycache__", ".eggs"),
+        *(".git", ".hg", ".svn", "target", "build", "dist", ".tox", ".nox"),
+        *(".mypy_cache", ".pytest_cache", ".ruff_cache"),
+    }
+)
+
+
+def hidden_changes(
+    worktree: Path, base_sha: str, protected: Sequence[str]
+) -> dict[str, str | None]:
+    """Protected paths that differ from `base_sha` where `git.changed_paths` may not say so,
+    with a digest of their content (None: deleted): untracked files git ignores, and tracked
+    files whose index entry hides an edit (assume-unchanged, skip-worktree, forged stat data).
+    """
+    from loopctl import git
+    from loopctl.globs import compile_glob
+
+    if not protected:
+        return {}
+    # One alternation each: matched against every tracked and ignored path, on every verdict.
+    patterns = re.compile("|".join(compile_glob(p).pattern for p in protected), re.S)
+    own = re.compile("|".join(compile_glob(p).pattern for p in _LOOPCTL_OWN), re.S)
+
+    def wanted(path: str) -> bool:
+        if patterns.match(path) is None:
+            return False
+        return path not in _LOOPCTL_OWN_FILES and own.match(path) is None
+
+    def descend(folder: str) -> bool:
+        name = folder.rsplit("/", 1)[-1]
+        if name in _NOT_WALKED or (worktree / folder / "pyvenv.cfg").is_file():
+            return False  # a virtualenv, whatever its name
+        if own.match(folder + "/x"):
+            return False
+        return any(could_match_below(folder, pattern) for pattern in protected)
+
+    found = git.ignored_files(worktree, wanted=wanted, descend=descend)
+    found += git.tracked_content_changes(worktree, base_sha, wanted=wanted)
+    return {path: _digest(worktree / path) for path in sorted(set(found))}
+
+
+def _digest(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        if path.is_symlink():
+            return "link:" + os.readlink(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def could_match_below(folder: str, pattern: str) -> bool:
+    """Whether `pattern` (a protect glob) can match some path inside `folder`."""
+    from loopctl.globs import compile_glob
+
+    segments = [s for s in pattern.strip().lstrip("/").removeprefix("./").split("/") if s]
+    for index, part in enumerate(folder.split("/")):
+        if index >= len(segments):
+            return True  # the pattern names an ancestor folder: it covers everything inside
+        if "**" in segments[index]:
+            return True
+        if not compile_glob(segments[index]).match(part):
+            return False
+    return True
 
 
 def protection_verdict(violations: list[str]) -> Verdict:

@@ -117,20 +117,39 @@ _KNOWN_TOOLS = frozenset(
 
 Detected = tuple[tuple[str, ...], str, tuple[str, ...]]  # argv, tool, protect
 
-_PYTEST_PROTECT = (
+# What a test run depends on besides the code under test: the tests, and every file the runner
+# reads its configuration (or plugins) from. A new file of these names is refused as well as an
+# edited one: pytest prefers `.pytest.ini` over `pyproject.toml`, and a config file nearer the test
+# paths wins over the root's, so the names are protected at any depth where that matters.
+_PYTEST_TEST_FILES = (
     "tests/**",
     "test/**",
     "**/test_*.py",
     "**/*_test.py",
     "test_*.py",
     "*_test.py",
+)
+_PYTEST_CONFIGS = (
+    "pytest.toml",  # pytest 9 reads these first
+    ".pytest.toml",
+    "pytest.ini",
+    ".pytest.ini",
+    "pyproject.toml",
+    "tox.ini",
+    "setup.cfg",
+)
+_PYTEST_PROTECT = (
+    *_PYTEST_TEST_FILES,
     "**/conftest.py",
     "conftest.py",
-    "pytest.ini",
-    "pyproject.toml",
-    "setup.cfg",
-    "tox.ini",
+    *_PYTEST_CONFIGS,
+    # Only these four name pytest alone; a nested pyproject.toml is some package's own.
+    "**/pytest.toml",
+    "**/.pytest.toml",
+    "**/pytest.ini",
+    "**/.pytest.ini",
 )
+_UNITTEST_PROTECT = ("tests/**", "test/**", "**/test*.py")
 _NPM_TEST_PROTECT = (
     "**/*.test.*",
     "**/*.spec.*",
@@ -141,13 +160,49 @@ _NPM_TEST_PROTECT = (
     "test/**",
     "tests/**",
     "package.json",
+    ".npmrc",  # script-shell, node-options
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
+    "bunfig.toml",
     "jest.config.*",
+    "**/jest.config.*",
+    "jest.setup.*",
     "vitest.config.*",
+    "**/vitest.config.*",
     "vitest.workspace.*",
+    "vitest.setup.*",
+    "vite.config.*",  # vitest reads it when there is no vitest.config
+    "babel.config.*",  # jest transforms every test through babel
+    ".babelrc",
+    ".babelrc.*",
+    ".swcrc",
+    "setupTests.*",
+    "**/setupTests.*",
     ".mocharc*",
 )
-_CARGO_TEST_PROTECT = ("tests/**", "Cargo.toml", "**/Cargo.toml")
-_GO_TEST_PROTECT = ("**/*_test.go", "*_test.go", "**/testdata/**", "testdata/**", "go.mod")
+_CARGO_TEST_PROTECT = (
+    "tests/**",
+    "**/tests/**",
+    "Cargo.toml",
+    "**/Cargo.toml",
+    "build.rs",  # runs at build time and can configure the tests away
+    "**/build.rs",
+    ".cargo/**",  # [target] runner, rustflags
+    "**/.cargo/**",
+    "rust-toolchain",
+    "rust-toolchain.toml",
+)
+_GO_TEST_PROTECT = (
+    "**/*_test.go",
+    "*_test.go",
+    "**/testdata/**",
+    "testdata/**",
+    "go.mod",
+    "**/go.mod",
+    "go.work",
+    "vendor/**",  # go test builds against vendored packages: an assertion library lives there
+)
 _RUFF_PROTECT = ("pyproject.toml", "ruff.toml", ".ruff.toml", "**/ruff.toml", "**/.ruff.toml")
 _ESLINT_CONFIGS = (
     "eslint.config.js",
@@ -186,7 +241,8 @@ _SCAN_LIMIT = 5000  # entries; a scan never walks a whole monorepo to answer "an
 def _detect_tests(repo: Path) -> Detected | None:
     # Explicit configuration wins; a bare tests/ folder is weak evidence (cargo uses one too).
     if _has_pytest_config(repo):
-        return _pytest(repo), "pytest", _PYTEST_PROTECT
+        argv = _pytest(repo)
+        return argv, "pytest", runner_protect(argv, repo)
     if (repo / "Cargo.toml").is_file():
         return ("cargo", "test"), "cargo", _CARGO_TEST_PROTECT
     if (repo / "go.mod").is_file():
@@ -198,10 +254,11 @@ def _detect_tests(repo: Path) -> Detected | None:
     if isinstance(script, str) and script.strip() and _NPM_DEFAULT_TEST not in script:
         return ("npm", "test"), "npm", _NPM_TEST_PROTECT
     if _has_python_tests(repo):
-        return _pytest(repo), "pytest", _PYTEST_PROTECT
+        argv = _pytest(repo)
+        return argv, "pytest", runner_protect(argv, repo)
     makefile = _makefile_with_target(repo, "test")
     if makefile is not None:
-        return ("make", "test"), "make", (makefile,)
+        return ("make", "test"), "make", (makefile, *runner_protect(("make", "test"), repo))
     return None
 
 
@@ -371,7 +428,8 @@ def _ini_has(path: Path, section: str) -> bool:
 
 def _has_pytest_config(repo: Path) -> bool:
     return (
-        (repo / "pytest.ini").is_file()
+        any((repo / name).is_file() for name in ("pytest.toml", ".pytest.toml", "pytest.ini"))
+        or (repo / ".pytest.ini").is_file()
         or (repo / "conftest.py").is_file()
         or _toml_has(repo / "pyproject.toml", "tool", "pytest")
         or _ini_has(repo / "setup.cfg", "tool:pytest")
@@ -451,6 +509,247 @@ def _has_python_tests(repo: Path) -> bool:
         if path.name.startswith("test_") or path.name.endswith("_test.py"):
             return True
     return False
+
+
+# --- test runners: what a run depends on ---------------------------------------------------------
+
+# `uv run pytest -q`: these run the command that follows `run` (after run's own options).
+_ENV_WRAPPERS = frozenset({"uv", "poetry", "pipenv", "pdm", "hatch", "rye"})
+_NODE_PACKAGE_MANAGERS = frozenset({"npm", "pnpm", "yarn", "bun"})
+_PYTHON_RUNNERS = {"pytest": "pytest", "py.test": "pytest", "unittest": "unittest"}
+# pytest short options whose letters after the first are a value (`-rA`, `-kfoo`), not flags.
+_PYTEST_VALUED_SHORT = frozenset("rkmpocWn")
+
+
+def runner_of(argv: Sequence[str]) -> str | None:
+    """The test runner `argv` runs ("pytest", "unittest", "npm", "jest", "vitest", "cargo",
+    "go" or "make"), or None when it runs none loopctl knows."""
+    return _runner_of_words([Path(word).name.removesuffix(".exe") for word in argv])
+
+
+def _runner_of_words(words: Sequence[str]) -> str | None:
+    if not words:
+        return None
+    first, rest = words[0], list(words[1:])
+    plain = [word for word in rest if not word.startswith(("-", "+"))]
+    if first in _ENV_WRAPPERS and plain[:1] == ["run"]:
+        after = rest[rest.index("run") + 1 :]
+        while after and after[0].startswith("-"):
+            after = after[1:]
+        return _runner_of_words(after)
+    if first.startswith("python"):
+        if "-m" in rest[:-1]:
+            return _PYTHON_RUNNERS.get(rest[rest.index("-m") + 1])
+        return None
+    if first in ("pytest", "py.test"):
+        return "pytest"
+    if first in ("jest", "vitest"):
+        return first
+    if first in ("npx", "bunx") or (first in ("pnpm", "yarn") and plain[:1] in (["exec"], ["dlx"])):
+        named = [word for word in plain if word not in ("exec", "dlx")]
+        return named[0] if named and named[0] in ("jest", "vitest") else None
+    if first in _NODE_PACKAGE_MANAGERS:
+        run = plain[:1] in (["run"], ["run-script"])
+        script = plain[1] if run and len(plain) > 1 else (plain[0] if plain and not run else "")
+        if script in ("test", "t", "tst") or script.startswith("test:"):
+            return "npm"
+        return script if first in ("pnpm", "yarn") and script in ("jest", "vitest") else None
+    if first == "cargo":
+        return "cargo" if plain[:1] == ["test"] else None
+    if first == "go":
+        return "go" if plain[:1] == ["test"] else None
+    if first in ("make", "gmake"):
+        return "make" if any(word in ("test", "tests", "check") for word in plain) else None
+    return None
+
+
+def runner_protect(argv: Sequence[str], repo: Path) -> tuple[str, ...]:
+    """Globs a test run of `argv` depends on: the tests, and every file the runner reads its
+    configuration or plugins from. Empty when `argv` runs no test runner loopctl knows."""
+    runner = runner_of(argv)
+    globs: list[str] = []
+    if runner == "pytest":
+        globs += _PYTEST_PROTECT
+        globs += _pytest_extras(_pytest_args(argv), repo)
+    elif runner == "unittest":
+        globs += _UNITTEST_PROTECT
+    elif runner in ("npm", "jest", "vitest"):
+        globs += _NPM_TEST_PROTECT
+        if "workspaces" in _package_json(repo) or (repo / "pnpm-workspace.yaml").is_file():
+            # Each workspace's package.json holds its own test script and jest settings.
+            globs += ("**/package.json", "pnpm-workspace.yaml")
+    elif runner == "cargo":
+        globs += _CARGO_TEST_PROTECT
+    elif runner == "go":
+        globs += _GO_TEST_PROTECT
+    elif runner == "make":
+        globs += (*_MAKEFILES, "*.mk", "**/*.mk")
+        # What `make test` runs is in the recipe: protect that runner's files too.
+        text = "\n".join(_read_text(repo / name) or "" for name in _MAKEFILES)
+        for pattern, inner in _MAKE_RUNNERS:
+            if re.search(pattern, text):
+                globs += runner_protect(inner, repo)
+    return tuple(dict.fromkeys(globs))
+
+
+_MAKE_RUNNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"\bpytest\b|\bpy\.test\b", ("pytest",)),
+    (r"-m\s+unittest\b", ("python", "-m", "unittest")),
+    (r"\bcargo\s+test\b", ("cargo", "test")),
+    (r"\bgo\s+test\b", ("go", "test")),
+    (r"\b(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?test\b|\bjest\b|\bvitest\b", ("npm", "test")),
+)
+
+
+def _pytest_args(argv: Sequence[str]) -> list[str]:
+    """The arguments pytest itself gets from `argv` (after `pytest` or `-m pytest`)."""
+    words = [Path(word).name for word in argv]
+    for index, word in enumerate(words):
+        if word in ("pytest", "py.test"):
+            return list(argv[index + 1 :])
+    return []
+
+
+def _pytest_addopts(repo: Path) -> list[str]:
+    """`addopts` of the configuration file pytest would use at the repository root."""
+    # The first of these that exists is pytest's configuration, even when it is empty.
+    for name in ("pytest.toml", ".pytest.toml"):
+        if (repo / name).is_file():
+            table = _toml(repo / name).get("pytest")
+            return _split_opts(table.get("addopts") if isinstance(table, dict) else None)
+    for name in ("pytest.ini", ".pytest.ini"):
+        if (repo / name).is_file():
+            parser = _ini_sections(repo / name)
+            if parser is None or not parser.has_section("pytest"):
+                return []
+            return _split_opts(parser.get("pytest", "addopts", fallback=""))
+    tool = _toml(repo / "pyproject.toml").get("tool", {})
+    pytest_table = tool.get("pytest") if isinstance(tool, dict) else None
+    if isinstance(pytest_table, dict):
+        options = pytest_table.get("ini_options", pytest_table)
+        return _split_opts(options.get("addopts") if isinstance(options, dict) else None)
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        parser = _ini_sections(repo / name)
+        if parser is not None and parser.has_section(section):
+            return _split_opts(parser.get(section, "addopts", fallback=""))
+    return []
+
+
+def _split_opts(value: object) -> list[str]:
+    if isinstance(value, list):
+        return [str(item) for item in value]
+    if not isinstance(value, str):
+        return []
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _pytest_extras(args: Sequence[str], repo: Path) -> list[str]:
+    """Globs for what this pytest run loads beyond the usual names: `-p` plugin modules (from
+    the command and from addopts), a `-c` config file, and the config files and conftests in
+    the folders of the test paths it is given (pytest looks for its configuration there first)."""
+    globs: list[str] = []
+    words = [*_pytest_addopts(repo), *args]
+    for index, word in enumerate(words):
+        following = words[index + 1] if index + 1 < len(words) else ""
+        if word == "-p":
+            globs += _module_globs(following)
+        elif word.startswith("-p") and len(word) > 2 and not word.startswith("--"):
+            globs += _module_globs(word[2:])
+        elif word in ("-c", "--config-file") and following:
+            globs.append(following)
+        elif word.startswith("--config-file="):
+            globs.append(word.partition("=")[2])
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        target = arg.split("::", 1)[0].rstrip("/")
+        if not target or Path(target).is_absolute() or ".." in Path(target).parts:
+            continue
+        if not (repo / target).exists():
+            continue  # an option's value, not a test path
+        globs += (target, target + "/**")
+        for parent in Path(target).parents:
+            if parent != Path("."):
+                globs += (f"{parent.as_posix()}/{name}" for name in _PYTEST_CONFIGS)
+    return globs
+
+
+def _module_globs(module: str) -> list[str]:
+    """Files that importing `module` (a dotted name) may run, wherever it sits on sys.path."""
+    if not module or module.startswith("no:"):
+        return []
+    parts = module.split(".")
+    globs = [f"**/{'/'.join(parts)}.py", f"**/{'/'.join(parts)}/**"]
+    # Importing a.b runs a/__init__.py first.
+    globs += (f"**/{'/'.join(parts[:n])}/__init__.py" for n in range(1, len(parts)))
+    return globs
+
+
+def _pytest_verbosity(args: Sequence[str]) -> int:
+    level = 0
+    for word in args:
+        if word == "--quiet":
+            level -= 1
+        elif word == "--verbose":
+            level += 1
+        elif word.startswith("--verbosity="):
+            value = word.partition("=")[2]
+            level = int(value) if value.lstrip("-").isdigit() else level
+        elif re.fullmatch(r"-[A-Za-z]+", word) and word[1] not in _PYTEST_VALUED_SHORT:
+            level += word.count("v") - word.count("q")
+    return level
+
+
+def _prints_summary(runner: str, argv: Sequence[str], repo: Path) -> bool:
+    """Whether `runner`, run as `argv`, always ends with its counts when it runs to the end."""
+    words = list(argv)
+    if runner == "pytest":
+        # -qq drops pytest's "N passed in Xs" line.
+        return _pytest_verbosity([*_pytest_addopts(repo), *_pytest_args(argv)]) > -2
+    if runner == "go":
+        return any(word in ("-v", "-v=true", "-test.v") for word in words)
+    if runner in ("jest", "vitest"):
+        return not any(word.startswith(("--json", "--reporter")) for word in words)
+    return runner in ("unittest", "cargo")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def unproven_pass(
+    argv: Sequence[str], output: str, base: TestCounts | None, *, baselined: bool, repo: Path
+) -> tuple[str, str] | None:
+    """Why a test run that exited 0 does not show that its tests passed, as (kind, reason) with
+    kind "counts" or "weakened", or None when it does.
+
+    The code under test runs inside the runner and can force its exit status (`os._exit(0)`,
+    an atexit hook), so the counts the runner printed decide as much as the exit code: any
+    failed or errored test fails the check, as does a run that printed no summary (where the
+    base commit's run printed one, or the runner always prints one), or that ran fewer tests,
+    or skipped more, than on the base commit. `baselined`: the run was counted on the base
+    commit, and `base` holds what it printed (None: no summary there either).
+    """
+    runner = runner_of(argv)
+    if runner is None:
+        return None
+    counts = parse_test_counts(runner, output)
+    if counts is None:
+        expected = base is not None if baselined else _prints_summary(runner, argv, repo)
+        if expected:
+            where = " (the base commit's run printed one)" if base is not None else ""
+            shown = " ".join(argv)
+            return "counts", f"check `{shown}` exited 0 but printed no test summary{where}"
+        return None
+    if counts.failed or counts.errors:
+        problems = [_plural(counts.failed, "failed test"), _plural(counts.errors, "error")]
+        told = " and ".join(p for p in problems if not p.startswith("0 "))
+        return "counts", f"check `{' '.join(argv)}` exited 0, yet its summary reports {told}"
+    reason = weakened(base, counts)
+    return ("weakened", reason) if reason is not None else None
 
 
 # --- test counts and weakened runs ------------------------------------------------------------

@@ -232,6 +232,13 @@ class _Reloader:
         fingerprint = definitions_fingerprint(self.root)
         if fingerprint == self.fingerprint:
             return
+        from loopctl import integrity
+
+        if integrity.turns_open() or integrity.held_by(self.recorder.log.read()):
+            # Invariant 12: a change made while an attempt runs may be the agent's; once the
+            # attempt is checked it is either clean or held until a human approves it. Either
+            # way, the fingerprint is kept, so the reload happens then.
+            return
         self.fingerprint = fingerprint
         try:
             self._reload()

@@ -164,14 +164,13 @@ def deliver_task(
 ) -> DeliveryResult:
     """Plan (once) and advance the delivery of a task whose check passed.
 
+    `commit`: exactly what was checked (loopctl's commit of the checked snapshot, or the maker's
+    own commit when its tree is that snapshot); never the worktree's HEAD as it is now, which
+    a process the agent left behind can still move. None: nothing to deliver.
     `push_branch`: a pull request task's head branch, which `push` updates instead of `branch`.
     """
     if not plan_steps(loop.deliver):
         return DeliveryResult("done", "")
-    if commit is None and worktree is not None and Path(worktree).is_dir():
-        # No `commit` action: deliver what the maker committed itself, if anything.
-        head = git.head_sha(Path(worktree))
-        commit = head if head != base_sha else None
     if commit is None:
         return DeliveryResult("done", "checks passed; nothing new to deliver (no commit)")
     plan_delivery(
@@ -351,6 +350,12 @@ def open_gate(rec: Recorder, plan: Plan, step: Step) -> str:
         "remote": plan.remote,
         "worktree": plan.worktree,
     }
+    if step.name == "push":
+        from loopctl import remotes
+
+        # The approver sees where the push goes: the URL recorded before the agent ran.
+        pin = remotes.run_pin(events, plan.run)
+        evidence["remote_url"] = pin.url if pin is not None and pin.name == plan.remote else None
     return open_item(rec, plan.run, plan.loop, plan.task, ItemKind.APPROVAL, summary, evidence)
 
 
@@ -364,6 +369,11 @@ def open_item(
     evidence: dict[str, Any],
 ) -> str:
     """Append an inbox item (with a collision-free short id) and tell whoever is listening."""
+    from loopctl.text import clean_data, strip_controls
+
+    # Summaries and evidence carry agent text (questions, check output) to a human's terminal.
+    summary = strip_controls(summary)
+    evidence = clean_data(evidence)
     item_id = unique_item_id(rec.log.read(), run or "", loop or "", task or "", kind.value, summary)
     event = rec.emit(
         EventType.INBOX_OPENED,
@@ -513,7 +523,8 @@ def _reconcile(rec: Recorder, plan: Plan, step: Step) -> StepOutcome | None:
     try:
         if step.name == "push":
             target = plan.push_branch or plan.branch
-            remote = git.remote_branch_sha(rec.paths.root, plan.remote, target)
+            url = _push_url(rec, plan)
+            remote = git.remote_branch_sha(rec.paths.root, url, target)
             if remote == plan.commit:
                 return StepOutcome(True, "found on the remote after an interruption")
             return None
@@ -548,25 +559,35 @@ def _reconcile(rec: Recorder, plan: Plan, step: Step) -> StepOutcome | None:
     )
 
 
+def _push_url(rec: Recorder, plan: Plan) -> str:
+    """Where the plan's pushes go: the URL its run recorded before any agent ran, never the
+    remote's name, which an agent could have repointed since (see loopctl.remotes)."""
+    from loopctl import remotes
+
+    return remotes.push_url(rec.paths.root, rec.log.read(), plan.run, plan.remote)
+
+
 def _push(rec: Recorder, plan: Plan) -> StepOutcome:
     root = rec.paths.root
+    url = _push_url(rec, plan)
     if plan.push_branch:
-        return _push_to_pr_head(rec, plan, plan.push_branch)
-    current = git.remote_branch_sha(root, plan.remote, plan.branch)
+        return _push_to_pr_head(rec, plan, plan.push_branch, url)
+    current = git.remote_branch_sha(root, url, plan.branch)
     if current == plan.commit:
         return StepOutcome(True, f"{plan.remote} already has {plan.branch} at {plan.commit[:12]}")
-    git.push_commit(root, plan.remote, plan.commit, plan.branch, expect=current)
-    return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} {plan.branch}")
+    git.push_commit(root, url, plan.commit, plan.branch, expect=current)
+    shown = git.display_url(url)
+    return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} ({shown}) {plan.branch}")
 
 
-def _push_to_pr_head(rec: Recorder, plan: Plan, target: str) -> StepOutcome:
+def _push_to_pr_head(rec: Recorder, plan: Plan, target: str, url: str) -> StepOutcome:
     """Add the task's commits to a pull request's branch; never replace what others pushed.
 
     The work was built on the PR head as it was (base_sha): the push leases exactly that, so a
     commit someone pushed meanwhile is never overwritten, and the task is found again next tick.
     """
     root = rec.paths.root
-    current = git.remote_branch_sha(root, plan.remote, target)
+    current = git.remote_branch_sha(root, url, target)
     if current == plan.commit:
         return StepOutcome(True, f"{plan.remote} already has {target} at {plan.commit[:12]}")
     if current != plan.base_sha:
@@ -576,8 +597,9 @@ def _push_to_pr_head(rec: Recorder, plan: Plan, target: str) -> StepOutcome:
             f"the pull request's branch {target} moved from {plan.base_sha[:12]} to {now}"
             " since the task started; nothing was pushed (the next tick works on the new head)",
         )
-    git.push_commit(root, plan.remote, plan.commit, target, expect=plan.base_sha)
-    return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} {target}")
+    git.push_commit(root, url, plan.commit, target, expect=plan.base_sha)
+    shown = git.display_url(url)
+    return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} ({shown}) {target}")
 
 
 def _gh(rec: Recorder, plan: Plan, args: list[str], stdin: str | None = None) -> Completed:

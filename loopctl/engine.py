@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopctl import budgets, checks, git, history
-from loopctl.conditions import ResolvedCondition, resolve_condition
+from loopctl import budgets, checks, git, history, integrity
+from loopctl.conditions import ResolvedCondition, resolve_condition, runner_protect
 from loopctl.definitions import Agent, Loop, Project
 from loopctl.definitions.config import KeepPolicy
 from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
+from loopctl.definitions.sandbox import SandboxMode
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.events import Event, EventLog, EventType
 from loopctl.inbox import ItemKind, open_items, render_inbox_md
@@ -38,6 +39,9 @@ from loopctl.worktrees import (
     sanitize_task_id,
     worktree_path,
 )
+
+if TYPE_CHECKING:
+    from loopctl.sandbox import Sandbox
 
 Observer = Callable[[Event], None]
 GOAL_LOOP = "goal"
@@ -288,6 +292,10 @@ class Engine:
         patterns: list[str] = list(loop.checker.protect)
         if condition is not None and condition.source == "builtin":
             patterns += condition.protect
+        if loop.checker.runner_protect:
+            # A checker command that runs a test runner is held to what the built-in is.
+            for argv in loop.checker.commands:
+                patterns += runner_protect(argv, self.paths.root)
         if not loop.maker.allow_self_edit:
             agent_paths = [a.path for a in (maker, judge) if a is not None]
             skill_folders = [
@@ -322,6 +330,8 @@ class Engine:
             )
         self._check_available([a for a in (maker, judge) if a is not None])
         self._check_programs(loop, condition)
+        self._refuse_if_held()
+        self._sandbox_preflight()
         if _from_github(loop):
             from loopctl import github_tasks
 
@@ -383,6 +393,8 @@ class Engine:
                 run_id = previous.run
                 self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
             else:
+                from loopctl import remotes
+
                 run_id = new_run_id(self.clock())
                 self.emit(
                     EventType.TICK_STARTED,
@@ -396,6 +408,8 @@ class Engine:
                     maker=maker.name,
                     judge=judge.name if judge else None,
                     in_place=in_place,
+                    # Where this run's pushes go, read before any agent can repoint it.
+                    **remotes.tick_fields(self.paths.root, loop),
                     **fired,
                 )
             try:
@@ -473,6 +487,7 @@ class Engine:
             protected=self._protected(loop, condition, maker, judge),
             stop=tick.stop if tick.stop is not None else threading.Event(),
         )
+        self._record_sandbox(ctx)
         try:
             outcomes = self._work_all(ctx, specs)
         except KeyboardInterrupt:
@@ -690,7 +705,14 @@ class Engine:
                     len(attempts),
                     finished[-1] if finished else None,
                 )
-            self._attempt(ctx, spec, workspace, number, attempts, baseline)
+            held = integrity.held_by(self.log.read())
+            if held:
+                # Another task's turn changed a definition: no attempt starts until a human looks.
+                return self._finish_task(
+                    ctx, spec, "paused", integrity.held_reason(held), workspace, len(attempts), None
+                )
+            with integrity.turn():
+                self._attempt(ctx, spec, workspace, number, attempts, baseline)
 
     def _unchanged_since_success(
         self, loop: str, task: str, base_sha: str, current_run: str
@@ -779,17 +801,7 @@ class Engine:
                 remove_worktree(root, path)
             return
         if registered:
-            if git.is_dirty(path):
-                name, email = _author(self.project.config.author)
-                git.point_branch(root, branch, git.head_sha(path))
-                git.switch_branch(path, branch)
-                git.commit_all(
-                    path,
-                    f"loopctl: work left in {branch} by an earlier run\n",
-                    author_name=name,
-                    author_email=email,
-                )
-                head = git.branch_head(root, branch) or head
+            head = self._archive_leftovers(ctx, spec, path, branch) or head
             remove_worktree(root, path)
         if head == base_sha or git.is_ancestor(root, head, base_sha):
             git.delete_branch(root, branch)  # everything on it is already in the base
@@ -857,6 +869,7 @@ class Engine:
                 stderr_path=run_dir / f"setup-{index}.err",
                 redactor=self._redactor(),
                 cancel=ctx.stop,
+                sandbox=self._sandbox_for(ctx, workspace, None),
             )
             self._event(
                 ctx,
@@ -868,6 +881,64 @@ class Engine:
             )
             if not done.ok:
                 raise LoopctlError(f"worktree setup `{' '.join(argv)}` exited {done.exit_code}")
+
+    # --- containment (DESIGN §5 invariant 11) ---------------------------------------------------
+
+    def _sandbox_preflight(self) -> None:
+        """Refuse before any worktree exists when agents cannot be confined and must be."""
+        from loopctl import sandbox
+
+        sandbox.harden_self()
+        if self.project.config.sandbox is SandboxMode.REQUIRED:
+            mechanism, _, why = sandbox.probe()
+            if mechanism is None:
+                raise sandbox.SandboxUnavailable(
+                    f"no sandbox for agents: {why}; or set `[sandbox] mode = \"off\"` in"
+                    " .loop/config.toml to run agents unconfined (not recommended)"
+                )
+
+    def _record_sandbox(self, ctx: _RunContext) -> None:
+        from loopctl import sandbox
+
+        if self.project.config.sandbox is SandboxMode.OFF:
+            self.emit(
+                EventType.NOTE, run=ctx.run_id, loop=ctx.loop.name, what="sandbox", mode="off"
+            )
+            return
+        mechanism, program, _ = sandbox.probe()
+        self.emit(
+            EventType.NOTE,
+            run=ctx.run_id,
+            loop=ctx.loop.name,
+            what="sandbox",
+            mode="required",
+            mechanism=mechanism,
+            program=program,
+        )
+
+    def _sandbox_for(
+        self,
+        ctx: _RunContext,
+        workspace: Workspace,
+        agent: Agent | None,
+        state_dir: Path | None = None,
+    ) -> Sandbox | None:
+        """The confinement for one agent turn (`agent`) or one check command (None)."""
+        from loopctl import sandbox
+
+        if self.project.config.sandbox is SandboxMode.OFF:
+            return None
+        rules = agent.sandbox if agent is not None else None
+        backend = agent.backend.value if agent is not None else ""
+        cli = backend if backend in sandbox.CLI_STATE else None
+        return sandbox.make_sandbox(
+            root=self.paths.root,
+            worktree=workspace.path,
+            cli=cli,
+            writable=(*(rules.write if rules else ()), *([str(state_dir)] if state_dir else [])),
+            readable=rules.read if rules else (),
+            network=rules.network if rules else True,
+        )
 
     # --- environment ---------------------------------------------------------------------------
 
@@ -921,52 +992,47 @@ class Engine:
         return tuple(commands)
 
     def _baseline(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> Any:
-        """Test counts on the base commit, so a maker cannot pass by running fewer tests."""
-        from loopctl.conditions import TestCounts, parse_test_counts
+        """What the task's checks are held to (a `checks.Baseline`), recorded before its first
+        maker turn: test counts on the base commit, so a maker cannot pass by running fewer
+        tests, and the protected files `git diff` does not show that already differ from the
+        base (ignored files a setup step made, an in-place run's own), so only new ones fail."""
+        from loopctl.conditions import TestCounts, parse_test_counts, runner_of
 
-        condition = ctx.condition
-        if (
-            condition is None
-            or condition.source != "builtin"
-            or condition.argv is None
-            or condition.tool is None
-        ):
-            return None
+        recorded = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
+        if recorded:
+            return checks.baseline_from(recorded[0].data, ctx.condition)
         view = self._task_view(ctx.run_id, spec.id)
-        for event in ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED):
-            counts = event.data.get("counts")
-            return TestCounts(**counts) if isinstance(counts, dict) else None
         if view is not None and view.attempts:
             return None  # attempts already ran against this worktree; the base is gone
         from loopctl import process
 
         folder = self._attempt_dir(ctx, spec.id, 0)
-        done = process.run(
-            list(condition.argv),
-            cwd=workspace.path,
-            env=self._check_env(),
-            timeout=ctx.loop.checker.timeout_s,
-            stdout_path=folder / "baseline.out",
-            stderr_path=folder / "baseline.err",
-            redactor=self._redactor(),
-            cancel=ctx.stop,
-        )
-        counts = parse_test_counts(condition.tool, done.output_tail(200_000))
-        self._event(
-            ctx,
-            spec.id,
-            EventType.BASELINE_CHECKED,
-            exit_code=done.exit_code,
-            counts=None
-            if counts is None
-            else {
-                "passed": counts.passed,
-                "failed": counts.failed,
-                "skipped": counts.skipped,
-                "errors": counts.errors,
-            },
-        )
-        return counts
+        runs: list[tuple[tuple[str, ...], int | None, TestCounts | None]] = []
+        for index, argv in enumerate(checks.counted_commands(ctx.loop.checker, ctx.condition)):
+            name = "baseline" if index == 0 else f"baseline-{index + 1}"
+            done = process.run(
+                list(argv),
+                cwd=workspace.path,
+                # No cached bytecode is read: only the sources are what was checked.
+                env={**self._check_env(), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
+                timeout=ctx.loop.checker.timeout_s,
+                stdout_path=folder / f"{name}.out",
+                stderr_path=folder / f"{name}.err",
+                redactor=self._redactor(),
+                cancel=ctx.stop,
+                sandbox=self._sandbox_for(ctx, workspace, None),
+            )
+            if done.interrupted:
+                raise KeyboardInterrupt
+            counts = parse_test_counts(runner_of(argv), done.output_tail(200_000))
+            runs.append((argv, done.exit_code, counts))
+        # After the base's own test run: what that run leaves behind is not the maker's doing.
+        hidden = checks.hidden_changes(workspace.path, workspace.base_sha, ctx.protected)
+        if not runs and not hidden:
+            return None
+        data = checks.baseline_data(runs, hidden)
+        self._event(ctx, spec.id, EventType.BASELINE_CHECKED, **data)
+        return checks.baseline_from(data, ctx.condition)
 
     def _verdict(
         self,
@@ -977,16 +1043,28 @@ class Engine:
         baseline: Any,
         maker_result: Any,
         ran: list[dict[str, Any]] | None = None,
+        snapshot: integrity.Snapshot | None = None,
     ) -> checks.Verdict:
         """The attempt's verdict; each check command run is appended to `ran` (for traces)."""
         from loopctl import process
-        from loopctl.conditions import parse_test_counts, weakened
+        from loopctl.conditions import unproven_pass
 
         changed = git.changed_paths(workspace.path, workspace.base_sha)
         if ctx.in_place:
             changed = self._changed_in_place(ctx, spec, changed)
         placed = set(self._placed_unchanged(ctx, spec, workspace))
         changed = [path for path in changed if path not in placed]
+        if snapshot is not None:  # what would be committed, whatever the worktree's index says
+            changed += [path for path in snapshot.changed if path not in changed]
+        # What git does not list (ignored files, edits an index entry hides) counts as well,
+        # unless it was already so before the first maker turn.
+        base = baseline if isinstance(baseline, checks.Baseline) else checks.Baseline()
+        hidden = checks.hidden_changes(workspace.path, workspace.base_sha, ctx.protected)
+        changed += [
+            path
+            for path, digest in hidden.items()
+            if path not in changed and (path not in base.hidden or base.hidden[path] != digest)
+        ]
         violations = checks.protected_violations(
             changed, protected=ctx.protected, scope=ctx.loop.maker.scope
         )
@@ -1001,12 +1079,14 @@ class Engine:
                 done = process.run(
                     list(argv),
                     cwd=workspace.path,
-                    env=self._check_env(),
+                    # No cached bytecode is read: a planted .pyc would stand in for its source.
+                    env={**self._check_env(), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
                     timeout=ctx.loop.checker.timeout_s,
                     stdout_path=folder / f"check-{index}.out",
                     stderr_path=folder / f"check-{index}.err",
                     redactor=self._redactor(),
                     cancel=ctx.stop,
+                    sandbox=self._sandbox_for(ctx, workspace, None),
                 )
             except LoopctlError as exc:  # the check itself cannot run: no attempt can fix that
                 return checks.Verdict(
@@ -1033,24 +1113,26 @@ class Engine:
             verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
             if not verdict.passed:
                 return replace(verdict, output_tail=output[-4000:])
-            if (
-                ctx.condition is not None
-                and ctx.condition.argv is not None
-                and tuple(argv) == tuple(ctx.condition.argv)
-                and baseline is not None
-            ):
-                reason = weakened(baseline, parse_test_counts(ctx.condition.tool, output))
-                if reason is not None:
-                    from loopctl.fingerprint import fingerprint
+            # The code under test can force the exit status: a test run's counts decide too.
+            unproven = unproven_pass(
+                argv,
+                output,
+                base.counts.get(tuple(argv)),
+                baselined=tuple(argv) in base.counts,
+                repo=self.paths.root,
+            )
+            if unproven is not None:
+                from loopctl.fingerprint import fingerprint
 
-                    return checks.Verdict(
-                        False,
-                        reason,
-                        fingerprint(1, reason).digest,
-                        done.exit_code,
-                        output[-4000:],
-                        "weakened",
-                    )
+                source, reason = unproven
+                return checks.Verdict(
+                    False,
+                    reason,
+                    fingerprint(1, reason).digest,
+                    done.exit_code,
+                    output[-4000:],
+                    source,
+                )
         if ctx.judge is not None:
             return self._judge(ctx, spec, workspace, number, "\n".join(outputs))
         if not commands:
@@ -1182,6 +1264,9 @@ class Engine:
         folder = self._attempt_dir(ctx, spec.id, number)
         prompt_file = folder / f"{role}-prompt.md"
         write_atomic(prompt_file, prompt)
+        # The one place outside the worktree a sandboxed agent may write for this attempt.
+        state_dir = folder / f"{role}-state"
+        state_dir.mkdir(exist_ok=True)
         allow = self._agent_allow(agent)
         env = build_env(
             allow=allow,
@@ -1216,6 +1301,8 @@ class Engine:
             if role == "maker"
             else {},
             skills=tuple(self.project.skills.values()),
+            sandbox=self._sandbox_for(ctx, workspace, agent, state_dir),
+            state_dir=state_dir,
             request_approval=lambda summary, evidence: self._open_item(
                 ctx.run_id,
                 ctx.loop.name,
@@ -1225,9 +1312,24 @@ class Engine:
                 {**evidence, "agent": agent.name, "role": role, "attempt": number},
             ),
         )
+        from loopctl.backends.base import checked
         from loopctl.backends.pricing import priced
 
-        result = priced(backend_for(agent).run(request), agent, dict(self.project.config.prices))
+        # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
+        result = priced(
+            checked(backend_for(agent).run(request)), agent, dict(self.project.config.prices)
+        )
+        if result.extra.get("usage_warning"):
+            self._event(
+                ctx,
+                spec.id,
+                EventType.NOTE,
+                what="usage_clamped",
+                attempt=number,
+                role=role,
+                agent=agent.name,
+                warning=result.extra["usage_warning"],
+            )
         self._event(
             ctx,
             spec.id,
@@ -1284,11 +1386,16 @@ class Engine:
         session = None
         if ctx.maker.resume:
             session = next((s for s in reversed(self._sessions(ctx.run_id, spec.id))), None)
+        before = self._integrity_baseline(ctx, spec, number)
+        if before is None:
+            return
         maker_result = self._run_agent(
             ctx, spec, workspace, number, ctx.maker, "maker", prompt, session
         )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
+        if self._tampered(ctx, spec, number, before):
+            return
         from loopctl.backends.base import auth_failure
         from loopctl.gates import asked_question
 
@@ -1340,7 +1447,9 @@ class Engine:
             return
         self._reattach(ctx, spec, workspace)
         ran: list[dict[str, Any]] = []
-        verdict = self._verdict(ctx, spec, workspace, number, baseline, maker_result, ran)
+        snapshot, verdict = self._checked(ctx, spec, workspace, number, baseline, maker_result, ran)
+        if self._tampered(ctx, spec, number, before):
+            return  # the checks and the checker agent ran after the maker: they are watched too
         self._event(
             ctx,
             spec.id,
@@ -1365,6 +1474,7 @@ class Engine:
             fingerprint=verdict.fingerprint,
             output_tail=verdict.output_tail[-1500:],
             fatal=verdict.fatal,
+            tree=snapshot.tree if snapshot is not None else None,  # what passing commits
         )
         self.refresh_projections()
 
@@ -1462,27 +1572,16 @@ class Engine:
             )
             try:
                 self._reattach(ctx, spec, workspace)
-                commit = git.commit_all(
-                    workspace.path,
-                    message,
-                    author_name=name,
-                    author_email=email,
-                    exclude=self._placed_unchanged(ctx, spec, workspace),
-                )
+                commit = self._commit_checked(ctx, spec, workspace, attempt, message, name, email)
             except LoopctlError as exc:  # one task's delivery failing must not end the tick
                 return self._finish_task(
                     ctx, spec, "failed", f"commit failed: {exc}", workspace, attempt, None
                 )
-            if commit is None:
-                commit = (
-                    git.head_sha(workspace.path)
-                    if git.head_sha(workspace.path) != workspace.base_sha
-                    else None
-                )
-            if commit is not None:
-                self._event(
-                    ctx, spec.id, EventType.COMMIT_CREATED, sha=commit, branch=workspace.branch
-                )
+        elif commit is None:
+            try:
+                commit = self._makers_commit(ctx, spec, workspace, attempt)
+            except LoopctlError as exc:
+                return self._finish_task(ctx, spec, "failed", str(exc), workspace, attempt, None)
         # Push, PR, merge and custom actions: gated ones wait in the inbox (loopctl.delivery).
         from loopctl import delivery
         from loopctl.github_tasks import push_branch
@@ -1645,6 +1744,289 @@ class Engine:
 
         delivery.deliver_approved(self, loop.name)
 
+    # --- invariant 12: commit what was checked; a turn leaves refs and definitions alone -------
+
+    def _refuse_if_held(self) -> None:
+        held = integrity.held_by(self.log.read())
+        if held:
+            raise LoopctlError(integrity.held_reason(held))
+
+    def _integrity_baseline(
+        self, ctx: _RunContext, spec: TaskSpec, number: int
+    ) -> integrity.Baseline | None:
+        """What the attempt's turns must leave as they found; a redone attempt keeps its first.
+
+        None: the attempt was killed after it reported tampering; it is now finished as such.
+        """
+        listing = self._attempt_dir(ctx, spec.id, number) / "integrity-before.json"
+        events = self.log.read()
+        for opened in ctx_events(events, ctx.run_id, spec.id, EventType.INBOX_OPENED):
+            evidence = opened.data.get("evidence")
+            if not isinstance(evidence, dict):
+                continue
+            if evidence.get("tampering") and evidence.get("attempt") == number:
+                self._event(
+                    ctx,
+                    spec.id,
+                    EventType.ATTEMPT_FINISHED,
+                    attempt=number,
+                    verdict="failed",
+                    reason=f"tampering: the agent's turn changed {evidence.get('reason')}"
+                    f" (look, then `loopctl inbox approve {opened.data.get('id')}`)",
+                    fingerprint=None,
+                    fatal=True,
+                    tampering=evidence,
+                )
+                self.refresh_projections()
+                return None
+        notes = ctx_events(events, ctx.run_id, spec.id, EventType.NOTE)
+        recorded = next(
+            (
+                str(e.data.get("digest"))
+                for e in reversed(notes)
+                if e.data.get("what") == "integrity_baseline" and e.data.get("attempt") == number
+            ),
+            None,
+        )
+        fresh = integrity.take(self.paths.root, self.log.last_seq())
+        if recorded is not None:
+            # Interrupted, maybe by its own agent killing loopctl: what changed since the first
+            # start is held to the state before it, not taken as the new normal.
+            earlier = integrity.load(listing, recorded)
+            if earlier is not None:
+                return earlier
+            if fresh.digest() != recorded:
+                # The listing is gone or altered and the state differs: report the listing.
+                lost = listing.relative_to(self.paths.root).as_posix()
+                return replace(fresh, files={**fresh.files, lost: "the state before the turn"})
+            return fresh
+        integrity.save(fresh, listing)
+        self._event(
+            ctx,
+            spec.id,
+            EventType.NOTE,
+            what="integrity_baseline",
+            attempt=number,
+            digest=fresh.digest(),
+        )
+        return fresh
+
+    def _tampered(
+        self, ctx: _RunContext, spec: TaskSpec, number: int, before: integrity.Baseline
+    ) -> bool:
+        """On any change since `before`, fail the attempt as tampering and ask a human."""
+        after = integrity.take(self.paths.root, before.seq)
+        explained = integrity.explained_commits(self.log.read(), before.seq)
+        findings = integrity.compare(before, after, explained)
+        if not findings:
+            return False
+        what = findings.describe()
+        evidence = {**findings.evidence(), "attempt": number}
+        item = self._open_item(
+            ctx.run_id,
+            ctx.loop.name,
+            spec.id,
+            ItemKind.APPROVAL,
+            f"tampering: an agent turn of {ctx.loop.name}/{spec.id} changed {what}",
+            evidence,
+        )
+        held = "; no run starts until then" if findings.files else ""
+        self._event(
+            ctx,
+            spec.id,
+            EventType.ATTEMPT_FINISHED,
+            attempt=number,
+            verdict="failed",
+            reason=f"tampering: the agent's turn changed {what} (look, then `loopctl inbox"
+            f" approve {item}`{held})",
+            fingerprint=None,
+            fatal=True,
+            tampering=evidence,
+        )
+        self.refresh_projections()
+        return True
+
+    def _placed(self, ctx: _RunContext, spec: TaskSpec) -> dict[str, str | None]:
+        """Files loopctl put in this run's worktree (copy, setup), with their digests then."""
+        prepared = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_PREPARED)
+        files = prepared[-1].data.get("files") if prepared else None
+        return dict(files) if isinstance(files, dict) else {}
+
+    def _snapshot(
+        self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace
+    ) -> integrity.Snapshot:
+        placed = self._placed(ctx, spec)
+        return integrity.take_snapshot(
+            workspace.path,
+            parent=workspace.base_sha,
+            base=workspace.base_sha,
+            placed_then=placed,
+            placed_now=_file_hashes(workspace.path, list(placed)),
+        )
+
+    def _checked(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        workspace: Workspace,
+        number: int,
+        baseline: Any,
+        maker_result: Any,
+        ran: list[dict[str, Any]],
+    ) -> tuple[integrity.Snapshot | None, checks.Verdict]:
+        """The verdict on one snapshot of the worktree, taken once the maker's tree has ended.
+
+        The checks run in the worktree itself (tools expect their caches and installed
+        dependencies there). A passing verdict stands only if the worktree is still that snapshot
+        afterwards: a process the agent left behind may have changed it meanwhile, and then the
+        verdict is about something else. Failing the attempt says so plainly, where checking out a
+        clean copy would hide the process still at work.
+        """
+        if ctx.in_place:  # nothing is committed in place: the checkout is the human's
+            return None, self._verdict(ctx, spec, workspace, number, baseline, maker_result, ran)
+        from loopctl.fingerprint import fingerprint
+
+        try:
+            snapshot = self._snapshot(ctx, spec, workspace)
+        except LoopctlError as exc:
+            why = f"cannot snapshot the worktree: {exc}"
+            return None, checks.Verdict(False, why, fingerprint(1, why).digest, source="snapshot")
+        verdict = self._verdict(
+            ctx, spec, workspace, number, baseline, maker_result, ran, snapshot=snapshot
+        )
+        if not verdict.passed:
+            return snapshot, verdict
+        try:
+            moved = integrity.snapshot_changes(
+                workspace.path, snapshot, self._snapshot(ctx, spec, workspace)
+            )
+        except LoopctlError as exc:
+            moved = [f"(it cannot be read again: {exc})"]
+        if not moved:
+            return snapshot, verdict
+        shown = ", ".join(moved[:10]) + (f" and {len(moved) - 10} more" if len(moved) > 10 else "")
+        why = (
+            f"the worktree changed while it was being checked ({shown}): the verdict is not about"
+            " what would be committed, so nothing is (a process the agent started may still be"
+            " running; if the check itself writes these files, add them to .gitignore)"
+        )
+        return snapshot, checks.Verdict(
+            False, why, fingerprint(1, why).digest, verdict.exit_code, "", "snapshot"
+        )
+
+    def _checked_tree(
+        self, ctx: _RunContext, spec: TaskSpec, attempt: int
+    ) -> tuple[str | None, Event | None]:
+        """The tree the passing attempt checked (None in logs from before snapshots)."""
+        found = [
+            e
+            for e in ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
+            if e.data.get("attempt") == attempt and e.data.get("verdict") == "passed"
+        ]
+        passed = found[-1] if found else None
+        tree = passed.data.get("tree") if passed else None
+        return (tree if isinstance(tree, str) else None), passed
+
+    def _commit_checked(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        workspace: Workspace,
+        attempt: int,
+        message: str,
+        name: str,
+        email: str,
+    ) -> str | None:
+        """Commit exactly the tree the passing attempt checked, on the base; None: no change.
+
+        Commits the agent made on the task branch are folded in: the tree already holds their
+        content, the parent stays the base, and the log names them.
+        """
+        root = self.paths.root
+        tree, passed = self._checked_tree(ctx, spec, attempt)
+        if tree is None:  # a verdict recorded by an older loopctl: the worktree as it is now
+            tree = self._snapshot(ctx, spec, workspace).tree
+        parent = workspace.base_sha
+        if tree == git.tree_of_commit(root, parent):
+            return None
+        current = git.branch_head(root, workspace.branch)
+        date = _git_date(passed.ts if passed is not None else self.clock().isoformat())
+        sha = git.commit_snapshot(
+            root,
+            workspace.branch,
+            tree,
+            parent,
+            message,
+            author_name=name,
+            author_email=email,
+            date=date,
+            expect=current,
+        )
+        folded = [] if current is None else git.commits_between(root, parent, current)
+        git.reset_index(workspace.path, sha)
+        self._event(
+            ctx,
+            spec.id,
+            EventType.COMMIT_CREATED,
+            sha=sha,
+            branch=workspace.branch,
+            tree=tree,
+            parent=parent,
+            folded=[c for c in folded if c != sha],
+        )
+        return sha
+
+    def _makers_commit(
+        self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace, attempt: int
+    ) -> str | None:
+        """Without a `commit` action: the maker's own commit, if it is exactly what was checked."""
+        root = self.paths.root
+        head = git.branch_head(root, workspace.branch)
+        if head is None or head == workspace.base_sha:
+            return None
+        tree, _ = self._checked_tree(ctx, spec, attempt)
+        if tree is not None and git.tree_of_commit(root, head) == tree:
+            return head
+        raise LoopctlError(
+            f"the maker's own commits on {workspace.branch} are not what was checked (the"
+            ' worktree held other changes): nothing is delivered; add "commit" to [deliver]'
+            " actions to deliver the checked work"
+        )
+
+    def _archive_leftovers(
+        self, ctx: _RunContext, spec: TaskSpec, path: Path, branch: str
+    ) -> str | None:
+        """Commit what an earlier run left in the task's worktree; copied and set-up files stay out.
+
+        Returns the archive commit, or None when the worktree holds nothing uncommitted.
+        """
+        root = self.paths.root
+        head = git.head_sha(path)
+        prepared = [
+            e
+            for e in self.log.read()
+            if e.type == EventType.WORKTREE_PREPARED
+            and e.loop == ctx.loop.name
+            and e.task == spec.id
+        ]
+        files = prepared[-1].data.get("files") if prepared else None
+        placed = sorted(files) if isinstance(files, dict) else []
+        tree = git.snapshot_tree(path, head, exclude=placed)
+        if tree == git.tree_of_commit(root, head):
+            return None
+        name, email = _author(self.project.config.author)
+        return git.commit_snapshot(
+            root,
+            branch,
+            tree,
+            head,
+            f"loopctl: work left in {branch} by an earlier run\n",
+            author_name=name,
+            author_email=email,
+            date=_git_date(self.clock().isoformat()),
+            expect=git.branch_head(root, branch),
+        )
+
 
 def _printable(text: str) -> str:
     """Task text for a commit message: git refuses NUL, and control characters help nobody."""
@@ -1687,3 +2069,8 @@ def ensure_gitignore(loop_dir: Path) -> None:
     target = loop_dir / ".gitignore"
     if not target.exists():
         write_atomic(target, (TEMPLATES / "gitignore").read_text(encoding="utf-8"))
+
+
+def _git_date(iso: str) -> str:
+    """An event's ISO time as git's "<unix seconds> +0000" (a redone commit is the same object)."""
+    return f"{int(datetime.fromisoformat(iso).timestamp())} +0000"

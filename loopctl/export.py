@@ -299,6 +299,10 @@ def github_actions(
         "      - name: Install loopctl" + (" and the agent CLIs" if installs else ""),
         "        run: |",
         *(f"          {line}" for line in install_lines),
+        # Ubuntu 23.10+ runners restrict unprivileged user namespaces through AppArmor, which
+        # loopctl's agent sandbox (bubblewrap) needs; the runner is a throwaway VM.
+        "      - name: Allow the agent sandbox",
+        "        run: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 || true",
         "      - name: Let loopctl's git use the job's token",
         "        run: |",
         '          git config --file "$GIT_CONFIG_GLOBAL" credential.helper \\',

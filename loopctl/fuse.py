@@ -14,6 +14,7 @@ from datetime import date, datetime, tzinfo
 from loopctl.definitions.config import Config
 from loopctl.events import Event, EventType
 from loopctl.inbox import new_item_id
+from loopctl.usage import tokens_of, usd_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +33,8 @@ def day_spend(events: Iterable[Event], now: datetime, tz: tzinfo) -> DaySpend:
         if event.type != EventType.AGENT_FINISHED or event.time.astimezone(tz).date() != today:
             continue
         data = event.data
-        tokens += int(data.get("input_tokens") or 0) + int(data.get("output_tokens") or 0)
-        usd += float(data.get("cost_usd") or 0.0)
+        tokens += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
+        usd += usd_of(data.get("cost_usd"))
     return DaySpend(today, tokens, usd)
 
 
@@ -60,3 +61,70 @@ def fuse_reason(config: Config, spent: DaySpend) -> str | None:
 def fuse_item_id(day: date) -> str:
     """The inbox item a blown fuse opens: one per day, whichever loop hit it first."""
     return new_item_id("budget-fuse", day.isoformat())
+
+
+def task_attempt_cost(events: Iterable[Event], loop: str, task: str) -> tuple[float, float]:
+    """Mean tokens and USD of one attempt of `task`, over every run it was worked in.
+
+    A retried task keeps its spend history: what its earlier attempts cost predicts the next.
+    """
+    per_attempt: dict[tuple[str | None, object], list[float]] = {}
+    for event in events:
+        if event.type != EventType.AGENT_FINISHED or event.loop != loop or event.task != task:
+            continue
+        entry = per_attempt.setdefault((event.run, event.data.get("attempt")), [0.0, 0.0])
+        entry[0] += tokens_of(event.data.get("input_tokens")) + tokens_of(
+            event.data.get("output_tokens")
+        )
+        entry[1] += usd_of(event.data.get("cost_usd"))
+    if not per_attempt:
+        return 0.0, 0.0
+    count = len(per_attempt)
+    return (
+        sum(v[0] for v in per_attempt.values()) / count,
+        sum(v[1] for v in per_attempt.values()) / count,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Allowance:
+    """What a retried task may still spend today: a refusal, or the room left under the caps."""
+
+    refused: str | None = None
+    tokens: int | None = None  # None: no daily token cap
+    usd: float | None = None
+
+
+def retry_allowance(
+    config: Config, events: Iterable[Event], loop: str, task: str | None, now: datetime, tz: tzinfo
+) -> Allowance:
+    """Whether `inbox retry`/`reply` may run a task again today, counted like any tick.
+
+    Refused when the fuse is blown, or when the task's next attempt (as its history predicts)
+    would pass a daily cap; otherwise the room left, for the retried run's own budget.
+    """
+    if not configured(config):
+        return Allowance()
+    seen = list(events)
+    spent = day_spend(seen, now, tz)
+    reason = fuse_reason(config, spent)
+    if reason is not None:
+        return Allowance(refused=reason)
+    tokens, usd = task_attempt_cost(seen, loop, task) if task else (0.0, 0.0)
+    cap_tokens, cap_usd = config.max_tokens_per_day, config.max_usd_per_day
+    if cap_tokens is not None and spent.tokens + tokens > cap_tokens:
+        return Allowance(
+            refused=f"daily budget fuse: {spent.tokens} of {cap_tokens} tokens used on"
+            f" {spent.day} and an attempt of this task takes about {int(tokens)}"
+            " ([budget] max_tokens_per_day in .loop/config.toml)"
+        )
+    if cap_usd is not None and spent.usd + usd > cap_usd:
+        return Allowance(
+            refused=f"daily budget fuse: ${spent.usd:.2f} of ${cap_usd:.2f} used on {spent.day}"
+            f" and an attempt of this task costs about ${usd:.2f}"
+            " ([budget] max_usd_per_day in .loop/config.toml)"
+        )
+    return Allowance(
+        tokens=cap_tokens - spent.tokens if cap_tokens is not None else None,
+        usd=cap_usd - spent.usd if cap_usd is not None else None,
+    )

@@ -5,19 +5,24 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from loopctl.errors import GitError
+from loopctl.secrets import is_secret_name
 
 # Invariant 8: an agent can write hooks and config into the worktree it works in (the common
-# .git/config included). These overrides sit at command scope, above any repository config, so
-# nothing the agent planted runs inside loopctl's own git commands with loopctl's environment.
+# .git/config included, and any file that config includes). These overrides sit at command
+# scope, above any repository config, so nothing the agent planted runs inside loopctl's own
+# git commands with loopctl's environment. Signing and signature checks would run gpg.program
+# (or its ssh and x509 kin); a pager any pager.<command>.
 _HARDENING = (
+    "--no-pager",
     "-c", "core.hooksPath=/dev/null",
     "-c", "core.fsmonitor=false",
     "-c", "core.untrackedCache=false",
@@ -25,15 +30,55 @@ _HARDENING = (
     "-c", "core.pager=cat",
     "-c", "color.ui=false",
     "-c", "commit.gpgSign=false",
+    "-c", "tag.gpgSign=false",
+    "-c", "push.gpgSign=false",
+    "-c", "merge.verifySignatures=false",
+    "-c", "log.showSignature=false",
     "-c", "submodule.recurse=false",
 )  # fmt: skip
+# Commands that never reach a remote need no credential: an empty helper clears every helper
+# configured before it, the repository's own included (network commands rebuild the list).
+_LOCAL_ONLY = ("-c", "credential.helper=")
 
+# The environment beats any config, so these settle what config could otherwise steer.
+_PINNED_ENV = {
+    # Replace refs (and the old grafts file) in an agent-writable repository make git read
+    # other objects than the ones named: a weakened test hidden from the protected-path check,
+    # a false diff shown to the approver, a false ancestry for a fast-forward.
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_GRAFT_FILE": os.devnull,
+    # Programs config could name (core.editor, sequence.editor, core.askPass, core.sshCommand,
+    # core.gitProxy): local commands need none of them; network commands set their own.
+    "GIT_EDITOR": ":",
+    "GIT_SEQUENCE_EDITOR": ":",
+    "GIT_ASKPASS": "",
+    "GIT_SSH_COMMAND": "false",
+    "GIT_PROXY_COMMAND": "",
+    # A partial clone fetches missing objects from a remote config names (git 2.44 and later).
+    "GIT_NO_LAZY_FETCH": "1",
+}
 # Kept from the caller's environment so tests (and users) can isolate git's global config.
 _KEPT_GIT_VARS = frozenset({"GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"})
-# How the user reaches a remote (their own ssh command or askpass helper): kept for the network
-# commands of an approved delivery only, never for commands in a worktree an agent touched.
-_NETWORK_GIT_VARS = ("GIT_SSH_COMMAND", "GIT_SSH", "GIT_SSH_VARIANT", "GIT_ASKPASS")
+# The one credential each transport may need (withheld otherwise, like every secret-named
+# variable): the ssh agent's socket, or the GitHub token a `gh auth git-credential` helper reads.
+_TRANSPORT_CREDENTIALS = {
+    "ssh": ("SSH_AUTH_SOCK",),
+    "http": ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN"),
+}
+# Config scopes the user controls; "local" and "worktree" (and what they include) are writable
+# by the agent in a worktree of the repository.
+_TRUSTED_SCOPES = frozenset({"system", "global"})
+_PLANTABLE_SCOPES = frozenset({"local", "worktree"})
+# Repository-config keys that would let a network command talk to someone in between: a proxy,
+# or TLS checks switched off or pointed at another certificate authority.
+_HTTP_TRUST = frozenset({"proxy", "sslverify", "sslcainfo", "sslcapath", "curloptresolve"})
+# Network commands name the other end's programs themselves: a remote section that config has
+# for the URL cannot swap in its own.
+_UPLOAD_PACK = "--upload-pack=git-upload-pack"
+_RECEIVE_PACK = "--receive-pack=git-receive-pack"
+_REWRITES = {"insteadof": "insteadOf", "pushinsteadof": "pushInsteadOf"}
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_SCP_LIKE = re.compile(r"^(?:[^@/:]+@)?\[?[^/:\]]+\]?:(?!//)")
 
 # Diffs must not run external diff programs or textconv drivers a repository configures.
 _SAFE_DIFF = ("--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty")
@@ -60,7 +105,11 @@ _CONTENT_FREE = frozenset(
     }
 )
 
-_FILTER_KEY = re.compile(r"^filter\..+\.(?:clean|smudge|process)$", re.DOTALL)
+_DRIVER_KEY = re.compile(
+    r"^(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)|diff\.external"
+    r"|merge\..+\.driver)$",
+    re.DOTALL,
+)
 _FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _TRUNCATED = "\n[diff truncated at {limit} bytes]\n"
 
@@ -104,7 +153,8 @@ def git(
     if subcommand not in _CONTENT_FREE:
         env.update(_filter_neutralisers(cwd))
     env.update(extra_env or {})
-    result = _run(["git", *_HARDENING, *args], cwd=cwd, env=env, timeout=timeout, input=input)
+    argv = ["git", *_HARDENING, *_LOCAL_ONLY, *args]
+    result = _run(argv, cwd=cwd, env=env, timeout=timeout, input=input)
     if check and result.returncode != 0:
         raise GitError(f"git {subcommand} failed: {_first_line(result)}")
     return result
@@ -290,6 +340,106 @@ def changed_paths(worktree: Path, base_sha: str) -> list[str]:
     return sorted({*_split_z(tracked), *_untracked(worktree)})
 
 
+def ignored_files(
+    worktree: Path, *, wanted: Callable[[str], bool], descend: Callable[[str], bool]
+) -> list[str]:
+    """Untracked files git ignores (.gitignore, info/exclude, core.excludesFile) that `wanted`
+    accepts, sorted; `changed_paths` never lists them, yet a test runner reads them.
+
+    git names a wholly ignored folder once; it is walked only where `descend(folder)` allows
+    (symlinks are not followed), so node_modules or a virtualenv is skipped, not read.
+    """
+    out = git(
+        [
+            "ls-files", "--others", "--ignored", "--exclude-standard", "--directory",
+            "-z", "--full-name", "--", ":/",
+        ],
+        cwd=worktree,
+    ).stdout  # fmt: skip
+    top = Path(git(["rev-parse", "--show-toplevel"], cwd=worktree).stdout.rstrip("\n"))
+    found: list[str] = []
+    for entry in _split_z(out):
+        if not entry.endswith("/"):
+            if wanted(entry):
+                found.append(entry)
+            continue
+        folder = entry.rstrip("/")
+        if not descend(folder):
+            continue
+        for root, dirs, files in os.walk(top / folder):
+            relative = Path(root).relative_to(top).as_posix()
+            dirs[:] = [d for d in dirs if descend(f"{relative}/{d}")]
+            found += (f"{relative}/{name}" for name in files if wanted(f"{relative}/{name}"))
+    return sorted(found)
+
+
+def tracked_content_changes(
+    worktree: Path, base_sha: str, *, wanted: Callable[[str], bool]
+) -> list[str]:
+    """Files of `base_sha` that `wanted` accepts whose working-tree content differs, sorted.
+
+    Judged by hashing the files, not through the index: an entry marked assume-unchanged or
+    skip-worktree, or with forged stat data, hides an edit from `git diff`, never from this.
+    """
+    sha = _require_sha(worktree, base_sha)
+    out = git(["ls-tree", "-r", "-z", "--full-tree", sha], cwd=worktree).stdout
+    top = Path(git(["rev-parse", "--show-toplevel"], cwd=worktree).stdout.rstrip("\n"))
+    changed: list[str] = []
+    suspects: dict[str, str] = {}
+    for record in _split_z(out):
+        meta, _, path = record.partition("\t")
+        mode, kind, blob = meta.split(" ")
+        if kind != "blob" or not wanted(path):
+            continue  # submodules have no content here
+        if blob in _worktree_blobs(top / path, symlink=mode == "120000", length=len(blob)):
+            continue
+        plain = mode != "120000" and "\n" not in path and (top / path).is_file()
+        if plain and not (top / path).is_symlink():
+            suspects[path] = blob
+        else:
+            changed.append(path)
+    if suspects:
+        # Content a clean filter or attribute rewrites on the way in (Git LFS, ident,
+        # working-tree-encoding) hashes differently raw: ask git, which applies them. Filters
+        # from the repository's own config stay off (see `git`), and a failure counts as changed.
+        try:
+            hashed = git(
+                ["hash-object", "--stdin-paths"],
+                cwd=top,
+                input="".join(f"{path}\n" for path in suspects),
+            ).stdout.split()
+        except GitError:
+            hashed = []
+        if len(hashed) != len(suspects):
+            hashed = [""] * len(suspects)
+        changed += (
+            path for (path, blob), got in zip(suspects.items(), hashed, strict=True) if got != blob
+        )
+    return sorted(changed)
+
+
+def _worktree_blobs(path: Path, *, symlink: bool, length: int) -> set[str]:
+    """The blob ids `path`'s content (a link's target, for a symlink) may stand for; empty
+    when it is missing or of another kind than the commit's entry."""
+    import hashlib
+
+    try:
+        if symlink:
+            data = os.readlink(path).encode("utf-8", "surrogateescape")
+        elif path.is_symlink() or not path.is_file():
+            return set()  # a link or folder where the commit has a file
+        else:
+            data = path.read_bytes()
+    except OSError:
+        return set()
+    digest = hashlib.sha1 if length == 40 else hashlib.sha256
+    forms = {data}
+    if not symlink and b"\r\n" in data:
+        # A checkout that converts line endings (core.autocrlf, eol attributes) is no edit.
+        forms.add(data.replace(b"\r\n", b"\n"))
+    return {digest(b"blob %d\0" % len(form) + form).hexdigest() for form in forms}
+
+
 def diff_text(worktree: Path, base_sha: str, max_bytes: int) -> str:
     """The patch from `base_sha` to the working tree, untracked files as added, truncated."""
     sha = _require_sha(worktree, base_sha)
@@ -361,17 +511,21 @@ def diff_stat_between(repo: Path, base_sha: str, sha: str) -> str:
 
 
 def remote_branch_sha(repo: Path, remote: str, branch: str, *, timeout: float = 120) -> str | None:
-    """The commit `branch` points at on `remote` (a name, URL or path), or None if absent."""
+    """The commit `branch` points at on `remote`, or None if absent.
+
+    `remote` is a URL or path, best one read before any agent ran (loopctl.remotes); a remote's
+    name is resolved to its fetch URL now. So for every network command here.
+    """
     wanted = f"refs/heads/{branch}"
-    result = git(
-        ["ls-remote", "--heads", "--", remote, wanted],
+    url = _url_of(repo, remote, push=False)
+    result = _network_git(
+        ["ls-remote", "--heads", _UPLOAD_PACK, "--", url, wanted],
         cwd=repo,
-        check=False,
+        url=url,
         timeout=timeout,
-        extra_env=_network_env(),
     )
     if result.returncode != 0:
-        raise GitError(f"cannot read remote {_no_userinfo(remote)!r}: {_first_line(result)}")
+        raise GitError(f"cannot read remote {_no_userinfo(url)!r}: {_first_line(result)}")
     for line in result.stdout.splitlines():
         sha, _, ref = line.partition("\t")
         if ref == wanted and _FULL_SHA.match(sha):
@@ -381,24 +535,25 @@ def remote_branch_sha(repo: Path, remote: str, branch: str, *, timeout: float = 
 
 def fetch_refs(repo: Path, remote: str, refspecs: Sequence[str], *, timeout: float = 300) -> None:
     """Fetch `refspecs` (each `+src:dst`, built by loopctl) from `remote`; no tags or submodules."""
-    result = git(
+    url = _url_of(repo, remote, push=False)
+    result = _network_git(
         [
             "fetch",
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
             "--recurse-submodules=no",
+            _UPLOAD_PACK,
             "--",
-            remote,
+            url,
             *refspecs,
         ],
         cwd=repo,
-        check=False,
+        url=url,
         timeout=timeout,
-        extra_env=_network_env(),
     )
     if result.returncode != 0:
-        raise GitError(f"git fetch from {_no_userinfo(remote)!r} failed: {_first_line(result)}")
+        raise GitError(f"git fetch from {_no_userinfo(url)!r} failed: {_first_line(result)}")
 
 
 def valid_branch_name(repo: Path, name: str) -> bool:
@@ -420,12 +575,12 @@ def push_commit(
     sha = _require_sha(repo, sha)
     target = f"refs/heads/{branch}"
     lease = f"--force-with-lease={target}:{expect or ''}"
-    result = git(
-        ["push", "--porcelain", "--no-verify", lease, "--", remote, f"{sha}:{target}"],
+    url = _url_of(repo, remote, push=True)
+    result = _network_git(
+        ["push", "--porcelain", "--no-verify", _RECEIVE_PACK, lease, "--", url, f"{sha}:{target}"],
         cwd=repo,
-        check=False,
+        url=url,
         timeout=timeout,
-        extra_env=_network_env(),
     )
     if result.returncode == 0:
         return
@@ -436,7 +591,7 @@ def push_commit(
         if line.startswith("!\t")
     ]
     why = "; ".join(reasons) or _first_line(result)
-    raise GitError(f"git push to {_no_userinfo(remote)!r} failed: {_no_userinfo(why)}")
+    raise GitError(f"git push to {_no_userinfo(url)!r} failed: {_no_userinfo(why)}")
 
 
 def fast_forward(repo: Path, branch: str, sha: str) -> bool:
@@ -469,28 +624,43 @@ def fast_forward(repo: Path, branch: str, sha: str) -> bool:
 
 def fetch_branch(repo: Path, remote: str, branch: str, into: str, *, timeout: float = 300) -> str:
     """Fetch `branch` of `remote` into the private ref `into` (forced); return its commit."""
-    result = git(
+    url = _url_of(repo, remote, push=False)
+    result = _network_git(
         [
             "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
-            "--", remote, f"+refs/heads/{branch}:{into}",
+            _UPLOAD_PACK, "--", url, f"+refs/heads/{branch}:{into}",
         ],
         cwd=repo,
-        check=False,
+        url=url,
         timeout=timeout,
-        extra_env=_network_env(),
     )  # fmt: skip
     if result.returncode != 0:
-        raise GitError(
-            f"cannot fetch {branch} from {_no_userinfo(remote)!r}: {_first_line(result)}"
-        )
+        raise GitError(f"cannot fetch {branch} from {_no_userinfo(url)!r}: {_first_line(result)}")
     return resolve_commit(repo, into)
 
 
 def remote_url(repo: Path, remote: str) -> str | None:
     """The fetch URL of a configured remote, without any user:password part; None if unset."""
-    result = git(["remote", "get-url", "--", remote], cwd=repo, check=False)
-    url = result.stdout.strip()
-    return re.sub(r"(?<=://)[^/@\s]+@", "", url) if result.returncode == 0 and url else None
+    url = _configured_url(repo, remote, push=False)
+    return _URL_USERINFO.sub("", url) if url else None
+
+
+def remote_urls(repo: Path, remote: str) -> tuple[str | None, str | None]:
+    """(push URL, fetch URL) where `remote` leads now, user:password parts included.
+
+    For a configured remote these are what git itself would use (pushurl, insteadOf and
+    pushInsteadOf applied); a value that is itself a URL or path is both; None when neither.
+    """
+    if "\0" in remote or not remote or remote.startswith("-"):
+        return None, None
+    if _is_url(remote):
+        return remote, remote
+    return _configured_url(repo, remote, push=True), _configured_url(repo, remote, push=False)
+
+
+def display_url(url: str) -> str:
+    """`url` with any user:password part masked: fit for messages and the event log."""
+    return _no_userinfo(url)
 
 
 def read_blob(repo: Path, commit: str, path: str) -> str | None:
@@ -550,8 +720,133 @@ def commit_tree(
 # --- running git -------------------------------------------------------------------------------
 
 
-def _network_env() -> dict[str, str]:
-    return {name: os.environ[name] for name in _NETWORK_GIT_VARS if name in os.environ}
+def _is_url(remote: str) -> bool:
+    # A remote's name is a single word; anything with a slash or colon git reads as a URL or a
+    # path (unless config has a remote of that very name, which _refuse_steering rejects).
+    return "/" in remote or ":" in remote
+
+
+def _configured_url(repo: Path, remote: str, *, push: bool) -> str | None:
+    if "\0" in remote or not remote or remote.startswith("-"):
+        return None
+    which = ["--push"] if push else []
+    result = git(["remote", "get-url", *which, "--", remote], cwd=repo, check=False)
+    url = result.stdout.strip()
+    return url if result.returncode == 0 and url else None
+
+
+def _url_of(repo: Path, remote: str, *, push: bool) -> str:
+    """The URL a network command goes to: `remote` itself, or the URL its name leads to now."""
+    if "\0" in remote or not remote or remote.startswith("-"):
+        raise GitError(f"not a remote: {remote!r}")
+    if _is_url(remote):
+        return remote
+    url = _configured_url(repo, remote, push=push)
+    if url is None:
+        raise GitError(f"no remote named {remote!r} in {repo} (`git remote -v` lists them)")
+    return url
+
+
+def _network_git(args: list[str], *, cwd: Path, url: str, timeout: float) -> GitResult:
+    """Run a network command against `url` (never a name config could repoint)."""
+    env = _base_env()
+    _secure_network_env(env, cwd, url)
+    return _run(["git", *_HARDENING, *args], cwd=cwd, env=env, timeout=timeout, input=None)
+
+
+def _secure_network_env(env: dict[str, str], cwd: Path, url: str) -> None:
+    """Give a network command the credential its transport needs and the user's own programs
+    (ssh command, askpass, credential helpers, proxy), never ones the repository's config names.
+
+    Refuses (GitError) when that config would steer the command somewhere else than `url`.
+    """
+    entries = _config_entries(cwd)
+    trusted = [(key, value) for scope, key, value in entries if scope in _TRUSTED_SCOPES]
+    planted = [(key, value) for scope, key, value in entries if scope in _PLANTABLE_SCOPES]
+    transport = _transport(url)
+    _refuse_steering(url, transport, planted, trusted)
+    for name in _TRANSPORT_CREDENTIALS.get(transport, ()):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    # The environment outranks config: core.sshCommand and core.askPass from the repository
+    # never run. Precedence among the user's own settings is git's.
+    env["GIT_SSH_COMMAND"] = _user_ssh_command(trusted)
+    env["GIT_ASKPASS"] = _user_askpass(trusted)
+    if "GIT_SSH_VARIANT" in os.environ:
+        env["GIT_SSH_VARIANT"] = os.environ["GIT_SSH_VARIANT"]
+    if not any(key == "core.gitproxy" for key, _ in planted):
+        del env["GIT_PROXY_COMMAND"]  # the user's own core.gitProxy applies as configured
+    pins: list[tuple[str, str]] = []
+    if any(_is_helper_key(key) for key, _ in planted):
+        # Command scope is read last: clear the helper list, then rebuild it from the user's
+        # own config in its order (an empty value there is a reset too).
+        pins.append(("credential.helper", ""))
+        pins += [
+            (key, value) for key, value in trusted if _is_helper_key(key) and value is not None
+        ]
+    if any(key == "core.alternaterefscommand" for key, _ in planted):
+        own = [value for key, value in trusted if key == "core.alternaterefscommand" and value]
+        pins.append(("core.alternateRefsCommand", own[-1] if own else "true"))
+    env.update(_config_env(pins))
+
+
+def _refuse_steering(
+    url: str,
+    transport: str,
+    planted: Sequence[tuple[str, str | None]],
+    trusted: Sequence[tuple[str, str | None]],
+) -> None:
+    for key, value in planted:
+        section, _, rest = key.partition(".")
+        subsection, _, name = rest.rpartition(".")
+        if section == "url" and name in _REWRITES and value and url.startswith(value):
+            why = f"url.{subsection}.{_REWRITES[name]} rewrites it"
+        elif section == "remote" and subsection == url:
+            why = f"a remote named after that URL ({key}) takes it over"
+        elif section == "http" and transport == "http" and name in _HTTP_TRUST:
+            why = f"{key} changes how it is reached"
+        elif key == "core.gitproxy" and any(k == "core.gitproxy" for k, _ in trusted):
+            why = "core.gitProxy names a proxy program"
+        else:
+            continue
+        raise GitError(
+            f"refusing to reach {_no_userinfo(url)}: the repository's own git config (which an"
+            f" agent can write) says {_no_userinfo(why)}; remove that from .git/config (or the"
+            " file it includes), or set it in your global git config"
+        )
+
+
+def _transport(url: str) -> str:
+    lower = url.lower()
+    if lower.startswith(("http://", "https://")):
+        return "http"
+    if lower.startswith(("ssh://", "git+ssh://", "ssh+git://")) or _SCP_LIKE.match(url):
+        return "ssh"
+    return "other"
+
+
+def _is_helper_key(key: str) -> bool:
+    return key.startswith("credential.") and key.endswith(".helper")
+
+
+def _user_ssh_command(trusted: Sequence[tuple[str, str | None]]) -> str:
+    if "GIT_SSH_COMMAND" in os.environ:
+        return os.environ["GIT_SSH_COMMAND"]
+    own = [value for key, value in trusted if key == "core.sshcommand" and value]
+    if own:
+        return own[-1]
+    if os.environ.get("GIT_SSH"):
+        return shlex.quote(os.environ["GIT_SSH"])
+    return "ssh"
+
+
+def _user_askpass(trusted: Sequence[tuple[str, str | None]]) -> str:
+    if "GIT_ASKPASS" in os.environ:
+        return os.environ["GIT_ASKPASS"]
+    own = [value for key, value in trusted if key == "core.askpass" and value is not None]
+    if own:
+        return os.path.expanduser(own[-1])
+    return os.environ.get("SSH_ASKPASS", "")
 
 
 def _no_userinfo(text: str) -> str:
@@ -560,7 +855,13 @@ def _no_userinfo(text: str) -> str:
 
 
 def _base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
+    # No secret reaches git: whatever it might run despite the hardening gets none of them.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith("GIT_") or k in _KEPT_GIT_VARS) and not is_secret_name(k)
+    }
+    env.update(_PINNED_ENV)
     env["GIT_TERMINAL_PROMPT"] = "0"
     # loopctl parses some of git's words (a lock reason, error lines): keep them untranslated.
     env["LC_ALL"] = "C"
@@ -595,34 +896,43 @@ def _run(
 
 
 def _filter_neutralisers(cwd: Path) -> dict[str, str]:
-    """Environment that blanks every clean/smudge/process filter the repository configures."""
-    # A filter from repository config (local or worktree scope) could be agent-planted, and
-    # `.gitattributes` is in the agent's hands. An empty command disables a filter; a filter
-    # marked `required` then makes git fail loudly rather than stage unfiltered content.
-    # GIT_CONFIG_KEY_n carries any driver name exactly, even one containing "=".
-    # Failing to list them fails the command (no silent fallback to running them).
+    """Environment that blanks every content program (filter, textconv, diff or merge driver)
+    the repository's own config names."""
+    # A driver from repository config (local or worktree scope, or a file either includes)
+    # could be agent-planted, and `.gitattributes` is in the agent's hands. An empty command
+    # disables a filter; a filter marked `required` then makes git fail loudly rather than
+    # stage unfiltered content. Diffs also pass --no-ext-diff and --no-textconv.
+    keys = sorted({key for scope, key, _ in _config_entries(cwd) if scope in _PLANTABLE_SCOPES})
+    return _config_env([(key, "") for key in keys if _DRIVER_KEY.match(key)])
+
+
+def _config_entries(cwd: Path) -> list[tuple[str, str, str | None]]:
+    """Every config entry git sees in `cwd` as (scope, key, value), includes expanded."""
+    # Failing to list them fails the command (no silent fallback to running what they name).
     listed = _run(
-        [
-            "git", *_HARDENING, "config", "--show-scope", "--null", "--name-only",
-            "--get-regexp", r"^filter\..*\.(clean|smudge|process)$",
-        ],
+        ["git", *_HARDENING, "config", "--list", "--show-scope", "--null"],
         cwd=cwd,
         env=_base_env(),
         timeout=30,
         input=None,
-    )  # fmt: skip
-    fields = listed.stdout.split("\0")
-    keys = sorted(
-        {
-            key
-            for scope, key in zip(fields[::2], fields[1::2], strict=False)
-            if scope in ("local", "worktree") and _FILTER_KEY.match(key)
-        }
     )
-    env = {"GIT_CONFIG_COUNT": str(len(keys))} if keys else {}
-    for i, key in enumerate(keys):
+    if listed.returncode != 0:
+        raise GitError(f"cannot read the git config in {cwd}: {_first_line(listed)}")
+    fields = listed.stdout.split("\0")
+    entries: list[tuple[str, str, str | None]] = []
+    for scope, record in zip(fields[::2], fields[1::2], strict=False):
+        key, newline, value = record.partition("\n")
+        entries.append((scope, key, value if newline else None))
+    return entries
+
+
+def _config_env(pins: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Command-scope config as environment: GIT_CONFIG_KEY_n carries any key exactly, even a
+    driver or URL name containing "=", which `-c` would split."""
+    env = {"GIT_CONFIG_COUNT": str(len(pins))} if pins else {}
+    for i, (key, value) in enumerate(pins):
         env[f"GIT_CONFIG_KEY_{i}"] = key
-        env[f"GIT_CONFIG_VALUE_{i}"] = ""
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
     return env
 
 
@@ -732,3 +1042,132 @@ def _truncate(text: str, max_bytes: int) -> str:
         return text
     kept = data[: max(max_bytes, 0)].decode("utf-8", "ignore")
     return kept + _TRUNCATED.format(limit=max_bytes)
+
+
+# --- snapshots and refs for invariant 12: commit exactly what was checked ------------------------
+
+# Replacement refs would let a planted refs/replace/* swap the commits loopctl reads.
+_NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1"}
+
+
+def snapshot_tree(worktree: Path, parent: str, *, exclude: Sequence[str] = ()) -> str:
+    """The worktree's files as a tree object, built in a private index started from `parent`.
+
+    Untracked files are included and ignored ones are not (as `git add -A`); each path in
+    `exclude` keeps its version in `parent` (absent there: absent here). The worktree's own index
+    is never read: an agent can set flags in it (assume-unchanged, skip-worktree) that hide a
+    changed file from `git add`.
+    """
+    sha = _require_sha(worktree, parent)
+    with tempfile.TemporaryDirectory(prefix="loopctl-snapshot-") as tmp:
+        env = {**_NO_REPLACE, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(["read-tree", sha], cwd=worktree, extra_env=env)
+        git(["add", "-A"], cwd=worktree, extra_env=env)
+        if exclude:
+            # ":(top,literal)" keeps names like "*" from acting as pathspec magic.
+            git(
+                ["reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul", sha],
+                cwd=worktree,
+                input="".join(f":(top,literal){name}\0" for name in exclude),
+                extra_env=env,
+            )
+        return git(["write-tree"], cwd=worktree, extra_env=env).stdout.strip()
+
+
+def tree_changes(repo: Path, old: str, new: str) -> list[str]:
+    """Paths that differ between two trees (or commits), sorted."""
+    for sha in (old, new):
+        if not _FULL_SHA.match(sha):
+            raise GitError(f"not an object sha: {sha!r}")
+    out = git(
+        ["diff-tree", "-r", "--name-only", "-z", "--no-renames", *_SAFE_DIFF, old, new, "--"],
+        cwd=repo,
+        extra_env=_NO_REPLACE,
+    ).stdout
+    return sorted(set(_split_z(out)))
+
+
+def commit_snapshot(
+    repo: Path,
+    branch: str,
+    tree: str,
+    parent: str,
+    message: str,
+    *,
+    author_name: str,
+    author_email: str,
+    date: str,
+    expect: str | None,
+) -> str:
+    """Commit `tree` on `parent` and point `branch` at it, only if it still points at `expect`.
+
+    `date` ("<unix seconds> +0000") makes the commit the same object when a resumed run makes
+    it again; `expect` None means the branch must not exist.
+    """
+    if not _FULL_SHA.match(tree):
+        raise GitError(f"not a tree sha: {tree!r}")
+    parent_sha = _require_sha(repo, parent)
+    identity = {
+        **_NO_REPLACE,
+        "GIT_AUTHOR_NAME": author_name,
+        "GIT_AUTHOR_EMAIL": author_email,
+        "GIT_AUTHOR_DATE": date,
+        "GIT_COMMITTER_NAME": author_name,
+        "GIT_COMMITTER_EMAIL": author_email,
+        "GIT_COMMITTER_DATE": date,
+    }
+    sha = git(
+        ["commit-tree", "--no-gpg-sign", "-p", parent_sha, "-F", "-", tree],
+        cwd=repo,
+        input=message,
+        extra_env=identity,
+    ).stdout.strip()
+    if expect != sha:
+        old = expect if expect is not None else "0" * len(sha)
+        # --no-deref: a task branch an agent turned into a symbolic ref must not move its target.
+        result = git(
+            ["update-ref", "--no-deref", "--", f"refs/heads/{branch}", sha, old],
+            cwd=repo,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise GitError(
+                f"{branch} moved while loopctl committed to it ({_first_line(result)});"
+                " nothing was committed"
+            )
+    return sha
+
+
+def reset_index(worktree: Path, commit: str) -> None:
+    """Make the worktree's index match `commit` (its files stay as they are)."""
+    git(["read-tree", _require_sha(worktree, commit)], cwd=worktree, extra_env=_NO_REPLACE)
+
+
+def commits_between(repo: Path, old: str, new: str, *, limit: int = 100) -> list[str]:
+    """Commits reachable from `new` but not from `old`, newest first (at most `limit`)."""
+    a, b = _require_sha(repo, old), _require_sha(repo, new)
+    out = git(
+        ["rev-list", f"--max-count={limit}", "--end-of-options", b, f"^{a}"],
+        cwd=repo,
+        extra_env=_NO_REPLACE,
+    ).stdout
+    return [line for line in out.split() if _FULL_SHA.match(line)]
+
+
+def tree_of_commit(repo: Path, commit: str) -> str:
+    """The tree `commit` records, replacement refs ignored."""
+    sha = _require_sha(repo, commit)
+    return git(
+        ["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=repo, extra_env=_NO_REPLACE
+    ).stdout.strip()
+
+
+def ref_values(repo: Path) -> dict[str, str]:
+    """Every ref of the repository (branches, tags, remote-tracking, notes, stash…) -> sha."""
+    out = git(["for-each-ref", "--format=%(objectname) %(refname)"], cwd=repo).stdout
+    values: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, _, name = line.partition(" ")
+        if name:
+            values[name] = sha
+    return values

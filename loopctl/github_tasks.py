@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl.definitions.github_source import GithubKind, GithubQuery
 from loopctl.errors import LoopctlError
-from loopctl.tasks import TaskSourceError, TaskSpec, changed_text, render_template
+from loopctl.tasks import TaskSourceError, TaskSpec, changed_text, load_json, render_template
 
 if TYPE_CHECKING:
     from loopctl.definitions.loops import Loop
@@ -128,12 +128,14 @@ def _gh_json(repo: Path, args: Sequence[str]) -> Any:
         tail = " ".join(done.stderr_tail.split())[-300:] or f"exit {done.exit_code}"
         raise TaskSourceError(f"gh {shown} failed: {tail}")
     try:
-        return json.loads(done.stdout_tail or "[]")
-    except ValueError:
+        return load_json(done.stdout_tail or "[]")
+    except json.JSONDecodeError:
         raise TaskSourceError(
             f"gh {shown} printed something that is not JSON (output over"
             f" {MAX_GH_OUTPUT // (1024 * 1024)} MB is cut: lower [tasks] limit)"
         ) from None
+    except ValueError as exc:  # NaN, a number too long to read, nesting too deep
+        raise TaskSourceError(f"gh {shown} printed JSON loopctl cannot use: {exc}") from None
 
 
 def list_argv(query: GithubQuery) -> list[str]:

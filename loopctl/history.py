@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.events import Event, EventType
+from loopctl.usage import clamp_usd, tokens_of
 
 
 @dataclass(slots=True)
@@ -176,8 +177,9 @@ def _apply(run: RunView, event: Event) -> None:
             existing.starts += 1
     elif kind == EventType.AGENT_FINISHED:
         task = _task(run, event)
-        tokens = int(data.get("input_tokens") or 0) + int(data.get("output_tokens") or 0)
-        cost = data.get("cost_usd")
+        tokens = tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
+        # Clamped again on reading: a log written before usage was checked may hold 1e999.
+        cost = clamp_usd(data.get("cost_usd"))
         task.tokens += tokens
         task.cost_usd += float(cost or 0.0)
         backend = str(data.get("backend") or "unknown")

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from loopctl.events import Event, EventType
+from loopctl.text import code_block, code_span, escape_markdown, strip_controls
 
 INBOX_FORMAT = 1
 
@@ -108,7 +109,8 @@ def items(events: Iterable[Event]) -> list[InboxItem]:
                 task=event.task,
                 run=event.run,
                 opened=event.ts,
-                summary=str(data.get("summary", "")),
+                # A log older than the cleaning at the source may hold escape sequences.
+                summary=strip_controls(str(data.get("summary", ""))),
                 evidence=dict(evidence) if isinstance(evidence, dict) else {},
             )
         elif event.type == EventType.INBOX_CLOSED:
@@ -128,7 +130,9 @@ def items(events: Iterable[Event]) -> list[InboxItem]:
             item = found.get(str(event.data.get("id")))
             if item is not None and item.is_open:
                 found[item.id] = replace(
-                    item, approved=None, refused=str(event.data.get("reason", "refused"))
+                    item,
+                    approved=None,
+                    refused=strip_controls(str(event.data.get("reason", "refused"))),
                 )
     return list(found.values())
 
@@ -150,21 +154,24 @@ def render_inbox_md(open_now: list[InboxItem]) -> str:
         lines.append("Nothing needs you.")
         return "\n".join(lines) + "\n"
     lines.append(f"{len(open_now)} open item(s).")
+    # Summaries, questions and check output are agent text: escaped, so none of it can pose as
+    # loopctl's own words (a heading, a link, an "approved" line) or drive a terminal.
     for item in open_now:
-        where = "/".join(p for p in (item.loop, item.task) if p)
-        lines += ["", f"## {item.id} · {item.kind} · {where}", "", _one_line(item.summary), ""]
+        where = escape_markdown("/".join(p for p in (item.loop, item.task) if p))
+        head = f"## {escape_markdown(item.id)} · {escape_markdown(item.kind)} · {where}"
+        lines += ["", head, "", escape_markdown(_one_line(item.summary)), ""]
         if item.approved:
             lines.append(f"- approved {item.approved[:19]}; delivery not finished yet")
         if item.refused:
-            lines.append(f"- approval refused: {_one_line(item.refused)}")
+            lines.append(f"- approval refused: {escape_markdown(_one_line(item.refused))}")
         keys = ("question", "action", "reason", "branch", "commit", "worktree", "fingerprint")
         for key in (*keys, "attempts"):
             value = item.evidence.get(key)
             if value not in (None, ""):
-                lines.append(f"- {key}: `{_one_line(str(value))}`")
+                lines.append(f"- {key}: {code_span(str(value))}")
         tail = item.evidence.get("check_tail")
         if tail:
-            lines += ["", "````", str(tail).rstrip()[-1500:], "````"]
+            lines += ["", *code_block(str(tail).rstrip()[-1500:])]
     return "\n".join(lines) + "\n"
 
 

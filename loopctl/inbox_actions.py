@@ -13,7 +13,7 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loopctl import git, history
@@ -34,7 +34,9 @@ from loopctl.tasks import TaskSpec
 
 if TYPE_CHECKING:
     from loopctl.definitions import Project
+    from loopctl.definitions.config import Budget
     from loopctl.engine import Engine, RunOutcome
+    from loopctl.fuse import Allowance
     from loopctl.paths import ProjectPaths
 
 GOAL_LOOP = "goal"
@@ -340,6 +342,16 @@ def approve(
             raise InboxError(f"{item.id} is a {item.kind} item, not an approval: {hint}")
         if not _is_gate(item):
             return _decide_plain(rec, item, "approved", note)
+        from loopctl.integrity import held_by
+
+        held = held_by(events)
+        if held:
+            # A tampered git config (a remote's URL, say) must not steer a push or a merge.
+            raise InboxError(
+                "deliveries are held: an agent turn changed"
+                f" {', '.join(str(f) for f in held[0].evidence.get('files') or ())}; look at it,"
+                f" approve {held[0].id} first, then approve {item.id}"
+            )
         plan, gate = _gate_of(events, item)
         problem = approval_problem(gate.sha, plan, git.branch_head(project.root, plan.branch))
         if problem is not None:
@@ -520,6 +532,12 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
             raise InboxError(f"{item.id} is not tied to a loop: fix its cause and run the loop")
         if item.loop != GOAL_LOOP and item.loop not in project.loops:
             raise InboxError(f"loop {item.loop!r} no longer exists (.loop/loops/{item.loop}.toml)")
+        allowance = _allowance(rec, project, events, item)
+        if allowance.refused is not None:
+            # The item stays open: the human can retry once the day's budget allows it.
+            return ActionResult(
+                item.id, action, f"not run: {allowance.refused}; {item.id} stays open", ok=False
+            )
         if item.task:
             found = next(
                 (
@@ -552,14 +570,39 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
             resolution="replied" if action == "reply" else "retried",
         )
         rec.refresh_projections()
-    return _run_again(project, item, action)
+    return _run_again(project, item, action, allowance)
 
 
-def _run_again(project: Project, item: InboxItem, action: str) -> ActionResult:
+def _allowance(
+    rec: Engine, project: Project, events: Sequence[Event], item: InboxItem
+) -> Allowance:
+    """The daily fuse, for a task run again by hand: counted like any tick (loopctl.fuse)."""
+    from loopctl.fuse import retry_allowance
+    from loopctl.schedule import zone
+
+    assert item.loop is not None
+    now = rec.clock()
+    return retry_allowance(project.config, events, item.loop, item.task, now, zone(None))
+
+
+def _within(budget: Budget, allowance: Allowance) -> Budget:
+    """`budget` narrowed to what the day has left, so the retried run stops at the daily cap."""
+    tokens, usd = budget.max_tokens, budget.max_usd
+    if allowance.tokens is not None:
+        tokens = allowance.tokens if tokens is None else min(tokens, allowance.tokens)
+    if allowance.usd is not None:
+        usd = allowance.usd if usd is None else min(usd, allowance.usd)
+    return replace(budget, max_tokens=tokens, max_usd=usd)
+
+
+def _run_again(
+    project: Project, item: InboxItem, action: str, allowance: Allowance
+) -> ActionResult:
     from loopctl.events import EventLog
 
-    engine = _engine(project)
     assert item.loop is not None
+    config = replace(project.config, budget=_within(project.config.budget, allowance))
+    engine = _engine(replace(project, config=config))
     try:
         if item.loop == GOAL_LOOP:
             outcome = engine.run_goal(
@@ -567,6 +610,7 @@ def _run_again(project: Project, item: InboxItem, action: str) -> ActionResult:
             )
         else:
             loop = project.loop(item.loop)
+            loop = replace(loop, budget=_within(loop.budget, allowance))
             outcome = engine.run_loop_once(loop, requeued_only=item.task is not None)
             if outcome.resumed and requeued_specs(engine.log.read(), loop.name):
                 # The loop's interrupted run came first; now the task itself.

@@ -13,14 +13,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from loopctl.errors import LoopctlError
 from loopctl.secrets import Redactor
 
+if TYPE_CHECKING:
+    from loopctl.sandbox import Sandbox
+
 _READ_SIZE = 64 * 1024
-# A "line" longer than this is flushed unfinished; a secret straddling the cut may slip through.
-_LINE_CAP = 1024 * 1024
+# What a capture file keeps of its output: the first and the last bytes, with a note of how
+# many were cut between them. A program printing without end must not fill the disk (one
+# attempt's maker.out once reached 2 GiB); the head shows how it started, the tail how it ended.
+CAPTURE_HEAD_BYTES = 4 * 1024 * 1024
+CAPTURE_TAIL_BYTES = 4 * 1024 * 1024
+_CUT_NOTE = (
+    "\n[loopctl: {cut} bytes cut here; the first {head} and the last {tail} bytes are kept]\n"
+)
 # How long output may keep arriving after the process group is gone: only a program that
 # escaped the group (its own setsid) can still hold the pipes open, and we stop waiting for it.
 _DRAIN_TIMEOUT = 2.0
@@ -67,30 +76,80 @@ class Completed:
 
 
 class _Sink:
-    """A log file that one or both output streams write whole lines to."""
+    """A capture file for one or both output streams: its head and tail kept, the middle cut.
 
-    def __init__(self, path: Path) -> None:
+    The head is written once and never moved. What follows it is written as it arrives; when
+    that grows past twice the tail size it is compacted to the last `tail` bytes behind a note
+    of how much was cut, so the file stays bounded while the program runs (a crash leaves no
+    giant file) and ends as head, note, tail.
+    """
+
+    def __init__(
+        self, path: Path, head: int = CAPTURE_HEAD_BYTES, tail: int = CAPTURE_TAIL_BYTES
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Unbuffered so `tail -f` on the log sees output as it happens.
-        self._file = path.open("wb", buffering=0)
+        # Unbuffered writes, so `tail -f` on the log sees output as it happens; readable, to
+        # move the tail when compacting; 0600, as it may hold what a program should not print.
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        self._head = max(head, 0)
+        self._tail = max(tail, 0)
+        self._size = 0  # bytes in the file
+        self._rest = self._head  # where the part after the head (and the note) starts
+        self._cut = 0  # bytes dropped from the middle so far
         self._lock = threading.Lock()
 
     def write(self, data: bytes) -> None:
         with self._lock:
-            view = memoryview(data)
-            while view:
-                view = view[self._file.write(view) :]
+            self._pwrite(data, self._size)
+            self._size += len(data)
+            if self._size - self._rest > 2 * self._tail:
+                self._compact()
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            with self._lock:
+                if self._size - self._rest > self._tail:
+                    self._compact()
+        finally:
+            os.close(self._fd)
+
+    def _compact(self) -> None:
+        """Keep the head and the last `tail` bytes, with the note of what was cut between."""
+        kept = self._pread(self._size - self._tail, self._tail)
+        self._cut += self._size - self._rest - self._tail
+        note = _CUT_NOTE.format(cut=self._cut, head=self._head, tail=self._tail).encode()
+        self._pwrite(note + kept, self._head)
+        self._rest = self._head + len(note)
+        self._size = self._rest + len(kept)
+        os.ftruncate(self._fd, self._size)
+
+    def _pwrite(self, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view, offset = view[written:], offset + written
+
+    def _pread(self, offset: int, size: int) -> bytes:
+        parts: list[bytes] = []
+        while size > 0:
+            part = os.pread(self._fd, size, offset)
+            if not part:
+                break
+            parts.append(part)
+            offset, size = offset + len(part), size - len(part)
+        return b"".join(parts)
 
 
 class _Capture:
-    """One output stream: redacts complete lines, logs them, and keeps a bounded tail."""
+    """One output stream: redacts it as it arrives, logs it, and keeps a bounded tail."""
 
     def __init__(self, sink: _Sink | None, redactor: Redactor | None, tail_bytes: int) -> None:
         self._sink = sink
         self._redactor = redactor
+        # Every form the redactor looks for: the end of what has arrived may be the start of
+        # one, so the last len(longest)-1 bytes wait for the next read to show whether it is.
+        self._needles = tuple(s.encode("utf-8") for s in redactor.secrets) if redactor else ()
+        self._hold = max((len(needle) for needle in self._needles), default=1) - 1
         self._tail_bytes = max(tail_bytes, 0)
         self._tail = bytearray()
         self._pending = b""
@@ -113,24 +172,24 @@ class _Capture:
                 self.error = exc
 
     def tail(self) -> str:
-        return bytes(self._tail[-self._tail_bytes :] if self._tail_bytes else b"").decode(
-            "utf-8", errors="replace"
-        )
+        from loopctl.text import strip_controls
+
+        raw = bytes(self._tail[-self._tail_bytes :] if self._tail_bytes else b"")
+        # Tails become event data and reach a human's terminal (agent and check output): no
+        # terminal control sequences. The log files keep the output as it was.
+        return strip_controls(raw.decode("utf-8", errors="replace"))
 
     def _feed(self, chunk: bytes) -> None:
         if self._redactor is None:
             self._emit(chunk)
             return
-        # Redact whole lines only, so a secret split across two reads is still seen whole.
+        # A secret split across two reads (or any cut of a long line) must still be seen
+        # whole: write only up to a point no secret can straddle, carry the rest over.
         pending = self._pending + chunk
-        cut = pending.rfind(b"\n") + 1
-        if cut == 0 and len(pending) < _LINE_CAP:
-            self._pending = pending
-            return
-        if cut == 0:
-            cut = len(pending)
+        cut = _flush_point(pending, self._needles, self._hold)
         self._pending = pending[cut:]
-        self._emit(self._redactor.redact_bytes(pending[:cut]))
+        if cut:
+            self._emit(self._redactor.redact_bytes(pending[:cut]))
 
     def _redact(self, data: bytes) -> bytes:
         return data if self._redactor is None else self._redactor.redact_bytes(data)
@@ -142,6 +201,50 @@ class _Capture:
             self._tail += data
             if len(self._tail) > 2 * self._tail_bytes:
                 del self._tail[: -self._tail_bytes]
+
+
+def _flush_point(data: bytes, needles: tuple[bytes, ...], hold: int) -> int:
+    """How much of `data` to redact and write now so the result equals redacting it whole.
+
+    At most the last `hold` bytes (len(longest needle)-1) can hold an unfinished match, so the
+    cut starts there and moves back to the start of any match that straddles it.
+    """
+    cut = len(data) - hold
+    if cut <= 0:
+        return 0
+    point = cut
+    while (start := _straddling(data, needles, point)) is not None:
+        if start < cut - hold:
+            # Matches overlapping one another (a secret repeated over itself) reach back past
+            # any one secret's length: write through the end of that run instead, so the carry
+            # stays small. A later read can then show only a fragment shorter than a secret.
+            return _run_end(data, needles, cut)
+        point = start
+    return point
+
+
+def _straddling(data: bytes, needles: tuple[bytes, ...], point: int) -> int | None:
+    """The earliest start of a match that begins before `point` and ends after it."""
+    starts = [
+        data.find(needle, max(point - len(needle) + 1, 0), point + len(needle) - 1)
+        for needle in needles
+    ]
+    return min((start for start in starts if start != -1), default=None)
+
+
+def _run_end(data: bytes, needles: tuple[bytes, ...], point: int) -> int:
+    """The end of the run of overlapping matches that covers `point`."""
+    end = point
+    while True:
+        ends = [
+            found + len(needle)
+            for needle in needles
+            if (found := data.rfind(needle, max(end - len(needle) + 1, 0), end + len(needle) - 1))
+            != -1
+        ]
+        if not ends or max(ends) <= end:
+            return end
+        end = max(ends)
 
 
 def _pump(fd: int, capture: _Capture, wake_fd: int) -> None:
@@ -267,14 +370,23 @@ def run(
     kill_grace: float = 3.0,
     cancel: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Completed:
-    """Run `argv` in its own process group; a non-zero exit or a timeout is data, not an error."""
+    """Run `argv` in its own process group; a non-zero exit or a timeout is data, not an error.
+
+    With `sandbox`, the program runs confined (loopctl.sandbox): the group then holds the
+    sandbox's reaper, whose exit ends every process the program started.
+    """
     args = tuple(argv)
     if not args:
         raise ValueError("argv must name a program")
     if not cwd.is_dir():
         raise LoopctlError(f"working directory does not exist: {cwd}")
     executable = _resolve(args[0], cwd, env)
+    launch = args
+    if sandbox is not None:
+        executable, wrapped, env = sandbox.wrap(args, executable, cwd, env)
+        launch = tuple(wrapped)
     active = redactor if redactor is not None and redactor.secrets else None
     payload = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     shown = tuple(active.redact(arg) for arg in args) if active is not None else args
@@ -289,7 +401,7 @@ def run(
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
-                args,
+                launch,
                 executable=executable,
                 cwd=cwd,
                 env=dict(env),

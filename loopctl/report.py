@@ -10,6 +10,8 @@ from loopctl.definitions import Project
 from loopctl.events import Event, EventLog, EventType
 from loopctl.inbox import open_items
 from loopctl.lock import read_holder
+from loopctl.text import strip_controls
+from loopctl.usage import clamp_usd, tokens_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,11 @@ def find_run(events: list[Event], run_prefix: str) -> history.RunView:
 
 def describe(event: Event) -> str:
     """One readable line for an event, for `log` and `replay`."""
+    # An event written before agent text was cleaned may still carry escape sequences.
+    return strip_controls(_describe(event))
+
+
+def _describe(event: Event) -> str:
     d = event.data
     t = event.type
     who = f"[{event.task}] " if event.task else ""
@@ -170,8 +177,9 @@ def describe(event: Event) -> str:
     if t == EventType.ATTEMPT_STARTED:
         return f"{who}attempt {d.get('attempt')} started"
     if t == EventType.AGENT_FINISHED:
-        tokens = int(d.get("input_tokens") or 0) + int(d.get("output_tokens") or 0)
-        cost = f", ${d['cost_usd']:.4f}" if isinstance(d.get("cost_usd"), int | float) else ""
+        tokens = tokens_of(d.get("input_tokens")) + tokens_of(d.get("output_tokens"))
+        usd = clamp_usd(d.get("cost_usd"))
+        cost = f", ${usd:.4f}" if usd is not None else ""
         return (
             f"{who}{d.get('role')} {d.get('agent')} finished: {d.get('status')}"
             f" (exit {d.get('exit_code')}, {d.get('duration_s')}s, {tokens} tokens{cost})"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from loopctl.atomicfile import write_atomic
 from loopctl.history import RunView, Spend, TaskView
+from loopctl.text import code_span, escape_markdown, strip_controls
 
 STATE_FORMAT = 1
 NOTES_HEADING = "## Notes"
@@ -34,8 +35,14 @@ def existing_notes(path: Path) -> str:
 
 
 def _cell(text: str, limit: int = 80) -> str:
-    flat = " ".join(str(text).split()).replace("|", "\\|")
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """Agent or task text on one line, cut to `limit`, then escaped for Markdown (and tables)."""
+    flat = " ".join(strip_controls(str(text)).split())
+    return escape_markdown(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
+
+def _code(text: str, limit: int = 80) -> str:
+    flat = " ".join(str(text).split())
+    return code_span(flat if len(flat) <= limit else flat[: limit - 1] + "…")
 
 
 def describe_spend(by_backend: dict[str, Spend]) -> str:
@@ -53,15 +60,15 @@ def describe_spend(by_backend: dict[str, Spend]) -> str:
 
 
 def _task_lines(task: TaskView) -> list[str]:
-    lines = [f"### `{task.task}` — {task.status}"]
+    lines = [f"### {_code(task.task, 200)} — {task.status}"]
     if task.title:
         # Quoted, so a hostile title ("## Notes") can never pose as a heading.
         lines.append(f"> {_cell(task.title, 200)}")
     facts = []
     if task.branch:
-        facts.append(f"branch `{task.branch}`")
+        facts.append(f"branch {_code(task.branch, 200)}")
     if task.commit:
-        facts.append(f"commit `{task.commit[:12]}`")
+        facts.append(f"commit {_code(task.commit[:12])}")
     if task.tokens:
         facts.append(f"{task.tokens} tokens")
     if task.cost_usd:
@@ -77,7 +84,7 @@ def _task_lines(task: TaskView) -> list[str]:
     if older:
         verdicts = Counter(a.verdict or "interrupted" for a in older)
         prints = Counter(a.fingerprint for a in older if a.fingerprint)
-        common = ", ".join(f"{fp}×{n}" for fp, n in prints.most_common(3))
+        common = ", ".join(f"{_cell(fp, 40)}×{n}" for fp, n in prints.most_common(3))
         summary = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
         lines.append(
             f"- attempts {older[0].number}–{older[-1].number} (compacted): {summary}"
@@ -85,7 +92,7 @@ def _task_lines(task: TaskView) -> list[str]:
         )
     for attempt in attempts[-_DETAILED_ATTEMPTS:]:
         verdict = attempt.verdict or ("running" if task.status == "open" else "interrupted")
-        fp = f" `{attempt.fingerprint}`" if attempt.fingerprint else ""
+        fp = f" {_code(attempt.fingerprint)}" if attempt.fingerprint else ""
         reason = f": {_cell(attempt.reason, 160)}" if attempt.reason else ""
         lines.append(f"- attempt {attempt.number}: {verdict}{fp}{reason}")
     return lines
@@ -134,10 +141,11 @@ def render_state(runs: Iterable[RunView], notes: str = _DEFAULT_NOTES) -> str:
             ]
             for task in run.tasks.values():
                 last = task.attempts[-1] if task.attempts else None
-                verdict = _cell(f"{last.verdict or '-'}: {last.reason}" if last else "-", 60)
-                commit = f"`{task.commit[:12]}`" if task.commit else "-"
+                # The verdict is loopctl's word, the reason may be the agent's: only it is escaped.
+                verdict = f"{last.verdict or '-'}: {_cell(last.reason, 45)}" if last else "-"
+                commit = _code(task.commit[:12]) if task.commit else "-"
                 lines.append(
-                    f"| `{_cell(task.task, 40)}` | {task.status} | {len(task.attempts)} |"
+                    f"| {_code(task.task, 40)} | {task.status} | {len(task.attempts)} |"
                     f" {verdict} | {commit} |"
                 )
             lines.append("")

@@ -11,6 +11,10 @@ last synced); after it, the remote's events come first, then this clone's own ne
 after them. A push first merges what the remote gained, so the remote's log only ever grows and
 an event, once pushed, keeps its sequence number everywhere: nothing is lost, nothing doubled.
 Renumbering a log rewrites the file, so it is refused while a loop runs in this clone.
+
+A sync reads the remote's URL once and uses it for every call (ls-remote, fetch, push), after
+checking that a remote named by the user still leads where the last loop run recorded before
+its agent ran (loopctl.remotes): an agent that repointed `origin` does not receive the log.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from loopctl import git
+from loopctl import git, remotes
 from loopctl.errors import GitError, LoopctlError
 from loopctl.events import Event, EventLog, encode_line
 from loopctl.paths import ProjectPaths
@@ -87,11 +91,13 @@ class SyncResult:
     ahead: int = 0  # local events the remote does not have yet (pull)
     commit: str | None = None  # the state commit now on the remote
     events: int = 0  # events in the local log afterwards
+    url: str | None = None  # where it went (any user:password part masked)
 
     def to_json(self) -> dict[str, object]:
         return {
             "action": self.action,
             "remote": self.remote,
+            "url": self.url,
             "branch": self.branch,
             "outcome": self.outcome.value,
             "received": self.received,
@@ -138,13 +144,15 @@ def pull(paths: ProjectPaths, remote: str = "origin") -> SyncResult:
     """Bring the remote's state branch into this clone's event log and projections."""
     root = paths.root
     with _sync_lock(paths):
-        remote_sha = git.remote_branch_sha(root, remote, STATE_BRANCH)
+        url = remotes.sync_url(root, EventLog(paths.events_file).read(), remote, fetch=True)
+        shown = git.display_url(url)
+        remote_sha = git.remote_branch_sha(root, url, STATE_BRANCH)
         if remote_sha is None:
             count = len(EventLog(paths.events_file).read())
             return SyncResult(
-                "pull", remote, STATE_BRANCH, SyncOutcome.NO_REMOTE_STATE, events=count
+                "pull", remote, STATE_BRANCH, SyncOutcome.NO_REMOTE_STATE, events=count, url=shown
             )
-        fetched = git.fetch_branch(root, remote, STATE_BRANCH, FETCHED_REF)
+        fetched = git.fetch_branch(root, url, STATE_BRANCH, FETCHED_REF)
         merge = _merge_into_local(paths, _remote_events(root, fetched))
         if merge.received == 0:
             outcome = SyncOutcome.UP_TO_DATE
@@ -161,6 +169,7 @@ def pull(paths: ProjectPaths, remote: str = "origin") -> SyncResult:
             ahead=merge.rebased,
             commit=fetched,
             events=len(merge.events),
+            url=shown,
         )
 
 
@@ -169,13 +178,15 @@ def push(paths: ProjectPaths, remote: str = "origin", *, author: str = "") -> Sy
     root = paths.root
     name, email = _identity_of(author)
     with _sync_lock(paths):
+        # The push URL for every call: the lease must be read where the push goes.
+        url = remotes.sync_url(root, EventLog(paths.events_file).read(), remote, fetch=False)
         for _try in range(_PUSH_TRIES):
-            remote_sha = git.remote_branch_sha(root, remote, STATE_BRANCH)
+            remote_sha = git.remote_branch_sha(root, url, STATE_BRANCH)
             fetched = None
             received = rebased = duplicates = 0
             remote_count = 0
             if remote_sha is not None:
-                fetched = git.fetch_branch(root, remote, STATE_BRANCH, FETCHED_REF)
+                fetched = git.fetch_branch(root, url, STATE_BRANCH, FETCHED_REF)
                 theirs = _remote_events(root, fetched)
                 remote_count = len(theirs)
                 merge = _merge_into_local(paths, theirs)
@@ -195,6 +206,7 @@ def push(paths: ProjectPaths, remote: str = "origin", *, author: str = "") -> Sy
                 sent=len(events) - remote_count,
                 commit=fetched,
                 events=len(events),
+                url=git.display_url(url),
             )
             if fetched is not None and git.tree_of(root, fetched) == tree:
                 return replace(result, sent=0)
@@ -211,11 +223,11 @@ def push(paths: ProjectPaths, remote: str = "origin", *, author: str = "") -> Sy
                 author_email=email,
             )
             try:
-                git.push_commit(root, remote, commit, STATE_BRANCH, expect=fetched)
+                git.push_commit(root, url, commit, STATE_BRANCH, expect=fetched)
             except GitError:
                 # Someone pushed in between (the lease refused): merge their events and retry.
                 # Anything else (no access, no network) fails the same way again: report it.
-                if git.remote_branch_sha(root, remote, STATE_BRANCH) == fetched:
+                if git.remote_branch_sha(root, url, STATE_BRANCH) == fetched:
                     raise
                 continue
             return replace(result, outcome=SyncOutcome.PUSHED, commit=commit)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl.definitions.loops import Loop
 from loopctl.errors import LoopctlError
+from loopctl.text import clean_data
 from loopctl.worktrees import sanitize_task_id
 
 if TYPE_CHECKING:
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w.]*)\}")
 MAX_TASK_OUTPUT = 8 * 1024 * 1024
+# Far beyond any real task list (gh's JSON nests 4 deep), far below the parser's own limit.
+MAX_JSON_DEPTH = 64
+MAX_JSON_DIGITS = 64
 
 
 class TaskSourceError(LoopctlError):
@@ -62,13 +66,71 @@ def render_template(template: str, fields: Mapping[str, Any]) -> str:
     return _PLACEHOLDER.sub(lookup, template)
 
 
+class _Unsafe(ValueError):
+    """JSON that parses but cannot be kept: NaN, infinities, huge numbers, deep nesting."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _Unsafe(f"number {text[:20]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_DIGITS:
+        raise _Unsafe(f"a number has more than {MAX_JSON_DIGITS} digits")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise _Unsafe(f"{name} is not a JSON value")
+
+
+def _depth(value: Any) -> int:
+    """How deeply arrays and objects nest in `value`, counted without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict | list):
+            deepest = max(deepest, depth)
+            children = current.values() if isinstance(current, dict) else current
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def load_json(text: str) -> Any:
+    """Parse JSON printed by a program we do not control, as strictly as the event log stores it.
+
+    NaN and infinities cannot be written to the log, a number of thousands of digits cannot
+    even be read, and nesting deeper than the parser's stack raises RecursionError: each is a
+    ValueError here, never an unexpected error.
+    """
+    try:
+        value = json.loads(
+            text, parse_float=_finite, parse_int=_bounded_int, parse_constant=_no_constant
+        )
+    except RecursionError:
+        raise _Unsafe("nesting is too deep") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise _Unsafe(f"nesting is deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def _why(exc: ValueError) -> str:
+    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
 def parse_task_output(stdout: str) -> list[dict[str, Any]]:
     """A JSON array of objects, or JSON lines of objects."""
     text = stdout.strip()
     if not text:
         return []
     try:
-        value = json.loads(text)
+        value = load_json(text)
+    except _Unsafe as exc:
+        raise TaskSourceError(f"task command printed JSON loopctl cannot use: {exc}") from None
     except ValueError:
         value = None
         items: list[Any] = []
@@ -76,10 +138,14 @@ def parse_task_output(stdout: str) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                items.append(json.loads(line))
-            except json.JSONDecodeError as exc:
+                items.append(load_json(line))
+            except _Unsafe as exc:
                 raise TaskSourceError(
-                    f"task command output line {number} is not JSON: {exc.msg}"
+                    f"task command output line {number} holds JSON loopctl cannot use: {exc}"
+                ) from None
+            except ValueError as exc:
+                raise TaskSourceError(
+                    f"task command output line {number} is not JSON: {_why(exc)}"
                 ) from None
         value = items
     if isinstance(value, dict):
@@ -112,7 +178,9 @@ def tasks_from_items(
     source = loop.tasks
     specs: list[TaskSpec] = []
     seen: set[str] = set()
-    for item in items:
+    for raw_item in items:
+        # Issue titles and bodies are anyone's text: no escape sequences reach the log or a human.
+        item: dict[str, Any] = clean_data(raw_item)
         raw_id = render_template(source.id, item)
         task_id = sanitize_task_id(raw_id)
         if task_id in seen:

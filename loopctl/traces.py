@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Any
 
 from loopctl.events import Event
+from loopctl.usage import clamp_tokens, clamp_usd
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 Attributes = Mapping[str, AttrValue]
@@ -516,8 +517,8 @@ class TraceBuilder:
             else self._task_id(run, event.task)
         )
         own = span_id(run.run, "agent", event.seq)
-        inp = _int(data.get("input_tokens"))
-        out = _int(data.get("output_tokens"))
+        inp = clamp_tokens(data.get("input_tokens"))  # OTLP counts are int64
+        out = clamp_tokens(data.get("output_tokens"))
         status = _text(data.get("status")) or "ok"
         attrs: dict[str, object] = {
             "gen_ai.operation.name": "invoke_agent",
@@ -528,7 +529,7 @@ class TraceBuilder:
             "gen_ai.response.model": response_model,
             "gen_ai.usage.input_tokens": inp,
             "gen_ai.usage.output_tokens": out,
-            "gen_ai.usage.cache_read.input_tokens": _int(data.get("cached_tokens")),
+            "gen_ai.usage.cache_read.input_tokens": clamp_tokens(data.get("cached_tokens")),
             "loopctl.task.id": event.task,
             "loopctl.attempt.number": number,
             "loopctl.agent.role": role,
@@ -536,9 +537,7 @@ class TraceBuilder:
             "loopctl.agent.status": status,
             "loopctl.agent.exit_code": _int(data.get("exit_code")),
             "loopctl.agent.turns": _int(data.get("turns")),
-            "loopctl.cost_usd": data.get("cost_usd")
-            if isinstance(data.get("cost_usd"), int | float)
-            else None,
+            "loopctl.cost_usd": clamp_usd(data.get("cost_usd")),
         }
         if self.capture_content:
             prompt = None

@@ -65,14 +65,27 @@ def agent_argv(script: str, *args: str | Path) -> list[str]:
 def write_agent(
     repo: Path, name: str, script: str, *args: str | Path, extra: str = "", timeout: str = "60s"
 ) -> Path:
-    """agents/<name>.toml running tests/agents/<script> with `args`."""
+    """agents/<name>.toml running tests/agents/<script> with `args`.
+
+    A file argument outside the repository is how a fake agent reports to its test (a marker,
+    a prompt record): its folder is declared writable in the agent's `[sandbox]`, exactly as a
+    user grants a real agent a place outside its worktree.
+    """
     path = repo / "agents" / f"{name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
+    outside = sorted(
+        {
+            str(Path(arg).parent)
+            for arg in args
+            if str(arg).startswith("/") and not Path(arg).is_relative_to(repo)
+        }
+    )
+    sandbox = f"\n[sandbox]\nwrite = {toml_value(outside)}\n" if outside else ""
     path.write_text(
         f'description = "fake agent {script}"\n'
         'backend = "command"\n'
         f"argv = {toml_value(agent_argv(script, *args))}\n"
-        f'timeout = "{timeout}"\n' + extra
+        f'timeout = "{timeout}"\n' + extra + sandbox
     )
     return path
 
@@ -237,11 +250,38 @@ def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = 30.0
 
 
 def read_pid(path: Path) -> int | None:
+    """The host pid of the fake agent that wrote its pid to `path` (and still runs).
+
+    A sandboxed agent lives in a PID namespace and writes the pid it sees there; the host
+    process is the one whose command line names `path` and whose innermost pid is that one.
+    """
     try:
         text = path.read_text().strip()
     except FileNotFoundError:
         return None
-    return int(text.split()[0]) if text else None
+    if not text:
+        return None
+    pid = int(text.split()[0])
+    return host_pid(pid, str(path)) or pid
+
+
+def host_pid(inner: int, named: str) -> int | None:
+    """The host pid of a live process whose argv contains `named` and whose own (innermost)
+    PID namespace calls it `inner`; None when there is none."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if named.encode() not in argv:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and int(line.split()[-1]) == inner:
+                return int(entry.name)
+    return None
 
 
 def pid_alive(pid: int) -> bool:

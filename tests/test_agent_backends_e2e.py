@@ -43,7 +43,10 @@ OTHER = "canary-unrelated-0123456789"
 
 
 def write_backend_agent(repo: Path, name: str, body: str) -> None:
-    (repo / "agents" / f"{name}.toml").write_text(f'description = "{name}"\n' + body)
+    # The fake CLIs record their calls in ~/.fake-cli: granted as a user grants a real CLI an
+    # extra state folder, so the sandbox stays on for these runs.
+    sandbox = '\n[sandbox]\nwrite = ["~/.fake-cli"]\n' if "[sandbox]" not in body else ""
+    (repo / "agents" / f"{name}.toml").write_text(f'description = "{name}"\n' + body + sandbox)
 
 
 def use_maker(repo: Path, name: str, extra: str = "") -> None:
@@ -254,7 +257,9 @@ def asking_maker(
         repo,
         "api-maker",
         f'backend = "openai"\nmodel = "gpt-test"\nbase_url = "{model_server.url}"\n'
-        f"ask = [{json.dumps(' '.join(['*python*', '-c', '*git-push*']))}]\n",
+        f"ask = [{json.dumps(' '.join(['*python*', '-c', '*git-push*']))}]\n"
+        # The stand-in's record lies outside the worktree: granted like a real push's target.
+        f"\n[sandbox]\nwrite = [{json.dumps(str(marker.parent))}]\n",
     )
     use_maker(repo, "api-maker")
     return push

@@ -16,6 +16,9 @@ from loopctl.conditions import (
     is_builtin,
     parse_test_counts,
     resolve_condition,
+    runner_of,
+    runner_protect,
+    unproven_pass,
     weakened,
 )
 from loopctl.errors import UsageError
@@ -598,3 +601,203 @@ def test_a_real_weakened_run_is_caught(tmp_path: Path) -> None:
 )
 def test_weakened(base: TestCounts | None, now: TestCounts | None, reason: str | None) -> None:
     assert weakened(base, now) == reason
+
+
+# --- test runners: what a run depends on, and what its output proves ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "runner"),
+    [
+        (["pytest", "-q"], "pytest"),
+        (["/usr/bin/python3.11", "-B", "-m", "pytest"], "pytest"),
+        (["uv", "run", "--frozen", "pytest", "tests"], "pytest"),
+        (["python", "-m", "unittest", "discover"], "unittest"),
+        (["npm", "test"], "npm"),
+        (["npm", "run", "test:unit"], "npm"),
+        (["yarn", "vitest", "run"], "vitest"),
+        (["npx", "--no", "jest", "--ci"], "jest"),
+        (["cargo", "+nightly", "test", "--all"], "cargo"),
+        (["go", "test", "-v", "./..."], "go"),
+        (["make", "-C", "sub", "check"], "make"),
+        (["cargo", "build"], None),
+        (["npm", "run", "build"], None),
+        (["python", "-m", "mypy", "."], None),
+        (["./ci.sh"], None),
+    ],
+)
+def test_runner_of_names_the_runner_a_command_runs(argv: list[str], runner: str | None) -> None:
+    assert runner_of(argv) == runner
+
+
+def test_pytest_protects_every_file_it_reads_configuration_from(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p myproj.testing.hooks"\n',
+            "src/pkg/tests/test_x.py": "",
+        },
+    )
+    protect = set(
+        runner_protect(
+            ("pytest", "-p", "helpers", "-c", "ci/pytest.cfg", "src/pkg/tests"), tmp_path
+        )
+    )
+    assert {
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "**/.pytest.ini",
+        "**/conftest.py",
+    } <= protect
+    # Plugins from the command and from addopts: the module, and the packages it is inside.
+    assert {"**/helpers.py", "**/helpers/**"} <= protect
+    expected = {
+        "**/myproj/testing/hooks.py",
+        "**/myproj/__init__.py",
+        "**/myproj/testing/__init__.py",
+    }
+    assert expected <= protect
+    assert "ci/pytest.cfg" in protect
+    # pytest looks for its configuration in the test path's folders before the root's.
+    assert {"src/pkg/tests/**", "src/pkg/pyproject.toml", "src/setup.cfg"} <= protect
+
+
+def test_a_make_test_protects_the_runner_its_recipe_calls(tmp_path: Path) -> None:
+    write(tmp_path, {"Makefile": "test:\n\tpython -m pytest -q\n", "inc/rules.mk": ""})
+    protect = resolve_condition("tests green", tmp_path).protect
+    assert {"Makefile", "**/*.mk", "**/conftest.py", ".pytest.ini"} <= set(protect)
+
+
+def test_a_checker_command_that_runs_no_test_runner_protects_nothing(tmp_path: Path) -> None:
+    assert runner_protect(("ruff", "check", "."), tmp_path) == ()
+
+
+PYTEST_Q = ("pytest", "-q")
+
+
+@pytest.mark.parametrize(
+    ("argv", "output", "base", "baselined", "expected"),
+    [
+        pytest.param(PYTEST_Q, "1 passed in 0.01s\n", None, False, None, id="pytest-passed"),
+        pytest.param(
+            PYTEST_Q,
+            "F\n1 failed in 0.02s\n",
+            None,
+            False,
+            ("counts", "check `pytest -q` exited 0, yet its summary reports 1 failed test"),
+            id="pytest-failed-exit-0",
+        ),
+        pytest.param(
+            PYTEST_Q,
+            "",
+            None,
+            False,
+            ("counts", "check `pytest -q` exited 0 but printed no test summary"),
+            id="pytest-no-summary",
+        ),
+        # -qq drops the summary line: without a base run that printed one, nothing is expected.
+        pytest.param(("pytest", "-qq"), "", None, False, None, id="pytest-qq"),
+        pytest.param(
+            ("pytest", "-qq"),
+            "",
+            TestCounts(1, 0, 0, 0),
+            True,
+            (
+                "counts",
+                "check `pytest -qq` exited 0 but printed no test summary"
+                " (the base commit's run printed one)",
+            ),
+            id="pytest-qq-base-printed-one",
+        ),
+        pytest.param(
+            PYTEST_Q,
+            "1 passed in 0.01s\n",
+            TestCounts(1, 1, 0, 0),
+            True,
+            ("weakened", "the check ran 1 test, 2 on the base commit"),
+            id="pytest-fewer",
+        ),
+        pytest.param(
+            ("npx", "jest"),
+            "Tests:       1 failed, 1 passed, 2 total\n",
+            None,
+            False,
+            ("counts", "check `npx jest` exited 0, yet its summary reports 1 failed test"),
+            id="jest",
+        ),
+        pytest.param(
+            ("vitest", "run"),
+            "      Tests  1 failed | 3 passed (4)\n",
+            None,
+            False,
+            ("counts", "check `vitest run` exited 0, yet its summary reports 1 failed test"),
+            id="vitest",
+        ),
+        pytest.param(
+            ("npm", "test"),
+            "# tests 2\n# pass 1\n# fail 1\n",
+            TestCounts(1, 1, 0, 0),
+            True,
+            ("counts", "check `npm test` exited 0, yet its summary reports 1 failed test"),
+            id="npm-node-test",
+        ),
+        # npm wraps any runner: with no counts on the base either, the exit code decides.
+        pytest.param(("npm", "test"), "done\n", None, True, None, id="npm-no-counts"),
+        pytest.param(
+            ("cargo", "test"),
+            "test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n",
+            TestCounts(0, 1, 0, 0),
+            True,
+            ("weakened", "the check ran 0 tests, 1 on the base commit"),
+            id="cargo-binary-cut-short",
+        ),
+        pytest.param(
+            ("cargo", "test"),
+            "",
+            None,
+            False,
+            ("counts", "check `cargo test` exited 0 but printed no test summary"),
+            id="cargo-no-summary",
+        ),
+        pytest.param(
+            ("go", "test", "-v", "./..."),
+            "=== RUN   TestAdd\n--- FAIL: TestAdd (0.00s)\n",
+            None,
+            False,
+            ("counts", "check `go test -v ./...` exited 0, yet its summary reports 1 failed test"),
+            id="go-v",
+        ),
+        pytest.param(("go", "test", "./..."), "ok  \tcalc\t0.01s\n", None, False, None, id="go"),
+        pytest.param(
+            ("make", "test"),
+            "python -m pytest -q\n.E\n1 passed, 1 error in 0.03s\n",
+            TestCounts(1, 1, 0, 0),
+            True,
+            ("counts", "check `make test` exited 0, yet its summary reports 1 error"),
+            id="make-wrapping-pytest",
+        ),
+        pytest.param(("./ci.sh",), "1 failed in 0.1s\n", None, False, None, id="unknown"),
+    ],
+)
+def test_unproven_pass(
+    tmp_path: Path,
+    argv: tuple[str, ...],
+    output: str,
+    base: TestCounts | None,
+    baselined: bool,
+    expected: tuple[str, str] | None,
+) -> None:
+    assert unproven_pass(argv, output, base, baselined=baselined, repo=tmp_path) == expected
+
+
+def test_unproven_pass_reads_quiet_flags_from_addopts(tmp_path: Path) -> None:
+    write(tmp_path, {"pytest.ini": "[pytest]\naddopts = -qq\n"})
+    assert unproven_pass(("pytest",), "", None, baselined=False, repo=tmp_path) is None
+
+
+def test_nested_package_json_is_protected_only_in_a_workspace(tmp_path: Path) -> None:
+    write(tmp_path, {"package.json": json.dumps({"scripts": {"test": "jest"}})})
+    assert "**/package.json" not in runner_protect(("npm", "test"), tmp_path)
+    write(tmp_path, {"package.json": json.dumps({"workspaces": ["packages/*"]})})
+    assert "**/package.json" in runner_protect(("npm", "test"), tmp_path)

@@ -75,7 +75,8 @@ def calls_of(record: Path) -> list[dict[str, Any]]:
 
 def connector_project(repo: Path, agent: str, config_extra: str = "") -> None:
     make_project(repo)
-    (repo / "agents" / "api.toml").write_text(agent)
+    # The fake CLIs record their calls in ~/.fake-cli, granted like any extra state folder.
+    (repo / "agents" / "api.toml").write_text(agent + '\n[sandbox]\nwrite = ["~/.fake-cli"]\n')
     write_config(
         repo,
         'version = 1\n\n[defaults]\nmaker = "api"\n\n'

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine_helpers import (
@@ -165,7 +168,41 @@ def test_failing_agent_is_a_failed_attempt(repo: Path) -> None:
     assert "the model refused" in stderr.read_text()
 
 
-def _hang_project(repo: Path, tmp_path: Path, mode: str = "") -> Path:
+class _ClockHeldUntil:
+    """A stand-in for loopctl.process's `time` whose monotonic clock stands still until `ready`
+    exists, then runs at the real pace.
+
+    The agent's 1 s timeout counts from its start, and on a loaded machine the two interpreters
+    of hangs.py may take longer than that to come up: holding the clock until the agent has
+    written its pidfile makes the timeout hit the whole tree, however slow the machine.
+    """
+
+    def __init__(self, ready: Path) -> None:
+        self._ready = ready
+        self._lock = threading.Lock()
+        self._held_at: float | None = None  # the first reading, returned until `ready` exists
+        self._lag: float | None = None  # how long the clock was held
+
+    def monotonic(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            if self._lag is None:
+                if self._held_at is None:
+                    self._held_at = now
+                if not self._ready.exists():
+                    return self._held_at
+                self._lag = now - self._held_at
+            return now - self._lag
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def _hang_project(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str = ""
+) -> Path:
+    import loopctl.process
+
     pidfile = tmp_path / "pids"
     make_project(
         repo,
@@ -173,14 +210,17 @@ def _hang_project(repo: Path, tmp_path: Path, mode: str = "") -> Path:
         pidfile,
         *([mode] if mode else []),
         agent_timeout="1s",
+        # The pids the agent records are only ours to check outside a sandbox's pid namespace.
+        config_extra='\n[sandbox]\nmode = "off"\n',
     )
+    monkeypatch.setattr(loopctl.process, "time", _ClockHeldUntil(pidfile))
     return pidfile
 
 
 def test_timeout_kills_the_agents_process_group(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pidfile = _hang_project(repo, tmp_path)
+    pidfile = _hang_project(repo, tmp_path, monkeypatch)
 
     result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
 
@@ -194,7 +234,7 @@ def test_timeout_kills_the_agents_process_group(
 def test_timeout_kills_a_child_that_ignores_sigterm(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pidfile = _hang_project(repo, tmp_path, "--stubborn-child")
+    pidfile = _hang_project(repo, tmp_path, monkeypatch, "--stubborn-child")
     try:
         result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
         assert result.exit_code == 1, result.output
@@ -209,7 +249,7 @@ def test_timeout_kills_a_child_that_ignores_sigterm(
 def test_agent_cannot_leave_processes_behind(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pidfile = _hang_project(repo, tmp_path, "--leave-child")
+    pidfile = _hang_project(repo, tmp_path, monkeypatch, "--leave-child")
     try:
         result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
         assert result.exit_code == 1, result.output

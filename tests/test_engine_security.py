@@ -167,6 +167,13 @@ def test_hooks_fsmonitor_and_filters_an_agent_plants_never_run(
     sentinel = tmp_path / "planted-ran"
     make_project(repo, "plants_hook.py", sentinel)
 
+    planted = invoke(monkeypatch, repo, "goal", "tests green")
+    # Invariant 12: config and hooks changed in a turn fail it, until a human has looked.
+    assert planted.exit_code == 1, planted.output
+    (item,) = [e for e in events(repo, "inbox_opened") if e.data["evidence"].get("tampering")]
+    assert ".git/config" in item.data["evidence"]["files"]
+    assert invoke(monkeypatch, repo, "inbox", "approve", item.data["id"]).exit_code == 0
+
     result = invoke(monkeypatch, repo, "goal", "tests green")
 
     ran = sentinel.read_text() if sentinel.exists() else ""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import threading
@@ -44,7 +45,7 @@ def _is_gone(pid: int) -> bool:
     return False
 
 
-def _still_alive(pids: list[int], within: float = 5.0) -> list[int]:
+def _still_alive(pids: list[int], within: float = 30.0) -> list[int]:
     """The pids still running once they all died or `within` seconds passed."""
     deadline = time.monotonic() + within
     while True:
@@ -68,6 +69,27 @@ def _read_pids(path: Path) -> list[int]:
     pids = [int(line) for line in path.read_text().split()]
     assert len(pids) == 3
     return pids
+
+
+@pytest.fixture
+def ready_fifo(tmp_path: Path) -> Path:
+    """A FIFO that sleepy_tree's `notify` mode writes "ready" to once all three processes run."""
+    fifo = tmp_path / "ready.fifo"
+    os.mkfifo(fifo)
+    return fifo
+
+
+def _wait_for_tree(fifo: Path, within: float = 60.0) -> None:
+    """Block until sleepy_tree reports its whole tree is up; fail the test if it never does."""
+    # Opened read-write, so the FIFO has a writer (us) and select() cannot see EOF before the
+    # tree writes; the tree's own open() for writing does not block either.
+    fd = os.open(fifo, os.O_RDWR)
+    try:
+        readable, _, _ = select.select([fd], [], [], within)
+        assert readable, f"the process tree did not come up within {within:g}s"
+        assert os.read(fd, 64) == b"ready\n"
+    finally:
+        os.close(fd)
 
 
 def test_exit_code_and_output_go_to_files_and_tails(tmp_path: Path, env: dict[str, str]) -> None:
@@ -132,13 +154,19 @@ def test_unread_stdin_does_not_deadlock(tmp_path: Path, env: dict[str, str]) -> 
     assert done.stdout_tail == "x" * 64_000
 
 
-def test_timeout_kills_the_whole_group(pidfile: Path, tmp_path: Path, env: dict[str, str]) -> None:
+def test_timeout_kills_the_whole_group(
+    pidfile: Path, ready_fifo: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    # The timeout counts from the start, and on_start runs before the first check of it: waiting
+    # there for the tree makes the timeout hit all three processes, however slow the machine
+    # (three interpreters may take longer than the timeout to start).
     done = run(
-        [PY, SLEEPY_TREE, str(pidfile), "hang"],
+        [PY, SLEEPY_TREE, str(pidfile), "notify", str(ready_fifo)],
         cwd=tmp_path,
         env=env,
-        timeout=2,
+        timeout=1,
         kill_grace=10,
+        on_start=lambda _pid: _wait_for_tree(ready_fifo),
     )
     assert done.timed_out
     assert done.exit_code is None
@@ -148,14 +176,15 @@ def test_timeout_kills_the_whole_group(pidfile: Path, tmp_path: Path, env: dict[
 
 
 def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored(
-    pidfile: Path, tmp_path: Path, env: dict[str, str]
+    pidfile: Path, ready_fifo: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
     done = run(
-        [PY, SLEEPY_TREE, str(pidfile), "stubborn"],
+        [PY, SLEEPY_TREE, str(pidfile), "stubborn", str(ready_fifo)],
         cwd=tmp_path,
         env=env,
-        timeout=2,
+        timeout=1,
         kill_grace=0.2,
+        on_start=lambda _pid: _wait_for_tree(ready_fifo),
     )
     assert done.timed_out
     assert done.exit_code is None
@@ -180,26 +209,24 @@ def test_keyboard_interrupt_kills_the_group_and_propagates(
 
 
 def test_cancel_event_interrupts_the_run(
-    pidfile: Path, tmp_path: Path, env: dict[str, str]
+    pidfile: Path, ready_fifo: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    fifo = tmp_path / "ready.fifo"
-    os.mkfifo(fifo)
     cancel = threading.Event()
 
     def cancel_when_ready() -> None:
-        with fifo.open() as handle:
-            handle.readline()
+        _wait_for_tree(ready_fifo)
         cancel.set()
 
     watcher = threading.Thread(target=cancel_when_ready, daemon=True)
     watcher.start()
     done = run(
-        [PY, SLEEPY_TREE, str(pidfile), "notify", str(fifo)],
+        [PY, SLEEPY_TREE, str(pidfile), "notify", str(ready_fifo)],
         cwd=tmp_path,
         env=env,
-        timeout=30,
+        timeout=60,
         cancel=cancel,
     )
+    watcher.join()
     assert done.interrupted
     assert not done.timed_out
     assert done.exit_code is None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shlex
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,3 +32,17 @@ def test_ci_runs_exactly_the_readme_commands() -> None:
     ]
     for command in first_commands():
         assert command in ci_lines, f".ci/run does not run {command!r}"
+
+
+def test_the_suite_runs_in_parallel_and_a_hung_test_cannot_stall_it() -> None:
+    _install, test = first_commands()
+    args = shlex.split(test)
+    assert "-n" in args, "the test command runs the suite on pytest-xdist workers"
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    dev = " ".join(pyproject["project"]["optional-dependencies"]["dev"])
+    assert "pytest-xdist" in dev
+    assert "pytest-timeout" in dev
+    options = pyproject["tool"]["pytest"]["ini_options"]
+    # Thread, not signal: a test whose clean-up hangs as well still ends.
+    assert options["timeout_method"] == "thread"
+    assert 0 < int(options["timeout"]) <= 600

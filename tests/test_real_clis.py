@@ -365,7 +365,10 @@ def connector_project(repo: Path, tmp_path: Path, name: str) -> tuple[Sandbox, d
         f'\n[connectors.ref]\ncommand = ["{sys.executable}", "{MCP_SERVER}"]\n'
         'env_allow = ["REF_PASSPHRASE", "MCP_RECORD", "MCP_STARTED"]\n'
     )
-    project(repo, name, box, config=PRICES + connector, extra='connectors = ["ref"]\n')
+    # The test's MCP server records its calls beside the test: a place the agent file grants,
+    # since the CLI starts the server inside loopctl's sandbox.
+    grant = f"\n[sandbox]\nwrite = [{json.dumps(str(tmp_path))}]\n"
+    project(repo, name, box, config=PRICES + connector, extra='connectors = ["ref"]\n' + grant)
     return box, env
 
 

@@ -43,16 +43,32 @@ def _beat(
     commit_all(repo, "a loop")
 
 
-def test_every_1s_with_max_ticks_3_runs_three_ticks_one_second_apart(repo: Path) -> None:
+def test_every_1s_with_max_ticks_3_runs_three_ticks_on_the_one_second_grid(repo: Path) -> None:
     _beat(repo)
 
-    done = run_loopctl(repo, "run", "beat", "--every", "1s", "--max-ticks", "3")
+    done = run_loopctl(repo, "run", "beat", "--every", "1s", "--max-ticks", "3", timeout=120)
 
     assert_clean_exit(done, 0)
     started = events(repo, "tick_started")
-    assert [e.data["trigger"]["fired"] for e in started] == ["start", "schedule", "schedule"]
-    slots = [due(e) for e in started]
-    assert [b - a for a, b in itertools.pairwise(slots)] == [timedelta(seconds=1)] * 2
+    fired = [e.data["trigger"]["fired"] for e in started]
+    assert fired[0] == "start"
+    # A tick may outlast its second on a loaded machine: the slots it overlapped are skipped,
+    # or a late wake-up fires one catch-up tick for them. The ticks stay on the start's
+    # one-second grid, and a gap wider than one second is always accounted for.
+    assert len(fired) == 3
+    assert set(fired[1:]) <= {"schedule", "catch-up"}
+    skipped = events(repo, "tick_skipped")
+    for event in skipped:
+        assert "still running" in event.data["reason"], event.data
+    grid = timedelta(seconds=1)
+    for before, after in itertools.pairwise(started):
+        gap = due(after) - due(before)
+        assert gap >= grid, (before.data, after.data)
+        assert gap % grid == timedelta(0), (before.data, after.data)
+        if gap > grid:
+            between = [e for e in skipped if before.seq < e.seq < after.seq]
+            assert between or after.data["trigger"].get("missed"), (before.data, after.data)
+    assert all((due(e) - due(started[0])) % grid == timedelta(0) for e in skipped)
     assert all(e.time >= due(e) for e in started)  # never early
     assert [e.data["status"] for e in events(repo, "tick_finished")] == ["done"] * 3
     (stopped,) = events(repo, "scheduler_stopped")

@@ -55,28 +55,44 @@ class AiderBackend(CliPreset):
     )
     passthrough = ("OPENAI_API_BASE", "OPENAI_BASE_URL", "OLLAMA_API_BASE", "LITELLM_*")
     fixed_env: ClassVar[Mapping[str, str]] = {"TERM": "dumb"}
+    # With no git identity configured aider writes a placeholder one into the repository's
+    # config, which the sandbox keeps read-only (aider then crashes). An identity given through
+    # the environment is found first; --no-auto-commits means it never signs anything.
+    sandboxed_env: ClassVar[Mapping[str, str]] = {
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "user.name",
+        "GIT_CONFIG_VALUE_0": "loopctl agent",
+        "GIT_CONFIG_KEY_1": "user.email",
+        "GIT_CONFIG_VALUE_1": "agent@loopctl.invalid",
+    }
 
     def _history(self, request: AgentRequest) -> tuple[Path, bool]:
         """The chat history file, and whether it continues an earlier attempt's session."""
-        folder = request.stdout_path.parent
+        folder = request.state_dir or request.stdout_path.parent
         earlier = request.session_id
         if request.agent.resume and earlier:
             candidate = Path(earlier)
             # The id comes from the event log; only a history file of this same task counts.
-            task_folder = folder.parent.resolve()
+            task_folder = request.stdout_path.parent.parent.resolve()
             if (
                 candidate.is_absolute()
                 and candidate.name.endswith(_HISTORY)
                 and candidate.is_file()
                 and candidate.resolve().is_relative_to(task_folder)
             ):
-                return candidate, True
+                # Continued in this attempt's own folder: an earlier attempt's is read-only to
+                # a sandboxed agent, and stays as that attempt left it.
+                resumed = folder / f"{request.role}.{_HISTORY}"
+                if candidate.resolve() != resumed.resolve():
+                    folder.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(candidate, resumed)
+                return resumed, True
         return folder / f"{request.role}.{_HISTORY}", False
 
     def invocation(self, request: AgentRequest) -> Invocation:
         agent = request.agent
         history, restore = self._history(request)
-        folder = request.stdout_path.parent
+        folder = request.state_dir or request.stdout_path.parent
         argv = [
             "aider",
             "--message-file",

@@ -6,14 +6,17 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from loopctl.definitions.agents import Agent
 from loopctl.definitions.skills import Skill
+from loopctl.sandbox import Sandbox
 from loopctl.secrets import Redactor
+from loopctl.text import clean_data, strip_controls
+from loopctl.usage import MAX_TOKENS, MAX_USD, clamp_tokens, clamp_usd, usage_problem
 
 # Opens an inbox approval for something the agent wanted to do: (summary, evidence) -> item id.
 ApprovalOpener = Callable[[str, dict[str, Any]], str]
@@ -50,6 +53,11 @@ class AgentRequest:
     approved_commands: dict[str, tuple[str, ...]] = field(default_factory=dict)
     skills: tuple[Skill, ...] = ()  # what loopctl's own agent can load_skill
     request_approval: ApprovalOpener | None = None  # how loopctl's own agent asks a human
+    # Where every process of this turn runs confined; None only when [sandbox] mode = "off".
+    sandbox: Sandbox | None = None
+    # A folder of this task the agent may write inside its sandbox, for a CLI's per-task state
+    # kept outside the worktree (aider's chat history); None: use the attempt folder.
+    state_dir: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +163,7 @@ def trailing_json(stdout: str) -> dict[str, Any] | None:
             return None
         try:
             value = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # deep nesting exhausts the parser's stack
             return None
         return value if isinstance(value, dict) else None
     return None
@@ -167,15 +175,68 @@ def as_dict(value: object) -> dict[str, Any]:
 
 
 def int_or_none(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value) if value >= 0 else None
+    """A reported token count, finite and bounded (loopctl.usage); None when unusable."""
+    return clamp_tokens(value)
 
 
 def float_or_none(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if value >= 0 else None
+    """A reported cost, finite and bounded (loopctl.usage); None when unusable."""
+    return clamp_usd(value)
+
+
+def usage_warnings(payload: dict[str, Any]) -> list[str]:
+    """What was wrong with the usage numbers of a protocol result (they are clamped when read)."""
+    usage = as_dict(payload.get("usage"))
+    found: list[tuple[str, object, float]] = [
+        (f"usage.{name}", usage.get(name), MAX_TOKENS)
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+        )
+    ]
+    found += [(name, payload.get(name), MAX_USD) for name in ("total_cost_usd", "cost_usd")]
+    warnings = []
+    for name, value, ceiling in found:
+        problem = usage_problem(value, ceiling)
+        if problem is not None:
+            warnings.append(f"{name} {problem}")
+    return warnings
+
+
+def checked(result: AgentResult) -> AgentResult:
+    """`result` made safe to record and show: usage clamped, control characters stripped.
+
+    Every backend's result passes here before it is priced or stored, whatever parsed it.
+    """
+    warnings = [str(w) for w in result.extra.get("usage_warnings") or ()]
+    numbers: dict[str, Any] = {}
+    for name in ("input_tokens", "output_tokens", "cached_tokens"):
+        value = getattr(result, name)
+        problem = usage_problem(value)
+        if problem is not None:
+            warnings.append(f"{name} {problem}")
+            numbers[name] = clamp_tokens(value)
+    problem = usage_problem(result.cost_usd, MAX_USD)
+    if problem is not None:
+        warnings.append(f"cost_usd {problem}")
+        numbers["cost_usd"] = clamp_usd(result.cost_usd)
+    extra = clean_data(result.extra)
+    extra.pop("usage_warnings", None)
+    if warnings:
+        extra["usage_warning"] = "agent reported unusable usage, clamped: " + "; ".join(
+            dict.fromkeys(warnings)
+        )
+    return replace(
+        result,
+        text=strip_controls(result.text),
+        output_tail=strip_controls(result.output_tail),
+        escalate=strip_controls(result.escalate) if result.escalate is not None else None,
+        session_id=strip_controls(result.session_id) if result.session_id is not None else None,
+        extra=extra,
+        **numbers,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,14 +251,17 @@ class ProtocolResult:
     is_error: bool
     session_id: str | None
     escalate: str | None = None  # `"escalate": "question"`: the agent asks for a human
+    warnings: tuple[str, ...] = ()  # usage numbers that were unusable and got clamped
 
 
 def escalation(payload: dict[str, Any]) -> str | None:
     """The question of a result's `"escalate"` field, if it holds a non-empty string."""
     asked = payload.get("escalate")
-    if not isinstance(asked, str) or not asked.strip():
+    if not isinstance(asked, str):
         return None
-    return asked.strip()[:4000]
+    # Stripped before anything else: a question of nothing but escape sequences asks nothing.
+    asked = strip_controls(asked).strip()
+    return asked[:4000] or None
 
 
 def claude_input_tokens(usage: dict[str, Any]) -> int | None:
@@ -219,12 +283,13 @@ def read_protocol_result(payload: dict[str, Any]) -> ProtocolResult:
     if cost is None:
         cost = payload.get("cost_usd")  # the name before Claude Code 1.0.22
     return ProtocolResult(
-        text=result if isinstance(result, str) else None,
-        input_tokens=claude_input_tokens(usage),
+        text=strip_controls(result) if isinstance(result, str) else None,
+        input_tokens=clamp_tokens(claude_input_tokens(usage)),
         output_tokens=int_or_none(usage.get("output_tokens")),
         cached_tokens=int_or_none(usage.get("cache_read_input_tokens")),
         cost_usd=float_or_none(cost),
         is_error=payload.get("is_error") is True,
-        session_id=session if isinstance(session, str) else None,
+        session_id=strip_controls(session) if isinstance(session, str) else None,
         escalate=escalation(payload),
+        warnings=tuple(usage_warnings(payload)),
     )

@@ -63,6 +63,9 @@ class ClaudeBackend(CliPreset):
         "DISABLE_ERROR_REPORTING",
         "IS_SANDBOX",
     )
+    # Inside loopctl's sandbox Claude Code may skip permissions as root: the sandbox, not the
+    # account, is what confines it (real-clis.md: IS_SANDBOX=1).
+    sandboxed_env: ClassVar[Mapping[str, str]] = {"IS_SANDBOX": "1"}
     fixed_env: ClassVar[Mapping[str, str]] = {
         # No telemetry or update checks from an unattended run (real-clis.md §1 pitfalls).
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

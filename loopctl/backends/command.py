@@ -88,6 +88,7 @@ class CommandBackend:
             redactor=request.redactor,
             cancel=request.cancel,
             on_start=request.on_start,
+            sandbox=request.sandbox,
         )
         return result_from_completed(done)
 
@@ -120,4 +121,5 @@ def result_from_completed(done: object) -> AgentResult:
         session_id=parsed.session_id if parsed else None,
         output_tail=done.output_tail(4000),
         escalate=parsed.escalate if parsed else None,
+        extra={"usage_warnings": list(parsed.warnings)} if parsed and parsed.warnings else {},
     )

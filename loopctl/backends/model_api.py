@@ -85,6 +85,7 @@ class ModelApiBackend:
             cancel=request.cancel,
             transcript=request.stdout_path,
             notes=request.stderr_path,
+            sandbox=request.sandbox,
         )
         started = time.monotonic()
         result = run_session(config)

@@ -63,6 +63,8 @@ class CliPreset:
     # Set for every run (quiet, non-interactive behaviour).
     fixed_env: ClassVar[Mapping[str, str]] = {}
     version_args: tuple[str, ...] = ("--version",)
+    # Set only when loopctl's own sandbox confines the CLI (its "already sandboxed" switches).
+    sandboxed_env: ClassVar[Mapping[str, str]] = {}
 
     # --- availability ----------------------------------------------------------------------------
 
@@ -158,10 +160,13 @@ class CliPreset:
 
         try:
             call = self.invocation(request)
+            env = call.env or self.environment(request.agent, request.env)
+            if request.sandbox is not None:
+                env = {**env, **self.sandboxed_env}
             done = process.run(
                 call.argv,
                 cwd=request.worktree,
-                env=call.env or self.environment(request.agent, request.env),
+                env=env,
                 timeout=request.agent.timeout_s,
                 stdin=call.stdin,
                 stdout_path=request.stdout_path,
@@ -169,6 +174,7 @@ class CliPreset:
                 redactor=connectors.redactor_for(request),
                 cancel=request.cancel,
                 on_start=request.on_start,
+                sandbox=request.sandbox,
             )
         finally:
             connectors.unstage(request)  # a connector's launch file outlives no turn

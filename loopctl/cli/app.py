@@ -9,6 +9,7 @@ import typer
 from loopctl.cli import (
     daemon_cmds,
     definitions_cmds,
+    doctor_cmds,
     inbox_cmds,
     inspect_cmds,
     remote_cmds,
@@ -51,3 +52,4 @@ inspect_cmds.register(app)
 inbox_cmds.register(app)
 remote_cmds.register(app)
 traces_cmds.register(app)
+doctor_cmds.register(app)

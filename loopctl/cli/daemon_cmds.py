@@ -24,9 +24,11 @@ def up(
 
     Definitions are re-read when their files change; a second `up` exits 1 naming the first.
     """
-    from loopctl.paths import find_repo_root
+    from loopctl.agent_context import refuse_inside_agent
+    from loopctl.paths import ProjectPaths, find_repo_root
 
     root = find_repo_root()
+    refuse_inside_agent("up", ProjectPaths(root).events_file)
     names = tuple(only or ())
     if detach:
         from loopctl.daemon import start_detached
@@ -47,6 +49,12 @@ def up(
                 # A bug in one tick: the loop goes on, the traceback goes where bugs go.
                 write_crash_log(result.error)
 
+    from loopctl.cli.run_cmds import warn_if_unconfined
+    from loopctl.definitions.config import load_config
+    from loopctl.definitions.source import Problems
+    from loopctl.paths import ProjectPaths
+
+    warn_if_unconfined(load_config(ProjectPaths(root).config, Problems()))
     _sigterm_as_interrupt()
     view = _View({}, prefix_loop=True)
     with view:
@@ -60,10 +68,13 @@ def down(
     json_out: JsonFlag = False,
 ) -> None:
     """Stop `loopctl up` gracefully: running ticks are checkpointed and resume on the next start."""
+    from loopctl.agent_context import refuse_inside_agent
     from loopctl.daemon import stop_up
     from loopctl.paths import ProjectPaths, find_repo_root
 
-    stopped = stop_up(ProjectPaths(find_repo_root()), timeout=timeout)
+    paths = ProjectPaths(find_repo_root())
+    refuse_inside_agent("down", paths.events_file)
+    stopped = stop_up(paths, timeout=timeout)
     if json_out:
         from loopctl.cli.render import print_json
 

@@ -21,6 +21,14 @@ def _project() -> Any:
     return load_project(find_repo_root())
 
 
+def _human_only(command: str) -> None:
+    """Refuse (exit 1) before anything is read or decided when an agent runs this command."""
+    from loopctl.agent_context import refuse_inside_agent
+    from loopctl.paths import ProjectPaths, find_repo_root
+
+    refuse_inside_agent(f"inbox {command}", ProjectPaths(find_repo_root()).events_file)
+
+
 def _finish(result: Any, json_out: bool) -> None:
     if json_out:
         from loopctl.cli.render import print_json
@@ -77,7 +85,11 @@ def show(item_id: ItemId, json_out: JsonFlag = False) -> None:
 
         print_json("item", detail.to_json())
         return
-    print(render_detail(detail))
+    from loopctl.text import strip_controls
+
+    # Evidence, attempts and check output are agent text, possibly from a log older than the
+    # cleaning at the source: nothing in them may drive the approver's terminal.
+    print(strip_controls(render_detail(detail)))
 
 
 def render_detail(detail: Any) -> str:
@@ -150,6 +162,7 @@ def approve(
     """Approve an item: the actions it shows run now (or in the loop's running tick)."""
     from loopctl.inbox_actions import approve as approve_item
 
+    _human_only("approve")
     _finish(approve_item(_project(), item_id, note), json_out)
 
 
@@ -163,6 +176,7 @@ def reject(
     """Reject an approval: nothing is delivered and the task ends rejected."""
     from loopctl.inbox_actions import reject as reject_item
 
+    _human_only("reject")
     _finish(reject_item(_project(), item_id, reason), json_out)
 
 
@@ -172,6 +186,7 @@ def retry(item_id: ItemId, json_out: JsonFlag = False) -> None:
     """Run a failed task again now, with a fresh attempt budget."""
     from loopctl.inbox_actions import retry as retry_item
 
+    _human_only("retry")
     _finish(retry_item(_project(), item_id), json_out)
 
 
@@ -181,6 +196,7 @@ def dismiss(item_id: ItemId, json_out: JsonFlag = False) -> None:
     """Close an item that needs nothing more."""
     from loopctl.inbox_actions import dismiss as dismiss_item
 
+    _human_only("dismiss")
     _finish(dismiss_item(_project(), item_id), json_out)
 
 
@@ -194,6 +210,7 @@ def reply(
     """Answer an agent's question: its task runs again with the answer in its prompt."""
     from loopctl.inbox_actions import reply as reply_item
 
+    _human_only("reply")
     _finish(reply_item(_project(), item_id, answer), json_out)
 
 

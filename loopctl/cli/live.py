@@ -8,6 +8,8 @@ from types import TracebackType
 from typing import Any
 
 from loopctl.events import Event, EventType
+from loopctl.text import strip_controls
+from loopctl.usage import tokens_of, usd_of
 
 _PLAIN = {
     EventType.TICK_STARTED: "run {run} started",
@@ -42,7 +44,8 @@ def plain_line(event: Event) -> str | None:
         text = template.format_map(values)
     except (ValueError, TypeError):
         text = f"{event.type} {event.task or ''}"
-    return f"{event.ts[11:19]} {text}"
+    # An event written before agent text was cleaned may still carry escape sequences.
+    return f"{event.ts[11:19]} {strip_controls(text)}"
 
 
 class RunView:
@@ -99,10 +102,10 @@ class RunView:
             row["status"] = "maker working"
         elif event.type == EventType.AGENT_FINISHED:
             row["status"] = "checking"
-            self._spend[0] += int(data.get("input_tokens") or 0) + int(
-                data.get("output_tokens") or 0
+            self._spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(
+                data.get("output_tokens")
             )
-            self._spend[1] += float(data.get("cost_usd") or 0.0)
+            self._spend[1] += usd_of(data.get("cost_usd"))
         elif event.type == EventType.CHECK_FINISHED:
             row["last"] = str(data.get("reason", ""))[:80]
         elif event.type == EventType.TASK_FINISHED:
@@ -110,11 +113,14 @@ class RunView:
 
     def _render(self) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=self._header or "loopctl", show_edge=False, title_justify="left")
         for column in ("task", "status", "attempt", "last verdict"):
             table.add_column(column, overflow="fold")
         for task, row in self._rows.items():
-            table.add_row(task, row["status"], row["attempt"], row["last"])
+            # Text, not str: a check's output ("[bold]…") is shown, never read as Rich markup.
+            cells = (task, row["status"], row["attempt"], row["last"])
+            table.add_row(*(Text(strip_controls(str(cell))) for cell in cells))
         table.caption = f"spend: {self._spend[0]} tokens, ${self._spend[1]:.2f}"
         return table

@@ -175,20 +175,26 @@ def _rebased(result: SyncResult) -> str:
 @boundary
 def state_pull(remote: Remote = "origin", json_out: JsonFlag = False) -> None:
     """Merge the remote's loop state into this clone (then `loopctl inbox` shows its items)."""
+    from loopctl.agent_context import refuse_inside_agent
     from loopctl.paths import ProjectPaths, find_repo_root
     from loopctl.state_sync import pull
 
-    _report(pull(ProjectPaths(find_repo_root()), remote), json_out)
+    paths = ProjectPaths(find_repo_root())
+    refuse_inside_agent("state pull", paths.events_file)
+    _report(pull(paths, remote), json_out)
 
 
 @state_app.command("push")
 @boundary
 def state_push(remote: Remote = "origin", json_out: JsonFlag = False) -> None:
     """Publish this clone's loop state on the remote (merging what it gained first)."""
+    from loopctl.agent_context import refuse_inside_agent
     from loopctl.paths import ProjectPaths, find_repo_root
     from loopctl.state_sync import push
 
-    _report(push(ProjectPaths(find_repo_root()), remote), json_out)
+    paths = ProjectPaths(find_repo_root())
+    refuse_inside_agent("state push", paths.events_file)
+    _report(push(paths, remote), json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -26,15 +26,21 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, empty:
     if not rows:
         print(empty)
         return
+    from loopctl.text import strip_controls
+
+    # Cells hold agent text (summaries, task titles): no escape sequences reach the terminal.
+    rows = [[strip_controls(str(cell)) for cell in row] for row in rows]
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(show_edge=False, header_style="bold", pad_edge=False)
         for header in headers:
             table.add_column(header, overflow="fold")
         for row in rows:
-            table.add_row(*(str(cell) for cell in row))
+            # Text, not str: "[bold red]…[/]" in a summary is shown, never interpreted as markup.
+            table.add_row(*(Text(cell) for cell in row))
         Console().print(table)
         return
     widths = [len(h) for h in headers]

@@ -62,6 +62,21 @@ def _print_outcome(outcome: Any, json_out: bool) -> None:
         print("see `loopctl inbox` for what needs you")
 
 
+def warn_if_unconfined(config: Any) -> None:
+    """Say once per run, on stderr, that the user opted out of the sandbox (invariant 11)."""
+    from loopctl.definitions.sandbox import SandboxMode
+
+    if config.sandbox is SandboxMode.OFF:
+        import sys
+
+        where = config.path or ".loop/config.toml"
+        print(
+            f"warning: agents run unconfined ([sandbox] mode = \"off\" in {where}): they can"
+            " read your credentials and other processes, and write outside their worktree",
+            file=sys.stderr,
+        )
+
+
 def _engine(json_out: bool) -> Any:
     from loopctl.cli.live import RunView
     from loopctl.definitions import load_project
@@ -70,6 +85,7 @@ def _engine(json_out: bool) -> Any:
 
     project = load_project(find_repo_root())
     project.raise_for_errors()
+    warn_if_unconfined(project.config)
     view = RunView(live=False if json_out else None)
     return Engine(project, observer=view), view
 

@@ -16,6 +16,8 @@ from typing import Any, TextIO
 from loopctl.cli.live import plain_line
 from loopctl.events import Event, EventType
 from loopctl.scheduler import TickResult
+from loopctl.text import strip_controls
+from loopctl.usage import tokens_of, usd_of
 
 _LAST_TICKS = 5
 
@@ -164,8 +166,8 @@ class ScheduleView:
         elif event.type == EventType.AGENT_FINISHED:
             row["status"] = "checking"
             spend = self._spend.setdefault(loop, [0, 0.0])
-            spend[0] += int(data.get("input_tokens") or 0) + int(data.get("output_tokens") or 0)
-            spend[1] += float(data.get("cost_usd") or 0.0)
+            spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
+            spend[1] += usd_of(data.get("cost_usd"))
         elif event.type == EventType.CHECK_FINISHED:
             row["last"] = str(data.get("reason", ""))[:80]
         elif event.type == EventType.TASK_FINISHED:
@@ -174,6 +176,7 @@ class ScheduleView:
     def _render(self) -> Any:
         from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
         with self._lock:
             now = datetime.now(UTC)
@@ -200,14 +203,16 @@ class ScheduleView:
                 for column in ("task", "status", "attempt", "last verdict"):
                     tasks.add_column(column, overflow="fold")
                 for (loop, task), row in self._tasks.items():
-                    tasks.add_row(f"{loop}/{task}", row["status"], row["attempt"], row["last"])
+                    # Text, not str: check output is shown, never read as Rich markup.
+                    cells = (f"{loop}/{task}", row["status"], row["attempt"], row["last"])
+                    tasks.add_row(*(Text(strip_controls(str(cell))) for cell in cells))
                 parts.append(tasks)
             if self._last:
                 last = Table(title="last ticks", show_edge=False, title_justify="left")
                 for column in ("loop", "run", "outcome", "reason"):
                     last.add_column(column, overflow="fold")
                 for tick in self._last:
-                    last.add_row(*tick)
+                    last.add_row(*(Text(strip_controls(str(cell))) for cell in tick))
                 parts.append(last)
             return Group(*parts)
 

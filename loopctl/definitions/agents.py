@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from loopctl.definitions.connectors import Connector
 from loopctl.definitions.fields import Table, did_you_mean
+from loopctl.definitions.sandbox import AgentSandbox, read_agent_sandbox
 from loopctl.definitions.source import Problems, parse_front_matter, parse_toml
 
 
@@ -99,6 +100,7 @@ class Agent:
     ask: tuple[str, ...] = ()  # loopctl's own agent: commands that wait for a human's approval
     context_window: int | None = None  # loopctl's own agent: tokens before it compacts
     connectors: tuple[Connector, ...] = ()  # MCP servers from [connectors.NAME] in config.toml
+    sandbox: AgentSandbox = field(default_factory=AgentSandbox)  # [sandbox]: extra reach
 
 
 def _check_name(name: str, table: Table, key: str | None) -> bool:
@@ -178,6 +180,7 @@ def load_toml_agent(
         # The key must reach the backend; listing it once is enough.
         env_allow = (*env_allow, api_key_env)
     used = _read_connectors(table, backend, connectors or {}, env_allow)
+    sandbox = read_agent_sandbox(table.table("sandbox"))
     table.known(*(k for k in _CODEX_KEYS if k != "sandbox_mode"))
     table.finish(
         allow_unknown=from_codex,
@@ -206,6 +209,7 @@ def load_toml_agent(
         ask=ask,
         context_window=context_window,
         connectors=used,
+        sandbox=sandbox,
     )
 
 

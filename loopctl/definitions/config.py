@@ -9,6 +9,7 @@ from pathlib import Path
 
 from loopctl.definitions.connectors import Connector, read_connectors
 from loopctl.definitions.fields import Table, did_you_mean
+from loopctl.definitions.sandbox import SandboxMode, read_project_sandbox
 from loopctl.definitions.source import Problems, parse_toml
 from loopctl.definitions.traces import TracesConfig, read_traces
 
@@ -74,6 +75,7 @@ class Config:
     max_usd_per_day: float | None = None
     connectors: tuple[Connector, ...] = ()  # [connectors.NAME]: MCP servers agents may use
     traces: TracesConfig = field(default_factory=TracesConfig)  # [traces]: OpenTelemetry
+    sandbox: SandboxMode = SandboxMode.REQUIRED  # [sandbox] mode: agents confined unless "off"
 
     def condition_map(self) -> dict[str, tuple[str, ...]]:
         return dict(self.conditions)
@@ -210,6 +212,7 @@ def load_config(path: Path, problems: Problems) -> Config:
             entry.finish()
     connectors = read_connectors(table.table("connectors"))
     traces = read_traces(table.table("traces"), path.parent.parent)
+    sandbox = read_project_sandbox(table.table("sandbox"))
     table.finish()
     return Config(
         path=path,
@@ -227,4 +230,5 @@ def load_config(path: Path, problems: Problems) -> Config:
         prices=tuple(prices),
         connectors=connectors,
         traces=traces,
+        sandbox=sandbox,
     )

@@ -70,6 +70,9 @@ class CheckerSpec:
     agent: str | None = None
     protect: tuple[str, ...] = ()
     timeout_s: float = 1800.0
+    # A command that runs a known test runner protects that runner's files too, unless the
+    # loop says `protect = []` outright.
+    runner_protect: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,11 +301,13 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
             if commands:
                 checker_table.error("commands", "give 'command' or 'commands', not both")
             commands = checker_table.argv_list("commands")
+        protect = checker_table.glob_list("protect")
         checker = CheckerSpec(
             commands=commands,
             agent=checker_table.string("agent"),
-            protect=checker_table.glob_list("protect"),
+            protect=protect,
             timeout_s=checker_table.duration("timeout", 1800.0) or 1800.0,
+            runner_protect=bool(protect) or not checker_table.has("protect"),
         )
         checker_table.finish()
 

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from loopctl.definitions.connectors import Connector
 from loopctl.definitions.skills import Skill
+from loopctl.sandbox import Sandbox
 from loopctl.secrets import Redactor
 from loopctl.toolagent.client import ApiError, Caller, RetryPolicy, uses_environment
 from loopctl.toolagent.context import Conversation, estimate_tokens
@@ -66,6 +67,7 @@ class SessionConfig:
     notes: Path | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connectors: tuple[Connector, ...] = ()  # MCP servers whose tools the agent may call
+    sandbox: Sandbox | None = None  # where the agent's `run` commands execute confined
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,7 @@ class _Session:
             deadline=self.deadline,
             run_log=_run_logs(config.transcript) if config.transcript else None,
             remote=remote,
+            sandbox=config.sandbox,
         )
         self.usage = _Usage()
         self.sizes: list[int] = []

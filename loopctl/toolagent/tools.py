@@ -22,6 +22,7 @@ from typing import Any
 
 from loopctl.definitions.skills import Skill
 from loopctl.errors import LoopctlError
+from loopctl.sandbox import Sandbox
 from loopctl.secrets import Redactor
 
 MAX_READ_CHARS = 60_000
@@ -131,6 +132,7 @@ class ToolContext:
     run_log: Callable[[int], tuple[Path, Path]] | None = None  # numbered output files per run
     runs: int = 0
     remote: Any = None  # loopctl.mcp_tools.ConnectorTools: the agent's MCP connectors' tools
+    sandbox: Sandbox | None = None  # where `run` commands execute confined
 
     def __post_init__(self) -> None:
         self.worktree = self.worktree.resolve()
@@ -367,6 +369,7 @@ def _run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
             redactor=ctx.redactor,
             cancel=ctx.cancel,
             tail_bytes=MAX_RUN_OUTPUT,
+            sandbox=ctx.sandbox,
         )
     except process.ProgramNotFound as exc:
         raise ToolError(str(exc)) from None

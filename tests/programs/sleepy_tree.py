@@ -4,13 +4,14 @@ usage: sleepy_tree.py PIDFILE MODE [FIFO]
 
 The child ignores SIGTERM, the grandchild does not. None lives for ever: each dies of SIGALRM
 after a while, the leader first. Once the tree is up and PIDFILE written (atomically, one pid a
-line: leader, child, grandchild), the leader acts on MODE:
+line: leader, child, grandchild), the leader prints "tree up", writes "ready" to FIFO if one is
+given (so a test can wait for the tree instead of guessing how long it takes), and acts on MODE:
 
     hang      wait forever (SIGTERM kills it)
-    stubborn  ignore SIGTERM, then wait forever
+    notify    the same as hang (kept for a FIFO that only says the tree is up)
+    stubborn  ignore SIGTERM (already before "ready"), then wait forever
     exit      exit 0 at once, leaving child and grandchild behind
     sigint    send SIGINT to its own parent (the test), then wait forever
-    notify    write "ready" to FIFO, then wait forever
 """
 
 from __future__ import annotations
@@ -62,17 +63,18 @@ def leader(pidfile: str, mode: str, fifo: str | None) -> None:
     with open(tmp, "w") as handle:
         handle.write("\n".join(pids) + "\n")
     os.replace(tmp, pidfile)
-    print("tree up", flush=True)
-    if mode == "exit":
-        return
     if mode == "stubborn":
+        # Before "ready": a test that times the run out as soon as the tree is up must find
+        # SIGTERM already ignored.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    elif mode == "sigint":
-        os.kill(os.getppid(), signal.SIGINT)
-    elif mode == "notify":
-        assert fifo is not None
+    print("tree up", flush=True)
+    if fifo is not None:
         with open(fifo, "w") as handle:
             handle.write("ready\n")
+    if mode == "exit":
+        return
+    if mode == "sigint":
+        os.kill(os.getppid(), signal.SIGINT)
     forever(LEADER_LIFETIME)
 
 

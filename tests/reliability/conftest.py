@@ -22,3 +22,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def long_mode(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--long"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Full-size scenarios run for tens of minutes by design: no hang limit (pytest-timeout).
+    if config.getoption("--long"):
+        for item in items:
+            item.add_marker(pytest.mark.timeout(0), append=False)

@@ -36,6 +36,12 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout  # fmt: skip
 
 
+# These scenarios test what holds without the sandbox (invariant 8's git hardening, the process
+# group kill): the sandbox would stop the planting and hide the pids, so it is off here; the
+# same attacks with the sandbox on are in test_hostile_agents.py.
+UNCONFINED = '\n[sandbox]\nmode = "off"\n'
+
+
 def project(root: Path, argv: list[str], extra_loop: str = "", timeout: str = "60s") -> Path:
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
@@ -50,7 +56,7 @@ def project(root: Path, argv: list[str], extra_loop: str = "", timeout: str = "6
         f'backend = "command"\nargv = {json.dumps(argv)}\ntimeout = "{timeout}"\n'
     )
     (root / ".loop" / "loops").mkdir(parents=True)
-    (root / ".loop" / "config.toml").write_text('[defaults]\nmaker = "maker"\n')
+    (root / ".loop" / "config.toml").write_text('[defaults]\nmaker = "maker"\n' + UNCONFINED)
     (root / ".loop" / "loops" / "fix.toml").write_text(
         'prompt = "Fix add()."\n\n'
         f"[checker]\ncommand = {json.dumps([PY, '-B', '-c', CHECK])}\n"

