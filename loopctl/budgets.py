@@ -110,6 +110,16 @@ def stop_reason(budget: Budget, events: Sequence[Event], now: datetime) -> str |
     return None
 
 
+def wall_left(budget: Budget, events: Sequence[Event], now: datetime) -> float | None:
+    """Seconds of `max_wall` the run has left (negative once overspent); None without one.
+
+    `stop_reason` looks only between attempts; a turn or a check started with little time left
+    is given at most this long, so one slow attempt cannot overrun the budget."""
+    if budget.max_wall_s is None:
+        return None
+    return budget.max_wall_s - active_wall_seconds(events, now)
+
+
 def identical_failure_streak(fingerprints: Sequence[str | None]) -> int:
     """How many of the most recent failures share the latest fingerprint."""
     if not fingerprints or fingerprints[-1] is None:

@@ -55,20 +55,55 @@ class Baseline:
     hidden: Mapping[str, str | None] = field(default_factory=dict)
 
 
+def _command_key(argv: Sequence[str]) -> tuple[str, ...]:
+    """What a command runs, however it is spelt: `pytest -q`, `/venv/bin/pytest -q` and
+    `python3 -m pytest -q` all run pytest with `-q`."""
+    if not argv:
+        return ()
+    program = Path(argv[0]).name.removesuffix(".exe")
+    if re.fullmatch(r"python[0-9.]*", program) and len(argv) >= 3 and argv[1] == "-m":
+        return (argv[2], *argv[3:])
+    return (program, *argv[1:])
+
+
+def same_command(one: Sequence[str], other: Sequence[str]) -> bool:
+    """True when two check commands run the same check (one run answers for both)."""
+    return _command_key(one) == _command_key(other)
+
+
+def check_commands(
+    checker: CheckerSpec, condition: ResolvedCondition | None
+) -> tuple[tuple[str, ...], ...]:
+    """The commands a verdict runs, each once: the loop's checker commands as written, then the
+    goal's check unless one of them already runs it (a test suite takes minutes)."""
+    goal = [condition.argv] if condition is not None and condition.argv else []
+    commands: list[tuple[str, ...]] = []
+    for argv in (*checker.commands, *goal):
+        if not any(same_command(argv, kept) for kept in commands):
+            commands.append(tuple(argv))
+    return tuple(commands)
+
+
 def counted_commands(
     checker: CheckerSpec, condition: ResolvedCondition | None
 ) -> list[tuple[str, ...]]:
     """Check commands counted on the base commit: a built-in condition's test run, and each of
-    the loop's checker commands that runs a known test runner (unless `protect = []`)."""
+    the loop's checker commands that runs a known test runner (unless `protect = []`).
+
+    Each is the argv `check_commands` runs, so the counts are looked up under that argv."""
     from loopctl.conditions import runner_of
 
-    commands: list[tuple[str, ...]] = []
-    argv = condition.argv if condition is not None and condition.source == "builtin" else None
-    if argv and runner_of(argv) is not None:
-        commands.append(tuple(argv))
-    if checker.runner_protect:
-        commands += (tuple(argv) for argv in checker.commands if runner_of(argv) is not None)
-    return list(dict.fromkeys(commands))
+    goal = condition.argv if condition is not None and condition.source == "builtin" else None
+    own = {tuple(argv) for argv in checker.commands}
+    counted: list[tuple[str, ...]] = []
+    for argv in check_commands(checker, condition):
+        if runner_of(argv) is None:
+            continue
+        if goal is not None and same_command(argv, goal):
+            counted.insert(0, argv)  # the goal's run first, as logs before several runs had it
+        elif checker.runner_protect and argv in own:
+            counted.append(argv)
+    return counted
 
 
 def baseline_data(

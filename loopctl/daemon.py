@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.definitions import Project, Trigger, load_project
-from loopctl.definitions.fields import did_you_mean
+from loopctl.definitions.project import DefinitionKind
 from loopctl.engine import Engine, Observer
 from loopctl.errors import LockHeld, LoopctlError, UsageError
 from loopctl.events import Event, EventLog, EventType
@@ -95,13 +95,8 @@ def select_loops(
     """The loops `up` runs: every loop with a trigger, or the `only` ones (each must have one)."""
     chosen: dict[str, Scheduled] = {}
     for name in only:
-        if name not in project.loops:
-            if strict:
-                raise UsageError(
-                    f"no loop named {name!r}{did_you_mean(name, project.loops)}"
-                    f" (.loop/loops/ has: {', '.join(sorted(project.loops)) or 'none'})"
-                )
-            continue
+        if name not in project.loops and strict:
+            project.loop(name)  # raises: the loop's file is invalid, or there is no such loop
     for name, loop in sorted(project.loops.items()):
         if only and name not in only:
             continue
@@ -286,7 +281,7 @@ class _Reloader:
                     f" last valid one: {text}",
                 )
             else:
-                self._item(name, f"loop {name} is invalid and not scheduled: {text}")
+                self.skipped_loop(name, text)
         project = replace(fresh, loops=merged, problems=())
         before = set(self.scheduler.loops)
         selected = select_loops(project, self.only, strict=False)
@@ -307,6 +302,9 @@ class _Reloader:
             kept=kept,
             loops={name: item.schedule.describe() for name, item in sorted(selected.items())},
         )
+
+    def skipped_loop(self, name: str, first_error: str) -> None:
+        self._item(name, f"loop {name} is invalid and not scheduled: {first_error}")
 
     def _item(self, loop: str | None, summary: str) -> None:
         item_id = new_item_id("definition-invalid", loop or "", summary)
@@ -354,7 +352,12 @@ def serve(
         scheduler.on_ready = lambda: _started(
             recorder, "up", {n: s.schedule for n, s in scheduler.loops.items()}, only
         )
-        scheduler.maintenance = _Reloader(scheduler, project, only, recorder)
+        reloader = _Reloader(scheduler, project, only, recorder)
+        scheduler.maintenance = reloader
+        for bad in project.invalid:
+            if bad.kind is DefinitionKind.LOOP and (not only or bad.name in only):
+                # The other loops run; the broken one waits, in the inbox, for its fix.
+                reloader.skipped_loop(bad.name, bad.first(root))
         try:
             return scheduler.run()
         finally:

@@ -62,7 +62,11 @@ def repair(root: Path, test_argv: list[str]) -> str:
 def main() -> int:
     sys.stdin.read()  # the prompt; this scripted agent does not need to read it
     root = Path(os.environ.get("LOOPCTL_WORKTREE", "."))
-    test_argv = sys.argv[1:] or [sys.executable, "-m", "pytest", "-q"]
+    test_argv = sys.argv[1:]
+    if not test_argv:
+        # No default runner: pytest is not among loopctl's dependencies.
+        print("usage: python -m loopctl.demo_agent TEST-COMMAND [ARG...]", file=sys.stderr)
+        return 2
     summary = repair(root, test_argv)
     print(summary)
     result = {

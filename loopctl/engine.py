@@ -23,7 +23,7 @@ from loopctl.definitions import Agent, Loop, Project
 from loopctl.definitions.config import KeepPolicy
 from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
 from loopctl.definitions.sandbox import SandboxMode
-from loopctl.errors import LoopctlError, UsageError
+from loopctl.errors import GitError, LoopctlError, UsageError
 from loopctl.events import Event, EventLog, EventType
 from loopctl.inbox import ItemKind, open_items, render_inbox_md
 from loopctl.lock import RunnerLock
@@ -119,6 +119,14 @@ def new_run_id(now: datetime) -> str:
     return now.strftime("%Y%m%dT%H%M%S") + "-" + pysecrets.token_hex(2)
 
 
+def judge_name(loop: Loop, condition: ResolvedCondition | None, default: str | None) -> str | None:
+    """The checker agent a run of `loop` asks: its own `[checker] agent`, else, for a prose goal
+    (one no command checks), the default checker. A goal a command checks needs no LLM judge."""
+    if loop.checker.agent is not None:
+        return loop.checker.agent
+    return default if condition is not None and condition.judged else None
+
+
 def _from_github(loop: Loop) -> bool:
     return loop.tasks is not None and loop.tasks.source == "github"
 
@@ -200,7 +208,6 @@ class Engine:
         """
         tick = _Tick(tuple(changed), dict(trigger) if trigger else None, stop, requeued_only)
         maker = self._maker_agent(loop.maker.agent)
-        judge = self._judge_agent(loop)
         condition = None
         if loop.goal:
             condition = resolve_condition(
@@ -209,6 +216,7 @@ class Engine:
                 check=None,
                 configured=self.project.config.condition_map(),
             )
+        judge = self._judge_agent(loop, condition)
         return self._run(loop, condition, maker, judge, in_place=False, base_ref="HEAD", tick=tick)
 
     def run_goal(self, options: GoalOptions) -> RunOutcome:
@@ -238,7 +246,7 @@ class Engine:
         )
         maker = self._maker_agent(loop.maker.agent)
         judged = condition.argv is None or options.checker_agent is not None
-        judge = self._judge_agent(loop) if judged else None
+        judge = self._judge_agent(loop, condition) if judged else None
         return self._run(
             loop, condition, maker, judge, in_place=options.in_place, base_ref=options.base
         )
@@ -256,10 +264,8 @@ class Engine:
             )
         return self.project.agent(name)
 
-    def _judge_agent(self, loop: Loop) -> Agent | None:
-        name = loop.checker.agent
-        if name is None and loop.goal and not loop.checker.commands:
-            name = self.project.config.checker
+    def _judge_agent(self, loop: Loop, condition: ResolvedCondition | None) -> Agent | None:
+        name = judge_name(loop, condition, self.project.config.checker)
         return self.project.agent(name) if name else None
 
     def _check_available(self, agents: Sequence[Agent]) -> None:
@@ -272,9 +278,7 @@ class Engine:
 
     def _check_programs(self, loop: Loop, condition: ResolvedCondition | None) -> None:
         """Refuse before any worktree exists when a check program is missing."""
-        commands = list(loop.checker.commands)
-        if condition is not None and condition.argv:
-            commands.append(tuple(condition.argv))
+        commands = checks.check_commands(loop.checker, condition)
         path = self._check_env().get("PATH")
         for argv in commands:
             program = argv[0]
@@ -937,8 +941,19 @@ class Engine:
             cli=cli,
             writable=(*(rules.write if rules else ()), *([str(state_dir)] if state_dir else [])),
             readable=rules.read if rules else (),
+            objects_layer=state_dir / "git-objects" if state_dir else None,
             network=rules.network if rules else True,
         )
+
+    def _forget_private_objects(self, workspace: Workspace) -> None:
+        """Point the worktree's index back at objects the repository holds.
+
+        What the agent staged went into its turn's private object layer, which loopctl's own
+        git does not read; loopctl snapshots the files themselves, never that index.
+        """
+        head = git.branch_head(self.paths.root, workspace.branch) or workspace.base_sha
+        with contextlib.suppress(GitError):
+            git.reset_index(workspace.path, head)
 
     # --- environment ---------------------------------------------------------------------------
 
@@ -985,11 +1000,7 @@ class Engine:
     # --- checks --------------------------------------------------------------------------------
 
     def _check_commands(self, ctx: _RunContext) -> tuple[tuple[str, ...], ...]:
-        commands = list(ctx.loop.checker.commands)
-        condition = ctx.condition
-        if condition is not None and condition.argv and tuple(condition.argv) not in commands:
-            commands.append(tuple(condition.argv))
-        return tuple(commands)
+        return checks.check_commands(ctx.loop.checker, ctx.condition)
 
     def _baseline(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> Any:
         """What the task's checks are held to (a `checks.Baseline`), recorded before its first
@@ -1167,7 +1178,28 @@ class Engine:
             diff=diff,
             check_output=check_output,
         )
-        result = self._run_agent(ctx, spec, workspace, number, judge, "checker", prompt, None)
+        limited = self._wall_capped(ctx, judge)
+        result = self._run_agent(ctx, spec, workspace, number, limited, "checker", prompt, None)
+        from loopctl.backends.base import auth_failure
+
+        refused = auth_failure(result)
+        if result.status == "timeout" and limited.timeout_s < judge.timeout_s:
+            refused = None
+            why = self._out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
+            return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)
+        if refused is not None:
+            # As for a maker: a refused credential fails every verdict alike, so no maker turn
+            # is spent again; the task stops at once and a human is asked.
+            return checks.Verdict(
+                False,
+                f"the checker {judge.name!r} could not authenticate: {refused}"
+                " (fix its credentials, then `loopctl inbox retry`)",
+                None,
+                result.exit_code,
+                result.output_tail,
+                "judge",
+                fatal=True,
+            )
         answer = checks.parse_judge_answer(result.text) or checks.parse_judge_answer(
             result.output_tail
         )
@@ -1319,6 +1351,8 @@ class Engine:
         result = priced(
             checked(backend_for(agent).run(request)), agent, dict(self.project.config.prices)
         )
+        if request.sandbox is not None and not ctx.in_place:
+            self._forget_private_objects(workspace)
         if result.extra.get("usage_warning"):
             self._event(
                 ctx,

@@ -54,7 +54,8 @@ _PINNED_ENV = {
     "GIT_ASKPASS": "",
     "GIT_SSH_COMMAND": "false",
     "GIT_PROXY_COMMAND": "",
-    # A partial clone fetches missing objects from a remote config names (git 2.44 and later).
+    # A partial clone fetches missing objects from a remote config names (documented since
+    # git 2.44; 2.39 honours it too).
     "GIT_NO_LAZY_FETCH": "1",
 }
 # Kept from the caller's environment so tests (and users) can isolate git's global config.
@@ -97,6 +98,7 @@ _CONTENT_FREE = frozenset(
         "ls-remote",
         "merge-base",
         "push",
+        "remote",
         "rev-parse",
         "show-ref",
         "symbolic-ref",
@@ -110,6 +112,7 @@ _DRIVER_KEY = re.compile(
     r"|merge\..+\.driver)$",
     re.DOTALL,
 )
+_UPLOAD_PACK_KEY = re.compile(r"^remote\..+\.uploadpack$", re.DOTALL)
 _FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _TRUNCATED = "\n[diff truncated at {limit} bytes]\n"
 
@@ -903,7 +906,11 @@ def _filter_neutralisers(cwd: Path) -> dict[str, str]:
     # disables a filter; a filter marked `required` then makes git fail loudly rather than
     # stage unfiltered content. Diffs also pass --no-ext-diff and --no-textconv.
     keys = sorted({key for scope, key, _ in _config_entries(cwd) if scope in _PLANTABLE_SCOPES})
-    return _config_env([(key, "") for key in keys if _DRIVER_KEY.match(key)])
+    pins = [(key, "") for key in keys if _DRIVER_KEY.match(key)]
+    # A partial clone fetches a missing object through the remote config names, running its
+    # upload-pack program: a second guard next to GIT_NO_LAZY_FETCH.
+    pins += [(key, "git-upload-pack") for key in keys if _UPLOAD_PACK_KEY.match(key)]
+    return _config_env(pins)
 
 
 def _config_entries(cwd: Path) -> list[tuple[str, str, str | None]]:

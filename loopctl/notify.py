@@ -29,6 +29,10 @@ BACKOFF = (0.25, 0.5, 1.0)  # seconds before the 2nd, 3rd and 4th try
 WEBHOOK_TIMEOUT = 5.0  # a hanging receiver may delay a loop by at most ~4 x this
 COMMAND_TIMEOUT = 30.0
 DIGEST_WINDOW = timedelta(hours=24)
+# How late a day's digest may still go out (an `up` restarted, a laptop woken after its time).
+# Past this the day's digest is not sent: sent the next morning, before that day's own time,
+# it would read as an early digest, and a second one would follow at the set time.
+DIGEST_GRACE = timedelta(hours=1)
 PLACEHOLDERS = ("id", "kind", "loop", "task", "summary", "text")
 
 Emit = Callable[..., Event]
@@ -103,6 +107,7 @@ def run_command(
     """Run the notify command: placeholders filled as plain arguments, the JSON on stdin."""
     from loopctl import process
     from loopctl.secrets import Redactor, build_env, withheld_values
+    from loopctl.text import strip_controls
 
     filled = []
     for arg in argv:
@@ -123,7 +128,9 @@ def run_command(
         raise NotifyError(f"notify command cannot run: {exc}") from None
     if not done.ok:
         why = "timed out" if done.timed_out else f"exited {done.exit_code}"
-        raise NotifyError(f"notify command `{filled[0]}` {why}")
+        # What it said on stderr is what tells a person why (a bad token, a wrong channel).
+        said = " ".join(strip_controls(done.stderr_tail).split())[-500:]
+        raise NotifyError(f"notify command `{filled[0]}` {why}" + (f": {said}" if said else ""))
 
 
 def send(
@@ -349,7 +356,8 @@ def send_digest_if_due(
     """Send today's digest if `[notify] digest` is set and its time has come; True if sent.
 
     For the `up` daemon to call now and then: at most one digest per daily slot, decided from
-    the `digest_sent` events in the log (so a restart never sends it twice).
+    the `digest_sent` events in the log (so a restart never sends it twice), and only within
+    DIGEST_GRACE of its time, never early.
     """
     from loopctl.definitions.config import load_config
     from loopctl.definitions.source import Problems
@@ -359,7 +367,10 @@ def send_digest_if_due(
     notify = config.notify
     if problems.errors or not notify.digest or not configured(notify):
         return False
-    slot = digest_slot(now, notify.digest, tz).astimezone(UTC).isoformat()
+    slot_time = digest_slot(now, notify.digest, tz)
+    if now - slot_time > DIGEST_GRACE:
+        return False  # the time passed while nothing ran; the next one goes out at its time
+    slot = slot_time.astimezone(UTC).isoformat()
     log = EventLog(paths.events_file)
     events = log.read()
     if any(e.type == EventType.DIGEST_SENT and e.data.get("slot") == slot for e in events):

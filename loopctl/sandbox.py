@@ -116,8 +116,13 @@ class Sandbox:
     program: str  # the bwrap binary, or sandbox-exec
     root: Path  # the main checkout: readable, never writable
     worktree: Path
-    git_admin: tuple[Path, ...] = ()  # the linked worktree's admin folder and the object store
+    git_admin: tuple[Path, ...] = ()  # the linked worktree's admin folder
     git_pinned: tuple[Path, ...] = ()  # files inside writable places that must stay as they are
+    # The repository's object store, and a private folder of this turn's: the agent writes new
+    # objects into an overlay whose upper layer is that folder, so `git add` works while the
+    # user's objects can be neither changed nor deleted. Without a layer it stays read-only.
+    git_objects: Path | None = None
+    objects_layer: Path | None = None
     writable: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()  # hidden stores the agent file re-exposes read-only
     cli: str | None = None
@@ -178,14 +183,18 @@ class Sandbox:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         if self.worktree == self.root:
-            # Working in place: the checkout is writable, its rules and git state are not.
+            # Working in place: the checkout is writable, its rules and git state are not (the
+            # user's own index included: an agent cannot stage in place).
             for name in PROTECTED_IN_CHECKOUT:
                 inside = self.root / name
                 if inside.exists():
                     args += ["--ro-bind", str(inside), str(inside)]
-            objects = self.root / ".git" / "objects"
-            if objects.is_dir():
-                args += ["--bind", str(objects), str(objects)]
+        elif self.git_objects is not None and self.objects_layer is not None:
+            upper, work = self.objects_layer / "upper", self.objects_layer / "work"
+            upper.mkdir(parents=True, exist_ok=True)
+            work.mkdir(parents=True, exist_ok=True)
+            objects = str(self.git_objects)
+            args += ["--overlay-src", objects, "--overlay", str(upper), str(work), objects]
         exposed = {_expand(p, env, home) for p in self.readable}
         for path in self.hidden_paths(env):
             if path in exposed or (not path.exists() and not path.is_symlink()):
@@ -283,21 +292,24 @@ def _unique(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
-def git_admin_paths(worktree: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    """(writable, pinned) git paths for a linked worktree: its admin folder and the objects.
+def git_admin_paths(
+    worktree: Path,
+) -> tuple[tuple[Path, ...], tuple[Path, ...], Path | None]:
+    """(writable, pinned, objects) git paths of a linked worktree: its admin folder, the files
+    that must not change, and the repository's object store.
 
     The worktree's `.git` file and the admin folder's `gitdir`/`commondir` stay read-only: an
     agent that rewrote them could point loopctl's own git at a repository it planted.
     """
     dot_git = worktree / ".git"
     if not dot_git.is_file():
-        return (), ()
+        return (), (), None
     try:
         text = dot_git.read_text(encoding="utf-8").strip()
     except OSError:
-        return (), ()
+        return (), (), None
     if not text.startswith("gitdir:"):
-        return (), ()
+        return (), (), None
     admin = Path(text.removeprefix("gitdir:").strip())
     if not admin.is_absolute():
         admin = (worktree / admin).resolve()
@@ -307,11 +319,11 @@ def git_admin_paths(worktree: Path) -> tuple[tuple[Path, ...], tuple[Path, ...]]
         with contextlib.suppress(OSError):
             named = Path(common_file.read_text(encoding="utf-8").strip())
             common = named if named.is_absolute() else (admin / named).resolve()
-    writable = tuple(p for p in (admin, common / "objects") if p.is_dir())
+    writable = tuple(p for p in (admin,) if p.is_dir())
     pinned = tuple(
         p for p in (dot_git, admin / "gitdir", admin / "commondir", admin / "config.worktree")
     )
-    return writable, pinned
+    return writable, pinned, (common / "objects" if (common / "objects").is_dir() else None)
 
 
 def find_bwrap() -> str | None:
@@ -436,6 +448,9 @@ def seatbelt_profile(sandbox: Sandbox, env: Mapping[str, str]) -> str:
     ]
     for path in sandbox.writable_paths(env):
         lines.append(f"(allow file-write* (subpath {quoted(path)}))")
+    if sandbox.git_objects is not None:
+        # Seatbelt has no overlay: the object store is writable, so `git add` works.
+        lines.append(f"(allow file-write* (subpath {quoted(sandbox.git_objects)}))")
     exposed = {_expand(p, env, home) for p in sandbox.readable}
     for path in sandbox.hidden_paths(env):
         if path not in exposed:
@@ -457,6 +472,7 @@ def make_sandbox(
     writable: Sequence[str] = (),
     readable: Sequence[str] = (),
     network: bool = True,
+    objects_layer: Path | None = None,
 ) -> Sandbox:
     """The sandbox for one agent or check in `worktree`; raises SandboxUnavailable."""
     mechanism, program, why = probe()
@@ -465,7 +481,7 @@ def make_sandbox(
             f'no sandbox for agents: {why}; or set `[sandbox] mode = "off"` in'
             " .loop/config.toml to run agents unconfined (not recommended)"
         )
-    admin, pinned = git_admin_paths(worktree) if worktree != root else ((), ())
+    admin, pinned, objects = git_admin_paths(worktree) if worktree != root else ((), (), None)
     return Sandbox(
         mechanism=mechanism,
         program=program,
@@ -473,6 +489,8 @@ def make_sandbox(
         worktree=worktree,
         git_admin=admin,
         git_pinned=pinned,
+        git_objects=objects,
+        objects_layer=objects_layer,
         writable=tuple(writable),
         readable=tuple(readable),
         cli=cli,

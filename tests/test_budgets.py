@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from loopctl.budgets import identical_failure_streak, spend, stop_reason
+from loopctl.budgets import identical_failure_streak, spend, stop_reason, wall_left
 from loopctl.definitions.config import Budget
 from loopctl.events import Event, EventType
 
@@ -79,6 +79,28 @@ def test_stop_reason_before_an_attempt(budget: Budget, now: float, expected: str
     else:
         assert reason is not None
         assert reason.startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("budget", "now", "left"),
+    [
+        (Budget(), 60, None),
+        (Budget(max_wall_s=90), 60, 30),
+        (Budget(max_wall_s=60), 60, 0),
+        (Budget(max_wall_s=50), 60, -10),
+    ],
+)
+def test_wall_left_bounds_the_next_turn(budget: Budget, now: float, left: float | None) -> None:
+    assert wall_left(budget, RUN, T0 + timedelta(seconds=now)) == left
+
+
+def test_wall_left_counts_only_the_time_the_run_worked() -> None:
+    events = [
+        ev(1, EventType.TICK_STARTED, 0),
+        ev(2, EventType.ATTEMPT_STARTED, 30),  # killed after this
+        ev(3, EventType.RUN_RESUMED, 3600),
+    ]
+    assert wall_left(Budget(max_wall_s=100), events, T0 + timedelta(seconds=3620)) == 50
 
 
 @pytest.mark.parametrize(

@@ -786,11 +786,19 @@ SKILL_CASES = [
         "skill name is 65 characters; at most 64",
     ),
     Case(
-        "skill-name-missing",
-        {SKILL: front("description: Does things.")},
+        # Without `name` a skill is named after its folder (as Claude Code does), if it can be.
+        "skill-name-missing-and-folder-not-a-name",
+        {"skills/My Skill/SKILL.md": front("description: Does things.")},
+        "skills/My Skill/SKILL.md",
+        1,
+        "missing required key 'name', and the folder name 'My Skill' is not a valid skill name",
+    ),
+    Case(
+        "skill-name-empty",
+        {SKILL: front('name: ""', "description: Does things.")},
         SKILL,
-        None,
-        "missing required key 'name'",
+        2,
+        "'name' is empty; use the folder name: `name: my-skill`",
     ),
     Case(
         "skill-description-missing",
@@ -1243,7 +1251,7 @@ def test_warnings_alone_exit_zero(repo: Path, monkeypatch: pytest.MonkeyPatch) -
     assert result.stdout.endswith("ok: 1 loops, 4 agents, 2 skills, 6 warning(s)\n")
 
 
-def test_inventory_commands_refuse_invalid_definitions(
+def test_inventory_commands_skip_an_invalid_agent_and_name_it(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_files(repo, {**BASE, AGENT: text('backend = "claude"', "max_turns = 0")})
@@ -1251,8 +1259,26 @@ def test_inventory_commands_refuse_invalid_definitions(
     for args in (["agents"], ["skills"], ["skills", "show", "fix-ci"]):
         result = CliRunner().invoke(app, args)
         assert_clean(result)
+        assert result.exit_code == 0, args
+        assert (
+            f"warning: agent 'helper' is invalid and skipped: {AGENT}:2:"
+            " 'max_turns' must be at least 1, not 0; `loopctl validate` lists every problem"
+        ) in result.stderr
+    listed = CliRunner().invoke(app, ["agents"])
+    assert "helper" not in listed.stdout
+    assert "maker" in listed.stdout
+
+
+def test_inventory_commands_refuse_a_broken_config(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_files(repo, {**BASE, CONFIG: text("verison = 1")})
+    monkeypatch.chdir(repo)
+    for args in (["agents"], ["skills"], ["skills", "show", "fix-ci"]):
+        result = CliRunner().invoke(app, args)
+        assert_clean(result)
         assert result.exit_code == 2, args
-        problem_line(result.stderr, AGENT, 2, "'max_turns' must be at least 1")
+        problem_line(result.stderr, CONFIG, 1, "unknown key 'verison'")
 
 
 # --- the same, through a real process -----------------------------------------------------------

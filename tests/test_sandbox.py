@@ -253,25 +253,44 @@ def test_loop_definitions_stay_write_protected_when_working_in_place(tmp_path: P
     ]
 
 
-def test_worktree_git_pointers_are_pinned(repo: Path, tmp_path: Path) -> None:
-    """An agent that repoints its worktree's `.git` or `commondir` could aim loopctl's own git
-    at a repository it planted; both stay read-only while the admin folder is writable."""
+def test_worktree_git_pointers_are_pinned_and_the_object_store_is_layered(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An agent that repoints its worktree's `.git` could aim loopctl's own git at a repository
+    it planted; it stays read-only. `git add` works, into this turn's own object layer: the
+    repository's objects can be neither changed nor deleted."""
     from engine_helpers import git
 
     worktree = tmp_path / "wt"
     git(repo, "worktree", "add", "-q", "-b", "loop/x/y", str(worktree))
-    box = sandbox.make_sandbox(root=repo, worktree=worktree)
+    objects = repo / ".git" / "objects"
+    before = sorted(str(p.relative_to(objects)) for p in objects.rglob("*"))
+    layer = tmp_path / "layer"
+    box = sandbox.make_sandbox(root=repo, worktree=worktree, objects_layer=layer)
     code = (
-        "import subprocess\nfrom pathlib import Path\n"
-        "for p in ('.git', ):\n"
-        "    try:\n        Path(p).write_text('gitdir: /tmp/evil'); print(p, 'written')\n"
-        "    except OSError as e:\n        print(p, e.strerror)\n"
+        "import shutil, subprocess\nfrom pathlib import Path\n"
+        "try:\n    Path('.git').write_text('gitdir: /tmp/evil'); print('.git written')\n"
+        "except OSError as e:\n    print('.git', e.strerror)\n"
         "Path('new.txt').write_text('x')\n"
         "print(subprocess.run(['git', 'add', 'new.txt']).returncode)\n"
     )
     done = process.run(
         [sys.executable, "-c", code], cwd=worktree, env=dict(os.environ), timeout=60, sandbox=box
     )
-    assert done.stdout_tail.splitlines() == [".git Read-only file system", "0"], done.output_tail()
-    assert "new.txt" in git(worktree, "diff", "--cached", "--name-only")
+    lines = done.stdout_tail.splitlines()
+    assert lines[:2] == [".git Read-only file system", "0"], done.output_tail()
     assert (worktree / ".git").read_text().startswith("gitdir: " + str(repo))
+    assert any(p.is_file() for p in (layer / "upper").rglob("*"))  # new.txt's blob
+    assert sorted(str(p.relative_to(objects)) for p in objects.rglob("*")) == before
+
+    wipe = (
+        f"import pathlib, shutil; shutil.rmtree({str(objects)!r}, ignore_errors=True);"
+        f" print(len(list(pathlib.Path({str(objects)!r}).rglob('*'))))"
+    )
+    done = process.run(
+        [sys.executable, "-c", wipe], cwd=worktree, env=dict(os.environ), timeout=60, sandbox=box
+    )
+    assert done.stdout_tail.strip() == "0", done.output_tail()  # inside, the overlay let it...
+    # ...but outside every object is where it was.
+    assert sorted(str(p.relative_to(objects)) for p in objects.rglob("*")) == before
+    assert git(repo, "fsck", "--no-progress", "--no-dangling", "--strict").strip() == ""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from loopctl.cli.boundary import boundary
+
+if TYPE_CHECKING:
+    from loopctl.definitions import Project
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
@@ -18,12 +21,21 @@ def _root() -> Path:
     return find_repo_root()
 
 
-def _load(*, strict: bool = True):  # type: ignore[no-untyped-def]
+def warn_skipped(project: Project) -> None:
+    """One line on stderr per invalid loop, agent or skill file a command goes on without."""
+    import sys
+
+    for line in project.skipped_warnings():
+        print(line, file=sys.stderr)
+
+
+def _load(*, strict: bool = True) -> Project:
     from loopctl.definitions import load_project
 
     project = load_project(_root())
     if strict:
         project.raise_for_errors()
+        warn_skipped(project)
     return project
 
 

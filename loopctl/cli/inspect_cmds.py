@@ -21,6 +21,45 @@ def _project(strict: bool = True) -> Any:
     return project
 
 
+def _invalid_json(project: Any, bad: Any) -> dict[str, Any] | None:
+    """Where an invalid loop's first error is, for `status --json`."""
+    if bad is None:
+        return None
+    first = bad.problems[0] if bad.problems else None
+    return {
+        "path": str(bad.path.relative_to(project.root)),
+        "line": first.line if first else None,
+        "message": first.message if first else "invalid",
+        "errors": len(bad.problems),
+    }
+
+
+def _never_run(project: Any, names: list[str]) -> list[Any]:
+    """Status rows for loops the log has never seen (an invalid loop has no other row)."""
+    if not names:
+        return []
+    from loopctl.inbox import open_items
+    from loopctl.report import LoopStatus
+
+    waiting = open_items(_log(project).read())
+    return [
+        LoopStatus(
+            loop=name,
+            trigger="-",
+            last_run=None,
+            last_started=None,
+            last_status=None,
+            tokens=0,
+            cost_usd=0.0,
+            max_tokens=None,
+            max_usd=None,
+            open_items=sum(1 for i in waiting if i.loop == name),
+            running_pid=None,
+        )
+        for name in names
+    ]
+
+
 def _log(project: Any) -> Any:
     from loopctl.events import EventLog
 
@@ -29,14 +68,25 @@ def _log(project: Any) -> Any:
 
 def status(json_out: JsonFlag = False) -> None:
     """Loops, their last run, spend against budget, and the open inbox."""
+    from loopctl.definitions.project import DefinitionKind
     from loopctl.report import loop_statuses
 
     project = _project(strict=False)
     statuses = loop_statuses(project)
+    # A loop whose file has errors is listed as invalid, never left out as if it did not exist.
+    invalid = {bad.name: bad for bad in project.invalid if bad.kind is DefinitionKind.LOOP}
+    statuses += _never_run(project, sorted(set(invalid) - {s.loop for s in statuses}))
+    statuses.sort(key=lambda s: s.loop)
     if json_out:
         from loopctl.cli.render import print_json
 
-        print_json("status", [s.to_json() for s in statuses])
+        print_json(
+            "status",
+            [
+                {**s.to_json(), "invalid": _invalid_json(project, invalid.get(s.loop))}
+                for s in statuses
+            ],
+        )
         return
     from loopctl.cli.render import print_table
 
@@ -48,6 +98,9 @@ def status(json_out: JsonFlag = False) -> None:
         state = (
             f"running (pid {s.running_pid})" if s.running_pid else (s.last_status or "never run")
         )
+        bad = invalid.get(s.loop)
+        if bad is not None:
+            state = f"INVALID: {bad.first(project.root)}"
         rows.append(
             (
                 s.loop,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
+from loopctl.cli.definitions_cmds import JsonFlag, warn_skipped
 
 
 def _sigterm_as_interrupt() -> None:
@@ -85,6 +85,7 @@ def _engine(json_out: bool) -> Any:
 
     project = load_project(find_repo_root())
     project.raise_for_errors()
+    warn_skipped(project)
     warn_if_unconfined(project.config)
     view = RunView(live=False if json_out else None)
     return Engine(project, observer=view), view
@@ -178,6 +179,7 @@ def _run_on_trigger(
     project = load_project(find_repo_root())
     project.raise_for_errors()
     loop = project.loop(name)
+    warn_skipped(project)
     schedule = Schedule.of(loop, trigger)
     view = ScheduleView(
         {name: schedule.describe() if schedule else "manual"}, live=False if json_out else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,18 @@ PERMISSION_MODES = (
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")
 
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+# A TOML file in an agent folder is read as an agent only when it has one of these keys (or a
+# near-miss of one, which is a typo to report): a project may keep its own files in `agents/`
+# (`agents/settings.toml`), and those are not loopctl's to reject.
+AGENT_MARKER_KEYS = (
+    "backend",
+    "argv",
+    "name",
+    "description",
+    "developer_instructions",
+    "instructions",
+)
 
 # Codex reads any of its config keys from a custom-agent file; loopctl accepts them unchanged.
 _CODEX_KEYS = (
@@ -114,6 +127,15 @@ def _check_name(name: str, table: Table, key: str | None) -> bool:
     return True
 
 
+def looks_like_agent(data: Mapping[str, object]) -> bool:
+    """Whether a TOML table is meant as an agent: it has a marker key, or a misspelling of one."""
+    return any(
+        key in AGENT_MARKER_KEYS
+        or difflib.get_close_matches(key, AGENT_MARKER_KEYS, n=1, cutoff=0.8)
+        for key in data
+    )
+
+
 def load_toml_agent(
     path: Path,
     problems: Problems,
@@ -125,6 +147,15 @@ def load_toml_agent(
     errors_before = len(problems.errors)
     doc = parse_toml(path, problems)
     if doc is None:
+        return None
+    if not looks_like_agent(doc.data):
+        problems.warn(
+            path,
+            None,
+            "not an agent definition (it has none of "
+            + ", ".join(AGENT_MARKER_KEYS)
+            + "); ignored",
+        )
         return None
     table = Table.of(doc, problems)
     from_codex = default_backend is Backend.CODEX

@@ -60,8 +60,26 @@ def load_skill(path: Path, problems: Problems) -> Skill | None:
         return None
     table = Table.of(doc, problems)
     folder = path.parent.name
-    name = table.string("name", required=True) or ""
-    if name:
+    name = table.string("name") or ""
+    if not table.has("name"):
+        # Claude Code names such a skill after its folder; loopctl does the same, but the
+        # Agent Skills format (and so every other agent) requires the key.
+        if SKILL_NAME.match(folder) and len(folder) <= 64:
+            name = folder
+            table.warn(
+                None,
+                f"no 'name': named {folder!r} after its folder, as Claude Code does;"
+                f" other agents need `name: {folder}` in the front matter",
+            )
+        else:
+            table.error(
+                None,
+                f"missing required key 'name', and the folder name {folder!r} is not a valid"
+                " skill name (lowercase letters, digits and single hyphens)",
+            )
+    elif isinstance(table.data.get("name"), str) and not name:
+        table.error("name", f"'name' is empty; use the folder name: `name: {folder}`")
+    elif name:
         if len(name) > 64:
             table.error("name", f"skill name is {len(name)} characters; at most 64")
         elif not SKILL_NAME.match(name):

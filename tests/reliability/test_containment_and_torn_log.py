@@ -78,6 +78,16 @@ def run(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
 def test_planted_hooks_fsmonitor_and_filters_never_run(tmp_path: Path) -> None:
     sentinel = tmp_path / "ran.txt"
     repo = project(tmp_path / "repo", [PY, str(AGENTS / "plants_hook.py"), str(sentinel)])
+    # Invariant 12: the planted config and hooks fail the first turn as tampering; once a
+    # human approves, the next run commits with them in place, and none of them runs.
+    planted = run(repo, tmp_path / "home")
+    assert planted.returncode == 1, planted.stderr
+    tampering = [
+        e for e in EventLog(ProjectPaths(repo).events_file).read()
+        if e.type == "inbox_opened" and e.data["evidence"].get("tampering")
+    ]  # fmt: skip
+    approve = [PY, "-m", "loopctl", "inbox", "approve", tampering[0].data["id"]]
+    assert subprocess.run(approve, cwd=repo, capture_output=True).returncode == 0
     done = run(repo, tmp_path / "home")
     ran = sentinel.read_text().split() if sentinel.exists() else []
     print(f"\nplanted programs executed by loopctl: {len(ran)} {ran}")

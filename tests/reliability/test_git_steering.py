@@ -4,9 +4,9 @@ Hostile makers are real `command` agents run by a real `loopctl` process with th
 Each one works in a loop of its own (`steer`); the victim is the `ship` loop, whose fixer maker
 is honest and whose delivery commits and pushes after a human approves. The integrity check
 fails the hostile agent's own attempt, and the tests go on as a human might: approve that
-change, or approve ship's push while it waits. loopctl's own git must still read the real
-objects, run no program the repository's config names, and push where the run recorded before
-any agent ran. The git-level tests put the same planted config in front of loopctl's network
+change, then run ship or approve its waiting push. loopctl's own git must still read the real
+objects, run no program the repository's config names, and push where ship's run recorded
+before any agent ran. The git-level tests put the same planted config in front of loopctl's network
 commands against real ssh://, git:// and http:// endpoints.
 """
 
@@ -34,7 +34,9 @@ from engine_helpers import (
 from inbox_helpers import remote_refs
 
 from loopctl import git as lgit
+from loopctl import remotes
 from loopctl.errors import GitError
+from loopctl.events import EventLog, EventType
 
 BRANCH = "loop/ship/main"
 SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
@@ -193,7 +195,8 @@ def test_a_repointed_origin_still_pushes_to_the_url_recorded_before_the_agent(
     attacker = bare(tmp_path / "attacker.git")
     origin = two_loops(repo, tmp_path, "fixer.py", "repoints_remote.py", attacker, "set-url")
     item = ship(repo)
-    steer(repo)  # repoints origin while ship's push waits for its approval
+    # steer repoints origin while ship's push waits; the human lets that change stand too.
+    assert_clean_exit(loopctl(repo, "inbox", "approve", steer(repo)), 0)
     assert plain_git(repo, "remote", "get-url", "--push", "origin").strip() == str(attacker)
     approved = loopctl(repo, "inbox", "approve", item)
     print(f"\nrepointed origin: attacker got {remote_refs(attacker)}, origin {remote_refs(origin)}")
@@ -211,7 +214,7 @@ def test_a_url_rewrite_planted_for_the_recorded_url_refuses_the_push(
     attacker = bare(tmp_path / "attacker.git")
     origin = two_loops(repo, tmp_path, "fixer.py", "repoints_remote.py", attacker, "rewrite")
     item = ship(repo)
-    steer(repo)
+    assert_clean_exit(loopctl(repo, "inbox", "approve", steer(repo)), 0)
     approved = loopctl(repo, "inbox", "approve", item)
     (finished,) = events(repo, "action_finished")
     print(f"\nrewritten URL: push ok={finished.data['ok']}: {finished.data['detail']}")
@@ -220,6 +223,26 @@ def test_a_url_rewrite_planted_for_the_recorded_url_refuses_the_push(
     assert remote_refs(origin) == {}
     assert finished.data["ok"] is False
     assert "insteadOf rewrites it" in finished.data["detail"]
+
+
+def test_state_sync_refuses_a_remote_repointed_since_the_last_run(
+    repo: Path, tmp_path: Path
+) -> None:
+    attacker = bare(tmp_path / "attacker.git")
+    origin = two_loops(repo, tmp_path, "fixer.py", "repoints_remote.py", attacker, "set-url")
+    ship(repo)
+    assert_clean_exit(loopctl(repo, "inbox", "approve", steer(repo)), 0)
+    refused = [loopctl(repo, "state", action) for action in ("push", "pull")]
+    print(f"\nstate push to a repointed origin: {refused[0].stderr.strip()}")
+    for done in refused:
+        assert_clean_exit(done, 1)
+        assert len(done.stderr.strip().splitlines()) == 1
+        assert "an agent may have repointed it" in done.stderr
+    assert remote_refs(attacker) == {}
+    # The human names the URL they mean: that is used as it is.
+    assert_clean_exit(loopctl(repo, "state", "push", "--remote", str(origin)), 0)
+    assert "refs/heads/loopctl-state" in remote_refs(origin)
+    assert remote_refs(attacker) == {}
 
 
 # --- network git against real endpoints ------------------------------------------------------
@@ -291,7 +314,9 @@ def planted(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     for key, value in plant.items():
         plain_git(repo, "config", key, value)
     included = tools / "included.gitconfig"
-    included.write_text(f"[credential]\n\thelper = {script(tools / 'inc', marker, 'planted-inc')}\n")
+    included.write_text(
+        f"[credential]\n\thelper = {script(tools / 'inc', marker, 'planted-inc')}\n"
+    )
     plain_git(repo, "config", "include.path", str(included))
     conditional = tools / "conditional.gitconfig"
     conditional.write_text(f"[core]\n\tsshCommand = {script(tools / 'if', marker, 'planted-if')}\n")
@@ -336,9 +361,7 @@ def test_ssh_runs_the_users_command_never_the_repositorys(
     assert CANARY not in "".join(env.values())
 
 
-def test_git_protocol_runs_no_proxy_program_from_the_repository(
-    repo: Path, planted: Path
-) -> None:
+def test_git_protocol_runs_no_proxy_program_from_the_repository(repo: Path, planted: Path) -> None:
     with pytest.raises(GitError):
         lgit.remote_branch_sha(repo, "git://127.0.0.1:1/project.git", "main")
     assert ran(planted) == []
@@ -373,7 +396,7 @@ def test_repository_config_that_reroutes_http_is_refused(
 ) -> None:
     url, seen = http_remote
     plain_git(repo, "config", key, value)
-    with pytest.raises(GitError, match="refusing to reach http://127.0.0.1"):
+    with pytest.raises(GitError, match=r"refusing to reach http://127\.0\.0\.1"):
         lgit.remote_branch_sha(repo, url, "main")
     assert seen == []
 
@@ -403,3 +426,22 @@ def test_local_commands_get_no_secret_and_no_credential_helper(
     assert "ANTHROPIC_API_KEY" not in env
     assert "SSH_AUTH_SOCK" not in env
     assert env["GIT_NO_REPLACE_OBJECTS"] == "1"
+
+
+def test_a_password_in_the_url_stays_out_of_the_log_and_pins_the_rest(
+    repo: Path, tmp_path: Path, http_remote: tuple[str, list[str]]
+) -> None:
+    url, seen = http_remote
+    secret_url = url.replace("http://", "http://user:hunter2-token@")
+    plain_git(repo, "remote", "add", "origin", secret_url)
+    log = EventLog(tmp_path / "events.jsonl")
+    pin = remotes.read_pin(repo, "origin")
+    log.append(EventType.TICK_STARTED, run="r1", data={remotes.PIN_FIELD: pin.to_json()})
+    assert "hunter2" not in (tmp_path / "events.jsonl").read_text()
+    assert pin.url == url.replace("http://", "http://***@")
+    # Same host and path: the configured URL (with its password) is the one used.
+    assert remotes.push_url(repo, log.read(), "r1", "origin") == secret_url
+    plain_git(repo, "remote", "set-url", "origin", secret_url.replace("/project", "/other"))
+    with pytest.raises(remotes.RemoteMoved, match="nothing was sent"):
+        remotes.push_url(repo, log.read(), "r1", "origin")
+    assert seen == []

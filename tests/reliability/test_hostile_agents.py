@@ -43,7 +43,7 @@ SECRET_VALUE = "s3cr3t-value-that-must-stay-home-4711"
 SSH_KEY = "PRIVATE-KEY-material-0451"
 GIT_CREDENTIAL = "https://user:ghp_credential0451@github.example"
 MARKER = "loopctl-hostile-survivor"
-ALL_ATTACKS = ["environ", "rules", "approve", "git", "credentials", "writer", "forks"]
+ALL_ATTACKS = ["environ", "rules", "approve", "git", "objects", "credentials", "writer", "forks"]
 
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] is None, reason=f"no sandbox on this machine: {sandbox.probe()[2]}"
@@ -257,6 +257,8 @@ def assert_promises_held(
     before_outside = [line for line in before["refs"] if "refs/heads/loop/" not in line.split()[0]]  # type: ignore[union-attr]
     assert outside_loop == before_outside
     assert refs(root.parent / "origin.git") == before["remote"]
+    # The object store: every object of the user's history still there and sound.
+    assert git(root, "fsck", "--no-progress", "--no-dangling", "--strict") == ""
     # Approvals: still pending; no `approved` event in the log, forged or real.
     inbox = json.loads(loopctl(root, "inbox", "--json").stdout)
     items = inbox["inbox"]
@@ -343,7 +345,7 @@ def test_every_attack_fails_as_an_unprivileged_user() -> None:
         )
     base = Path(tempfile.mkdtemp(prefix="loopctl-hostile-"))
     try:
-        attacks = ["environ", "rules", "git", "credentials", "writer", "forks"]
+        attacks = ["environ", "rules", "git", "objects", "credentials", "writer", "forks"]
         root = make_project(base, attacks, python=runtime.python)
         assert runtime.user is not None
         entry = pwd.getpwnam(runtime.user)
@@ -357,9 +359,7 @@ def test_every_attack_fails_as_an_unprivileged_user() -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize(
-    "attack", ["environ", "rules", "approve", "git", "credentials", "writer", "forks"]
-)
+@pytest.mark.parametrize("attack", ALL_ATTACKS)
 def test_each_attack_is_real_without_the_sandbox(base: Path, attack: str) -> None:
     """The same maker with `mode = "off"`, as root, breaks the promise its attack aims at: so
     each assertion above would catch a sandbox that stopped holding (and the run says it is
@@ -369,5 +369,5 @@ def test_each_attack_is_real_without_the_sandbox(base: Path, attack: str) -> Non
     root = make_project(base, [attack], mode="off")
     done, before = run_attacks(root)
     assert "agents run unconfined" in done.stderr
-    with pytest.raises(AssertionError):
+    with pytest.raises((AssertionError, subprocess.CalledProcessError)):
         assert_promises_held(root, done, before, [attack])

@@ -198,6 +198,28 @@ def test_the_agents_own_commits_on_its_branch_are_folded_into_loopctls_commit(
     assert git(repo, "log", "-1", "--format=%an", str(folded)).strip() == "agent"
 
 
+@pytest.mark.parametrize(("attack", "delivered"), [("commit-own", True), ("commit-hidden", False)])
+def test_without_a_commit_action_only_a_maker_commit_that_is_what_was_checked_is_pushed(
+    repo: Path, tmp_path: Path, attack: str, delivered: bool
+) -> None:
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    git(repo, "remote", "add", "origin", str(origin))
+    project(repo, attack, loop_extra='\n[deliver]\nactions = ["push"]\napprove = []\n')
+
+    done = run_fix(repo)
+
+    pushed = git(repo, "ls-remote", str(origin), f"refs/heads/{BRANCH}").split()
+    if delivered:  # the maker committed exactly the checked worktree: its commit goes out
+        assert_clean_exit(done, 0)
+        assert pushed[0] == git(repo, "rev-parse", BRANCH).strip()
+    else:  # its commit holds a file the checked worktree did not: nothing goes out
+        assert_clean_exit(done, 1)
+        assert pushed == []
+        (task,) = events(repo, "task_finished")
+        assert "not what was checked" in task.data["reason"]
+
+
 def test_the_agents_own_commit_and_push_fail_the_attempt_as_tampering(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 SECRET_NAME = "LOOPCTL_TEST_SECRET_TOKEN"
@@ -74,7 +73,7 @@ def rewrite_rules(attack: str) -> None:
     root = main_checkout()
     try_write(attack, root / ".loop" / "config.toml", '\n[env]\nallow = ["*"]\n')
     for loop in sorted((root / ".loop" / "loops").glob("*.toml")):
-        try_write(attack, loop, '\n[deliver]\napprove = []\n')
+        try_write(attack, loop, "\n[deliver]\napprove = []\n")
     try_write(attack, root / "agents" / "maker.toml", "\n# hostile\n")
 
 
@@ -126,6 +125,19 @@ def plant_git(attack: str) -> None:
     ):
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         say(attack, f"{' '.join(argv)} exit {done.returncode}")
+
+
+def wipe_objects(attack: str) -> None:
+    """Delete the repository's object store: every commit the user ever made."""
+    objects = main_checkout() / ".git" / "objects"
+    removed = 0
+    for path in sorted(objects.rglob("*"), reverse=True):
+        try:
+            path.unlink() if path.is_file() else path.rmdir()
+            removed += 1
+        except OSError:
+            pass
+    say(attack, f"removed {removed} entries of {objects} (as the agent saw them)")
 
 
 def read_credentials(attack: str) -> None:
@@ -189,6 +201,7 @@ ATTACKS = {
     "approve": approve_everything,
     "git": plant_git,
     "credentials": read_credentials,
+    "objects": wipe_objects,
     "writer": leave_writer,
     "forks": fork_many,
 }
