@@ -12,9 +12,11 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +126,15 @@ def run_foreground(
     start: bool = True,
     observer: Observer | None = None,
     listener: Listener | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    stop: threading.Event | None = None,
 ) -> list[TickResult]:
-    """Run loop `name` on its trigger (or `trigger`) until Ctrl-C or `max_ticks` ticks."""
+    """Run loop `name` on its trigger (or `trigger`) until Ctrl-C, `stop` or `max_ticks` ticks.
+
+    Like `up`, it continues from the loop's last recorded slot: slots missed while nothing ran
+    the loop are caught up (one tick) or recorded as skipped, by the loop's `catch_up`; only a
+    loop that never ticked fires at once (`start`).
+    """
     loop = project.loop(name)
     schedule = Schedule.of(loop, trigger)
     if schedule is None:
@@ -139,20 +148,21 @@ def run_foreground(
             f"loop {name!r} is scheduled by `loopctl up` (pid {info.pid}); stop it with"
             f" `loopctl down`, or run one tick now with `loopctl run {name} --once`"
         )
-    recorder = Engine(project, observer=observer)
+    recorder = Engine(project, observer=observer, clock=clock)
     scheduler = Scheduler(
         project,
         {name: Scheduled(loop, schedule)},
         Options(
-            mode="run", fire_on_start=start, from_log=False, max_ticks=max_ticks, fail_fast=True
+            mode="run", fire_on_start=start, from_log=True, max_ticks=max_ticks, fail_fast=True
         ),
         observer=observer,
         listener=listener,
         on_ready=lambda: _started(recorder, "run", {name: schedule}, ()),
+        clock=clock,
     )
     results: list[TickResult] = []
     try:
-        results = scheduler.run()
+        results = scheduler.run(stop)
     finally:
         _stopped(recorder, "run", scheduler)
     return results

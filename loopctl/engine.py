@@ -622,9 +622,14 @@ class Engine:
             return self._finish_task(
                 ctx, spec, "failed", f"cannot prepare the worktree: {exc}", None, 0, None
             )
-        if view is not None and view.attempts:
+        attempted = view is not None and bool(view.attempts)
+        if attempted:
             self._stop_orphans(ctx, spec, workspace)
         baseline = self._baseline(ctx, spec, workspace)
+        first = self._check_first(ctx, spec, workspace, baseline) if not attempted else None
+        if first is not None:  # the goal already holds, or cannot be checked: no agent runs
+            status = "done" if first.passed else ("stopped" if first.fatal else "failed")
+            return self._finish_task(ctx, spec, status, first.reason, workspace, 0, None)
         while True:
             if ctx.stop.is_set():
                 raise KeyboardInterrupt
@@ -717,6 +722,38 @@ class Engine:
                 )
             with integrity.turn():
                 self._attempt(ctx, spec, workspace, number, attempts, baseline)
+
+    def _check_first(
+        self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace, baseline: Any
+    ) -> checks.Verdict | None:
+        """The goal's checks on the base, before any agent runs: a passing verdict (the goal
+        already holds) or a fatal one (it cannot be checked) ends the task; None: work it.
+
+        A `goal` is each task's success condition (DESIGN §2), for `loopctl goal` and for loops
+        alike: a task whose goal holds on its base has nothing left to do, and a heartbeat loop
+        would otherwise pay a maker turn on every green tick. Without a goal, checker commands
+        only verify the maker's work, so the maker works the task; a judged goal is not checked
+        first either, as deciding it would call an agent.
+        """
+        condition = ctx.condition
+        if condition is None or condition.judged or ctx.judge is not None:
+            return None
+        recorded = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
+        runs = recorded[0].data.get("commands") if recorded else None
+        if isinstance(runs, list) and any(
+            isinstance(run, dict) and run.get("exit_code") != 0 for run in runs
+        ):
+            return None  # a counted check already failed on the base: nothing to run again
+        ran: list[dict[str, Any]] = []
+        verdict = self._verdict(ctx, spec, workspace, 0, baseline, None, ran)
+        if not verdict.passed:
+            return verdict if verdict.fatal else None
+        shown = " && ".join(" ".join(run["argv"]) for run in ran)
+        reason = f"the goal already holds: `{shown}` passes on the base; no agent was called"
+        self._event(
+            ctx, spec.id, EventType.NOTE, what="goal_already_holds", reason=reason, commands=ran
+        )
+        return replace(verdict, reason=reason)
 
     def _unchanged_since_success(
         self, loop: str, task: str, base_sha: str, current_run: str
@@ -997,6 +1034,29 @@ class Engine:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
+    # --- the wall budget inside an attempt (invariant 4) ---------------------------------------
+
+    def _wall_cap(self, ctx: _RunContext, timeout: float) -> tuple[float, bool]:
+        """`timeout`, cut to what is left of the run's `max_wall`; True when that is the limit."""
+        run_events = [e for e in self.log.read() if e.run == ctx.run_id]
+        left = budgets.wall_left(ctx.loop.budget, run_events, self.clock())
+        if left is None or left >= timeout:
+            return timeout, False
+        return max(left, 0.1), True  # spent already: what starts now ends at once
+
+    def _wall_capped(self, ctx: _RunContext, agent: Agent) -> Agent:
+        timeout, capped = self._wall_cap(ctx, agent.timeout_s)
+        return replace(agent, timeout_s=timeout) if capped else agent
+
+    def _out_of_wall(self, ctx: _RunContext, spec: TaskSpec, what: str) -> str:
+        """Record that `max_wall` ended `what` mid-attempt; the reason the attempt stops with."""
+        from loopctl.definitions.fields import format_duration
+
+        limit = format_duration(ctx.loop.budget.max_wall_s or 0)
+        reason = f"time budget: max_wall ({limit}) ran out during {what}, which was ended"
+        self._event(ctx, spec.id, EventType.BUDGET_STOPPED, reason=reason)
+        return reason
+
     # --- checks --------------------------------------------------------------------------------
 
     def _check_commands(self, ctx: _RunContext) -> tuple[tuple[str, ...], ...]:
@@ -1026,7 +1086,7 @@ class Engine:
                 cwd=workspace.path,
                 # No cached bytecode is read: only the sources are what was checked.
                 env={**self._check_env(), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
-                timeout=ctx.loop.checker.timeout_s,
+                timeout=self._wall_cap(ctx, ctx.loop.checker.timeout_s)[0],
                 stdout_path=folder / f"{name}.out",
                 stderr_path=folder / f"{name}.err",
                 redactor=self._redactor(),
@@ -1086,13 +1146,14 @@ class Engine:
         commands = self._check_commands(ctx)
         for index, argv in enumerate(commands, start=1):
             started = self.clock().astimezone(UTC).isoformat(timespec="microseconds")
+            timeout, capped = self._wall_cap(ctx, ctx.loop.checker.timeout_s)
             try:
                 done = process.run(
                     list(argv),
                     cwd=workspace.path,
                     # No cached bytecode is read: a planted .pyc would stand in for its source.
                     env={**self._check_env(), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
-                    timeout=ctx.loop.checker.timeout_s,
+                    timeout=timeout,
                     stdout_path=folder / f"check-{index}.out",
                     stderr_path=folder / f"check-{index}.err",
                     redactor=self._redactor(),
@@ -1121,6 +1182,9 @@ class Engine:
                 )
             output = done.output_tail(200_000)
             outputs.append(output)
+            if done.timed_out and capped:
+                why = self._out_of_wall(ctx, spec, f"the check `{' '.join(argv)}`")
+                return checks.Verdict(False, why, None, None, output[-4000:], "budget", fatal=True)
             verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
             if not verdict.passed:
                 return replace(verdict, output_tail=output[-4000:])
@@ -1180,13 +1244,12 @@ class Engine:
         )
         limited = self._wall_capped(ctx, judge)
         result = self._run_agent(ctx, spec, workspace, number, limited, "checker", prompt, None)
+        if result.status == "timeout" and limited.timeout_s < judge.timeout_s:
+            why = self._out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
+            return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)
         from loopctl.backends.base import auth_failure
 
         refused = auth_failure(result)
-        if result.status == "timeout" and limited.timeout_s < judge.timeout_s:
-            refused = None
-            why = self._out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
-            return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)
         if refused is not None:
             # As for a maker: a refused credential fails every verdict alike, so no maker turn
             # is spent again; the task stops at once and a human is asked.
@@ -1263,6 +1326,22 @@ class Engine:
             left_on=current or "detached HEAD",
             head=head,
         )
+
+    def _earlier_changes(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> list[str]:
+        """What the worktree holds changed against the base when an attempt starts: attempts
+        build on each other (nothing is reset), so the next maker is told. Files loopctl placed
+        (copy, setup) and, in place, the human's own edits are not the attempts' doing."""
+        changed = git.changed_paths(workspace.path, workspace.base_sha)
+        if ctx.in_place:
+            changed = self._changed_in_place(ctx, spec, changed)
+        placed = set(self._placed_unchanged(ctx, spec, workspace))
+        return [
+            path
+            if (workspace.path / path).exists() or (workspace.path / path).is_symlink()
+            else f"{path} (deleted)"
+            for path in changed
+            if path not in placed
+        ]
 
     def _changed_in_place(self, ctx: _RunContext, spec: TaskSpec, changed: list[str]) -> list[str]:
         """In place, only what changed since the run began is the maker's doing."""
@@ -1353,6 +1432,7 @@ class Engine:
         )
         if request.sandbox is not None and not ctx.in_place:
             self._forget_private_objects(workspace)
+            request.sandbox.discard_scratch()
         if result.extra.get("usage_warning"):
             self._event(
                 ctx,
@@ -1415,6 +1495,7 @@ class Engine:
                 attempts=summaries,
                 attempt_number=number,
                 human=self._human_answer(ctx.run_id, spec.id),
+                changed=self._earlier_changes(ctx, spec, workspace) if earlier else (),
             )
         )
         session = None
@@ -1423,12 +1504,27 @@ class Engine:
         before = self._integrity_baseline(ctx, spec, number)
         if before is None:
             return
+        maker = self._wall_capped(ctx, ctx.maker)
         maker_result = self._run_agent(
-            ctx, spec, workspace, number, ctx.maker, "maker", prompt, session
+            ctx, spec, workspace, number, maker, "maker", prompt, session
         )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
         if self._tampered(ctx, spec, number, before):
+            return
+        if maker_result.status == "timeout" and maker.timeout_s < ctx.maker.timeout_s:
+            # Cut short by max_wall, not by its own timeout: what it left is not checked.
+            self._event(
+                ctx,
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict="failed",
+                reason=self._out_of_wall(ctx, spec, f"the maker {ctx.maker.name!r}'s turn"),
+                fingerprint=None,
+                fatal=True,
+            )
+            self.refresh_projections()
             return
         from loopctl.backends.base import auth_failure
         from loopctl.gates import asked_question

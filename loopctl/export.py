@@ -221,10 +221,12 @@ def install_commands(agents: Sequence[Agent]) -> list[str]:
 # --- installing loopctl itself ------------------------------------------------------------------
 
 _FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 _SHA256 = re.compile(r"sha256=([0-9a-f]{64})")
 _NAMED = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[A-Za-z0-9_.,\s-]*\])?\s+@\s+(\S+)")
 _SCP_URL = re.compile(r"(?:[^@/:\s]+@)?([^/:\s]+):(?!//)([^\s]+)")
 _SSH_URL = re.compile(r"ssh://(?:[^@/\s]+@)?([^/:\s]+)(?::\d+)?/([^\s]+)")
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 _ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
 
 
@@ -239,7 +241,7 @@ def install_spec(project: Project, given: str | None) -> tuple[str, list[str]]:
         problem = unpinned_reason(given)
         if problem:
             raise UsageError(f"--loopctl-spec {given!r} {problem}")
-        return given, []
+        return given.strip(), []
     import loopctl
 
     package = Path(loopctl.__file__).resolve().parent
@@ -377,17 +379,15 @@ def _recorded_origin(package: Path) -> tuple[str | None, str]:
         if digest is None:
             legacy = _SHA256.fullmatch(str(archive.get("hash", "")))
             digest = legacy.group(1) if legacy else None
-        if url.startswith("https://") and isinstance(digest, str) and _FULL_SHA.fullmatch(digest):
+        if url.startswith("https://") and isinstance(digest, str) and _HEX64.fullmatch(digest):
             return f"{url}#sha256={digest}", ""
     return None, f"it was installed from {url!r}, which a job cannot reach"
 
 
 def _https_url(url: str) -> str | None:
     """An https URL a job can clone for a remote URL (ssh forms rewritten); None if none."""
-    from loopctl import git
-
     if url.startswith("https://"):
-        return git.display_url(url).replace("***@", "", 1)
+        return _USERINFO.sub("", url)  # a token in the URL must not go into the file
     for pattern in (_SSH_URL, _SCP_URL):
         match = pattern.fullmatch(url)
         if match and "." in match.group(1):  # a host name, not a Windows drive or alias

@@ -44,7 +44,7 @@ def require_sdk() -> None:
     except ImportError:
         raise UsageError(
             "MCP connectors for backends openai and anthropic need the mcp SDK:"
-            " pip install 'loopctl[mcp]'"
+            " pip install 'mcp>=2.3,<3' (the mcp extra of loopctl-runtime)"
         ) from None
 
 

@@ -20,6 +20,9 @@ _DETAILED_ATTEMPTS = 2
 _MAX_ATTEMPT_TAIL = 700
 _MAX_SUMMARY_LINES = 6
 _MAX_HUMAN_CHARS = 1200
+_MAX_CHANGED_FILES = 40
+_MAX_CHANGED_BYTES = 1200
+_MAX_PATH_CHARS = 160
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,9 @@ class MakerContext:
     attempt_number: int
     # (question, answer) from `loopctl inbox reply`: pinned, like the task itself.
     human: tuple[str, str] | None = None
+    # Files the worktree holds changed against the base as this attempt starts (attempts build
+    # on each other; nothing is reset), e.g. "calc.py", "old.py (deleted)".
+    changed: Sequence[str] = ()
 
 
 def _clip(text: str, limit: int, note: str = "…[cut]") -> str:
@@ -82,6 +88,34 @@ def _skill_index(skills: Sequence[Skill], chosen: set[str], limit: int) -> str:
     if listed < len(others):
         lines.append(f"- …and {len(others) - listed} more: run `loopctl skills` to list them")
     return "\n".join(lines)
+
+
+def _changed_section(changed: Sequence[str], *, listed: bool = True) -> str:
+    """The files earlier attempts changed, in at most `_MAX_CHANGED_BYTES` of names whatever
+    their number; `listed=False` only counts them."""
+    if not changed:
+        return ""
+    lines: list[str] = []
+    used = 0
+    for path in changed[: _MAX_CHANGED_FILES if listed else 0]:
+        # A file name is the agent's own text: one line each, no control characters.
+        shown = "".join(c if c.isprintable() else "?" for c in path)
+        line = "- " + _clip(shown, _MAX_PATH_CHARS)
+        if used + _size(line) > _MAX_CHANGED_BYTES:
+            break
+        lines.append(line)
+        used += _size(line) + 1
+    if len(lines) < len(changed):
+        more = len(changed) - len(lines)
+        lines.append(f"- {'…and ' if lines else ''}{more} more (`git status` lists them all)")
+    return "\n".join(
+        [
+            "# Files earlier attempts changed",
+            "This worktree is not reset between attempts: it still holds their changes against"
+            " the base commit. Build on them, or undo what does not help.",
+            *lines,
+        ]
+    )
 
 
 def _attempts_section(attempts: Sequence[AttemptSummary], limit: int) -> str:
@@ -153,6 +187,13 @@ def maker_prompt(ctx: MakerContext, *, max_bytes: int = MAX_PROMPT_BYTES) -> str
 
     room = max_bytes - _size(head) - 200
     sections: list[str] = []
+    changes = _changed_section(ctx.changed)
+    if changes and _size(changes) + 2 > room // 2:  # huge pinned parts: a count may be shorter
+        changes = min(changes, _changed_section(ctx.changed, listed=False), key=_size)
+    if changes:
+        sections.append(changes)
+        room -= _size(changes) + 2
+    skills_at = len(sections)
     chosen = {s.name for s in ctx.full_skills}
     for skill in ctx.full_skills:
         body = _clip(
@@ -177,7 +218,7 @@ def maker_prompt(ctx: MakerContext, *, max_bytes: int = MAX_PROMPT_BYTES) -> str
     if history:
         sections.append("# Earlier attempts on this task\n" + history)
     if sections and ctx.full_skills:
-        sections.insert(0, "# Skills for this loop")
+        sections.insert(skills_at, "# Skills for this loop")
     prompt = head + "\n\n" + "\n\n".join(sections) if sections else head
     encoded = prompt.encode("utf-8")
     if len(encoded) > max_bytes:

@@ -206,6 +206,17 @@ class Sandbox:
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd)]
         return args
 
+    def discard_scratch(self) -> None:
+        """Remove the overlay's work folder: the kernel leaves it mode 000, which would stop
+        an unprivileged user's `rm -r` of the run folder. The upper layer stays as evidence."""
+        if self.objects_layer is None:
+            return
+        work = self.objects_layer / "work"
+        for folder in sorted([work, *work.glob("*")], reverse=True):
+            with contextlib.suppress(OSError):
+                folder.chmod(0o700)
+                folder.rmdir()
+
     def writable_paths(self, env: Mapping[str, str]) -> list[Path]:
         """Every place the agent may write, in mount order (missing state folders are created)."""
         home = _home(env)

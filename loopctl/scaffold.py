@@ -23,7 +23,7 @@ class InitResult:
     skipped: tuple[str, ...]
     detected: tuple[str, ...]
     maker: str
-    checker: str
+    checker: str | None  # None: no agent CLI was found to judge prose goals with
 
 
 def detect_agent_clis(which: Callable[[str], str | None] = shutil.which) -> tuple[str, ...]:
@@ -35,13 +35,24 @@ def _template(*parts: str) -> str:
     return TEMPLATES.joinpath(*parts).read_text(encoding="utf-8")
 
 
+def _checker_line(detected: tuple[str, ...]) -> str:
+    # Only prose goals are judged; a goal a command checks ("tests green") never needs this.
+    # A checker whose CLI is missing would make every prose goal fail, so none is set then.
+    if detected:
+        checker = f"{detected[0]}-checker"
+        return f'checker = "{checker}"  # judges prose goals; it never did the work it judges'
+    return (
+        '# checker = "claude-checker"  # judges prose goals: set it once its CLI is installed'
+        " (no agent CLI was found)"
+    )
+
+
 def planned_files(detected: tuple[str, ...]) -> dict[str, str]:
     """Relative path → content of every file `init` would write."""
     clis = detected or ("claude",)
-    maker, checker = f"{clis[0]}-maker", f"{clis[0]}-checker"
     files = {
         ".loop/config.toml": Template(_template("config.toml")).substitute(
-            maker=maker, checker=checker
+            maker=f"{clis[0]}-maker", checker_line=_checker_line(detected)
         ),
         ".loop/loops/example.toml": _template("loop-example.toml"),
         ".loop/.gitignore": _template("gitignore"),
@@ -79,5 +90,5 @@ def init_project(root: Path, *, which: Callable[[str], str | None] = shutil.whic
         skipped=tuple(skipped),
         detected=detected,
         maker=f"{clis[0]}-maker",
-        checker=f"{clis[0]}-checker",
+        checker=f"{detected[0]}-checker" if detected else None,
     )

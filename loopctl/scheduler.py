@@ -86,7 +86,7 @@ class Listener(Protocol):
 class Options:
     mode: str = "run"  # run | up: recorded with every tick
     fire_on_start: bool = False  # `run`: the first tick at once
-    from_log: bool = True  # `up`: each loop continues from its last recorded tick
+    from_log: bool = True  # each timed loop continues from its last recorded tick
     max_ticks: int | None = None
     fail_fast: bool = False  # `run`: an error that keeps a tick from starting ends the run
     grace_s: float = 30.0  # how long a stop waits for running ticks to checkpoint
@@ -162,7 +162,10 @@ class Scheduler:
             for name, item in loops.items():
                 entry = self._entries.get(name)
                 if entry is None:
-                    self._entries[name] = _Entry(item, last.get(name))
+                    # A watch has no slots to catch up: `run` on a watch still ticks at once.
+                    self._entries[name] = _Entry(
+                        item, last.get(name) if item.schedule.timed else None
+                    )
                 else:
                     if entry.item.schedule != item.schedule:
                         entry.queued = None
@@ -181,6 +184,12 @@ class Scheduler:
     def run(self, stop: threading.Event | None = None) -> list[TickResult]:
         """Schedule until `stop` is set, `max_ticks` ticks ran, or Ctrl-C (re-raised)."""
         self._stop = stop or threading.Event()
+        if stop is not None:
+            # Setting an outside stop must wake the loop from its sleep; _shutdown sets it too,
+            # so this relay always ends with the run.
+            threading.Thread(
+                target=self._relay_stop, args=(stop,), name="loopctl-stop-relay", daemon=True
+            ).start()
         interrupted = False
         try:
             if self._pending_loops is not None:
@@ -202,6 +211,10 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
+
+    def _relay_stop(self, stop: threading.Event) -> None:
+        stop.wait()
         self._wake.set()
 
     def _loop(self) -> None:

@@ -29,7 +29,12 @@ if TYPE_CHECKING:
     from loopctl.paths import ProjectPaths
     from loopctl.traces import TraceBatch, TraceBuilder
 
-EXTRA_HINT = "pip install 'loopctl[otel]'"
+# The extra's packages by their own names: `loopctl[otel]` on the index is someone else's
+# project, and this one's distribution (loopctl-runtime) is installed from a clone or git URL.
+EXTRA_HINT = (
+    "pip install 'opentelemetry-sdk>=1.45,<2' 'opentelemetry-exporter-otlp-json-file>=0.66b1,<0.67'"
+    " 'opentelemetry-exporter-otlp-json-http>=0.66b1,<0.67' (the otel extra of loopctl-runtime)"
+)
 # How long a finishing process waits for spans still being sent (then it gives up on them).
 DRAIN_S = 10.0
 

@@ -101,12 +101,10 @@ def _env(tmp: Path) -> dict[str, str]:
 
 def test_the_plain_install_has_no_dev_tools(venv: Path) -> None:
     for module in ("pytest", "ruff", "mypy"):
-        done = subprocess.run(
-            [str(venv.parent / "python"), "-c", f"import {module}"], capture_output=True
-        )
-        assert done.returncode != 0, f"{module} leaked into the plain install"
+        missing = subprocess.run([str(venv), "-c", f"import {module}"], capture_output=True)
+        assert missing.returncode != 0, f"{module} leaked into the plain install"
     done = subprocess.run(
-        [str(venv.parent / "python"), "-c", "import loopctl.cli, yaml, typer, httpx"],
+        [str(venv), "-c", "import loopctl.cli, yaml, typer, httpx"],
         capture_output=True,
         text=True,
     )
@@ -158,7 +156,7 @@ def test_demo_without_keep_leaves_nothing_behind(venv: Path, tmp_path: Path) -> 
         stdin=subprocess.DEVNULL,
     )
 
-    assert_clean_exit(done, 0)
-    assert list((tmp_path / "scratch").iterdir()) == []
     left = sorted(str(p.relative_to(cache)) for p in cache.rglob("*")) if cache.exists() else []
     assert left == [], left
+    assert list((tmp_path / "scratch").iterdir()) == []
+    assert_clean_exit(done, 0)

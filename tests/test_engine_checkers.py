@@ -87,6 +87,25 @@ def test_a_loop_with_a_builtin_goal_runs_without_the_default_checker_agent(
     assert "'claude-checker' needs the claude CLI" in judged.stderr
 
 
+def test_the_example_loop_of_init_runs_without_claude_with_another_maker(
+    repo: Path, tmp_path: Path
+) -> None:
+    make_project(repo, "fixer.py", check=None, config_extra=SANDBOX_OFF)
+    env = env_without_agent_clis(tmp_path)
+    (repo / ".loop" / "config.toml").unlink()
+    assert_clean_exit(run_loopctl(repo, "init", env=env), 0)
+    config = repo / ".loop" / "config.toml"
+    text = config.read_text().replace('maker = "claude-maker"', 'maker = "maker"')
+    config.write_text(text + SANDBOX_OFF)
+    commit_all(repo, "loopctl init, with a command maker")
+
+    done = run_loopctl(repo, "run", "example", "--once", env=env)
+
+    assert_clean_exit(done, 0)
+    assert roles(repo) == ["maker"]
+    assert "return a + b" in git(repo, "show", "loop/example/main:calc.py")
+
+
 # --- a checker that cannot log in stops the task at once -------------------------------------
 
 

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from engine_helpers import git, invoke, make_project, run_loopctl, write_agent, write_loop
+from engine_helpers import (
+    assert_clean_exit,
+    git,
+    invoke,
+    make_project,
+    run_loopctl,
+    write_agent,
+    write_loop,
+)
 from real_clis import CLIS_BIN
 
 from loopctl.definitions.fields import validate_cron
@@ -326,3 +338,208 @@ def test_actionlint_accepts_the_workflows(monkeypatch: pytest.MonkeyPatch, proje
     linted = _actionlint(bad)
     assert linted is not None
     assert linted.returncode != 0
+
+
+# --- what the generated install step installs --------------------------------------------------
+
+
+def _loopctl_clone(where: Path, origin: str | None) -> tuple[Path, str]:
+    """A git clone of loopctl's source (package and pyproject.toml); HEAD fetched from origin."""
+    clone = where / "loopctl-src"
+    shutil.copytree(
+        ROOT / "loopctl", clone / "loopctl", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    (clone / ".gitignore").write_text("__pycache__/\n")
+    git(clone, "init", "-q", "-b", "main")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "loopctl")
+    if origin is not None:
+        git(clone, "remote", "add", "origin", origin)
+        git(clone, "update-ref", "refs/remotes/origin/main", "HEAD")
+    return clone, git(clone, "rev-parse", "HEAD").strip()
+
+
+def _export_with(path: Path, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`loopctl export …` run by the loopctl found first on `path` (a clone, or site-packages)."""
+    return subprocess.run(
+        [sys.executable, "-m", "loopctl", "export", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(path)},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _install_line(steps: list[dict[str, Any]]) -> str:
+    runs = [str(step.get("run", "")) for step in steps]
+    (line,) = [
+        line
+        for run in runs
+        for line in run.splitlines()
+        if "pip install" in line and "aider" not in line
+    ]
+    return line
+
+
+def test_exports_pin_the_running_loopctl_to_its_clones_commit(
+    project: Path, tmp_path: Path
+) -> None:
+    clone, sha = _loopctl_clone(tmp_path, "https://ci:s3cret@example.com/acme/loopctl.git")
+    pinned = f"git+https://example.com/acme/loopctl.git@{sha}"
+
+    done = _export_with(clone, project, "github-actions", "babysit", "-o", "-")
+    cron = _export_with(
+        clone, project, "k8s", "babysit", "--repo-url", "https://x/r.git", "-o", "-"
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert _install_line(_steps(yaml.safe_load(done.stdout))) == (
+        f"python -m pip install --quiet {pinned}"
+    )
+    assert "loopctl's" not in done.stderr  # a clean, pushed clone: nothing to warn about
+    assert cron.returncode == 0, cron.stderr
+    (job,) = yaml.safe_load_all(cron.stdout)
+    script = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert f"python -m pip install --quiet --root-user-action=ignore {pinned}\n" in script
+    assert "s3cret" not in done.stdout + cron.stdout + done.stderr + cron.stderr
+
+    # An ssh origin is installed over https, and said so; local changes and an unpushed commit
+    # are not in what the job installs, and said so.
+    git(clone, "remote", "set-url", "origin", "git@github.com:acme/loopctl.git")
+    (clone / "loopctl" / "scratch.py").write_text("x = 1\n")
+    git(clone, "update-ref", "-d", "refs/remotes/origin/main")
+    done = _export_with(clone, project, "github-actions", "babysit", "-o", "-")
+
+    assert done.returncode == 0, done.stderr
+    assert _install_line(_steps(yaml.safe_load(done.stdout))) == (
+        f"python -m pip install --quiet git+https://github.com/acme/loopctl.git@{sha}"
+    )
+    assert "is not https: the job installs it from 'https://github.com/acme/loopctl.git'" in (
+        done.stderr
+    )
+    assert "uncommitted changes" in done.stderr
+    assert "on no branch fetched from a remote" in done.stderr
+
+
+def test_export_refuses_an_install_step_it_cannot_pin(
+    monkeypatch: pytest.MonkeyPatch, project: Path, tmp_path: Path
+) -> None:
+    clone, _sha = _loopctl_clone(tmp_path, None)
+    for origin in (None, "/srv/git/loopctl.git"):
+        if origin is not None:
+            git(clone, "remote", "add", "origin", origin)
+        for target in (["github-actions"], ["k8s", "--repo-url", "https://x/r.git"]):
+            done = _export_with(clone, project, *target, "babysit")
+            assert_clean_exit(done, 1)
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert "--loopctl-spec" in done.stderr
+    assert not (project / ".github").exists()
+    assert not (project / "loop-babysit.cronjob.yaml").exists()
+
+    for unpinned in (
+        "loopctl==0.1.0",
+        "loopctl",
+        DIST_NAME,
+        f"{DIST_NAME}==0.1.0",
+        "git+https://example.com/acme/loopctl.git",
+        "git+https://example.com/acme/loopctl.git@main",
+        "git+https://example.com/acme/loopctl.git@0123456",
+        f"loopctl @ {PINNED}",
+        "https://example.com/loopctl_runtime-0.1.0-py3-none-any.whl",
+        "/home/me/loopctl",
+        "../loopctl",
+    ):
+        done = run_loopctl(
+            project, "export", "github-actions", "babysit", "--loopctl-spec", unpinned
+        )
+        assert_clean_exit(done, 2)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (project / ".github").exists()
+
+    wheel = "https://example.com/loopctl_runtime-0.1.0-py3-none-any.whl#sha256=" + "ab" * 32
+    for pinned in (PINNED, f"{DIST_NAME}[otel] @ {PINNED}", wheel, ".", "./vendor/loopctl"):
+        workflow = _workflow(monkeypatch, project, "babysit", "--loopctl-spec", pinned)
+        assert _install_line(_steps(workflow)) == (
+            f"python -m pip install --quiet {shlex.quote(pinned)}"
+        )
+
+
+def test_loopctls_own_repository_installs_the_checked_out_loopctl(tmp_path: Path) -> None:
+    clone, _sha = _loopctl_clone(tmp_path, None)
+    make_project(clone, "fixer.py")
+    write_loop(clone, "babysit", 'every = "1h"\nprompt = "Fix it."\n')
+
+    done = _export_with(clone, clone, "github-actions", "babysit", "-o", "-")
+
+    assert done.returncode == 0, done.stderr
+    steps = _steps(yaml.safe_load(done.stdout))
+    assert steps[0]["uses"].startswith("actions/checkout@")
+    assert _install_line(steps) == "python -m pip install --quiet ."
+
+
+def _wheel(clone: Path, dist: Path) -> Path:
+    """A wheel of the clone's loopctl package, as a build backend lays it out (PEP 427)."""
+    stem = f"{DIST_NAME.replace('-', '_')}-0.1.0"
+    files = {
+        path.relative_to(clone).as_posix(): path.read_bytes()
+        for path in sorted((clone / "loopctl").rglob("*"))
+        if path.is_file()
+    }
+    info = f"{stem}.dist-info"
+    files[f"{info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {DIST_NAME}\nVersion: 0.1.0\n".encode()
+    )
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    record = [f"{name},sha256={_urlsafe_sha256(data)},{len(data)}" for name, data in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    dist.mkdir()
+    wheel = dist / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return wheel
+
+
+def _urlsafe_sha256(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def test_an_installed_loopctl_pins_what_pip_recorded(project: Path, tmp_path: Path) -> None:
+    clone, sha = _loopctl_clone(tmp_path, None)
+    wheel, site = _wheel(clone, tmp_path / "dist"), tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q"]
+    installed = subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr
+    (record,) = site.glob("loopctl_runtime-*.dist-info/direct_url.json")
+
+    # pip recorded a local file, which a job cannot fetch.
+    done = _export_with(site, project, "github-actions", "babysit")
+    assert_clean_exit(done, 1)
+    assert "which a job cannot reach" in done.stderr
+    assert "--loopctl-spec" in done.stderr
+
+    # What pip records for `pip install 'git+https://…@<commit>'` (PEP 610).
+    origin = {"url": "https://example.com/acme/loopctl.git", "vcs_info": {"vcs": "git"}}
+    origin["vcs_info"] = {"vcs": "git", "commit_id": sha, "requested_revision": sha}
+    record.write_text(json.dumps(origin))
+    done = _export_with(site, project, "github-actions", "babysit", "-o", "-")
+    assert done.returncode == 0, done.stderr
+    assert _install_line(_steps(yaml.safe_load(done.stdout))) == (
+        f"python -m pip install --quiet git+https://example.com/acme/loopctl.git@{sha}"
+    )
+
+    # No record at all: installed from a package index, by a name.
+    record.unlink()
+    done = _export_with(site, project, "github-actions", "babysit")
+    assert_clean_exit(done, 1)
+    assert "installed from a package index" in done.stderr

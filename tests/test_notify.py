@@ -209,6 +209,57 @@ def test_the_digest_is_sent_once_per_daily_slot(
     ]
 
 
+SANDBOX_OFF = '\n[sandbox]\nmode = "off"'
+
+
+def test_the_first_up_before_the_digest_time_sends_one_digest_at_that_time(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, receiver: Receiver
+) -> None:
+    failing_goal(
+        repo,
+        monkeypatch,
+        f'webhook = {toml_value(receiver.url)}\ndigest = "09:00"\non = []' + SANDBOX_OFF,
+    )
+    paths = ProjectPaths(repo)
+    receiver.requests.clear()
+
+    # The first `up` starts at 08:00: yesterday's 09:00 was never sent, and is not sent now.
+    assert send_digest_if_due(paths, datetime(2026, 11, 30, 8, 0, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(paths, datetime(2026, 11, 30, 8, 59, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(paths, datetime(2026, 11, 30, 9, 0, 2, tzinfo=UTC), tz=UTC) is True
+    assert send_digest_if_due(paths, datetime(2026, 11, 30, 9, 0, 4, tzinfo=UTC), tz=UTC) is False
+    # `up` down at 09:00 the next day and back at 09:40: that day's digest goes out, late.
+    assert send_digest_if_due(paths, datetime(2026, 12, 1, 9, 40, tzinfo=UTC), tz=UTC) is True
+    # Down over 09:00 on the 2nd, back on the 3rd at 08:00: nothing until the 3rd's 09:00.
+    assert send_digest_if_due(paths, datetime(2026, 12, 3, 8, 0, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(paths, datetime(2026, 12, 3, 9, 0, tzinfo=UTC), tz=UTC) is True
+
+    assert len(receiver.requests) == 3
+    assert [e.data["slot"] for e in events(repo, "digest_sent")] == [
+        "2026-11-30T09:00:00+00:00",
+        "2026-12-01T09:00:00+00:00",
+        "2026-12-03T09:00:00+00:00",
+    ]
+
+
+def test_a_failing_notify_command_is_logged_with_what_it_said_on_stderr(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = (
+        "import sys; sys.stdin.read();"
+        " print('channel #ops not found: check SLACK_CHANNEL', file=sys.stderr); sys.exit(3)"
+    )
+    command = toml_value([PY, "-c", script])
+
+    assert failing_goal(repo, monkeypatch, f"command = {command}" + SANDBOX_OFF) == 1
+
+    (failed,) = events(repo, "notify_failed")
+    assert failed.data["channel"] == "command"
+    assert failed.data["error"] == (
+        f"notify command `{PY}` exited 3: channel #ops not found: check SLACK_CHANNEL"
+    )
+
+
 def test_digest_on_demand_and_its_pieces(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     failing_goal(repo, monkeypatch, 'command = ["true"]')
     shown = run_loopctl(repo, "inbox", "--digest", "--json")
@@ -262,10 +313,11 @@ def test_a_running_up_sends_the_daily_digest(
 
     make_project(repo, "fixer.py")
     config = (repo / ".loop" / "config.toml").read_text()
-    # "00:00": today's slot has already come, so the first maintenance pass sends it.
+    # This minute: today's slot has just come, so the first maintenance pass sends it.
+    at = datetime.now().astimezone().strftime("%H:%M")
     write_config(
         repo,
-        config + f'\n[notify]\nwebhook = {toml_value(receiver.url)}\ndigest = "00:00"\non = []\n',
+        config + f'\n[notify]\nwebhook = {toml_value(receiver.url)}\ndigest = "{at}"\non = []\n',
     )
     (repo / ".loop" / "loops").mkdir(exist_ok=True)
     (repo / ".loop" / "loops" / "beat.toml").write_text('every = "1h"\nprompt = "Fix add()"\n')

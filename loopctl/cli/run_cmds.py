@@ -52,7 +52,7 @@ def _print_outcome(outcome: Any, json_out: bool) -> None:
     for task in outcome.tasks:
         where = f" → {task.commit[:12]} on {task.branch}" if task.commit else ""
         print(f"{task.task}: {task.status} after {task.attempts} attempt(s){where}")
-        if task.reason and task.status != "done":
+        if task.reason and (task.status != "done" or not task.attempts):  # e.g. already holds
             print(f"  {task.reason}")
     spend = f"{outcome.tokens} tokens" + (f", ${outcome.cost_usd:.2f}" if outcome.cost_usd else "")
     print(

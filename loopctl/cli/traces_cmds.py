@@ -11,7 +11,7 @@ from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
 traces_app = typer.Typer(
-    help="OpenTelemetry traces of runs (needs the otel extra: pip install 'loopctl[otel]').",
+    help="OpenTelemetry traces of runs (needs loopctl-runtime's otel extra).",
     no_args_is_help=True,
 )
 
