@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loopctl import git
 from loopctl.definitions import Loop, Project
+from loopctl.definitions.loops import Action
 from loopctl.errors import LoopctlError
 from loopctl.events import Event, EventLog, EventType
 from loopctl.gates import (
@@ -90,6 +91,42 @@ class StepOutcome:
     ok: bool | None  # None: the outcome is unknown (a custom action that was interrupted)
     detail: str
     url: str | None = None
+
+
+# --- preflight -----------------------------------------------------------------------------------
+
+
+def check_tools(project: Project, loop: Loop) -> None:
+    """Refuse, before anything runs, when a delivery step's program is missing.
+
+    Otherwise a `pr` without `gh` would fail only after `push` (and a custom deploy) had run.
+    """
+    _refuse_missing(project, loop.name, loop.deliver.actions, loop.path)
+
+
+def _refuse_missing(
+    project: Project,
+    loop: str,
+    actions: Iterable[Action],
+    where: Path | None,
+    pull_request: bool | None = None,
+) -> None:
+    from loopctl.definitions.environment import delivery_path, missing_delivery_tools
+
+    path = delivery_path(project)
+    missing = missing_delivery_tools(actions, path, where, pull_request=pull_request)
+    if missing:
+        more = f" (and {len(missing) - 1} more: `loopctl validate`)" if len(missing) > 1 else ""
+        raise LoopctlError(f"loop {loop!r} cannot deliver: {missing[0]}{more}; nothing ran")
+
+
+def _check_plan_tools(rec: Recorder, plan: Plan, view: DeliveryView) -> None:
+    """The same, for the steps of a planned delivery that have not run yet."""
+    left = [
+        Action(step.name, step.argv) for step in plan.steps if not view.state(step.index).finished
+    ]
+    # A merge after a pull request needs gh even when `pr` itself already ran.
+    _refuse_missing(rec.project, plan.loop, left, None, pull_request=plan.has("pr"))
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -214,8 +251,15 @@ def advance(
                     return DeliveryResult("failed", f"{step.name}: {outcome.detail}")
                 continue
         gate = view.gates.get(step.index)
-        if step.gated:
-            waiting = _gate_check(rec, plan, step, gate)
+        # A push that would replace what the remote has (a re-run's new commit on a branch an
+        # earlier run pushed) is a force push: it always waits for a human who was told so.
+        replaces = _force_target(rec, plan) if step.name == "push" else None
+        asks = step.gated or replaces is not None
+        if asks:
+            if gate is not None and replaces != _shown_replaces(rec, gate):
+                _retire_gate(rec, plan, gate, "the remote branch changed since it was shown")
+                gate = None
+            waiting = _gate_check(rec, plan, step, gate, replaces)
             if waiting is not None:
                 return waiting
             assert gate is not None
@@ -227,25 +271,64 @@ def advance(
             step=step.index,
             action=step.name,
             commit=plan.commit,
-            gated=step.gated,
-            approval=gate.item if step.gated and gate is not None else None,
+            gated=asks,
+            approval=gate.item if asks and gate is not None else None,
         )
         if checkpoint is not None:
             checkpoint("started", step)
         outcome = run_step(rec, plan, step)
         if checkpoint is not None:
             checkpoint("ran", step)
-        _finish_step(rec, plan, step, outcome, gate if step.gated else None)
+        _finish_step(rec, plan, step, outcome, gate if asks else None)
         if not outcome.ok:
             return DeliveryResult("failed", f"{step.name} failed: {outcome.detail}")
 
 
+def _force_target(rec: Recorder, plan: Plan) -> str | None:
+    """The commit a push of the plan would replace on the remote, or None (a fast-forward).
+
+    A pull request's branch is never forced (its push leases the head it started from). A
+    remote that cannot be read is left to the push itself, which reads it again.
+    """
+    if plan.push_branch:
+        return None
+    root = rec.paths.root
+    try:
+        current = git.remote_branch_sha(root, _push_url(rec, plan), plan.branch)
+    except LoopctlError:
+        return None
+    if current is None or current == plan.commit or git.is_ancestor(root, current, plan.commit):
+        return None
+    return current
+
+
+def _shown_replaces(rec: Recorder, gate: GateView) -> str | None:
+    """The remote commit the approval item said its push replaces (None: a plain push)."""
+    item = next((i for i in items(rec.log.read()) if i.id == gate.item), None)
+    shown = item.evidence.get("replaces") if item is not None else None
+    return shown if isinstance(shown, str) else None
+
+
+def _retire_gate(rec: Recorder, plan: Plan, gate: GateView, why: str) -> None:
+    """Close an approval that no longer shows what would happen; a new one replaces it."""
+    if gate.is_open:
+        rec.emit(
+            EventType.INBOX_CLOSED,
+            run=plan.run,
+            loop=plan.loop,
+            task=plan.task,
+            id=gate.item,
+            resolution="superseded",
+            reason=why,
+        )
+
+
 def _gate_check(
-    rec: Recorder, plan: Plan, step: Step, gate: GateView | None
+    rec: Recorder, plan: Plan, step: Step, gate: GateView | None, replaces: str | None = None
 ) -> DeliveryResult | None:
     """None when the gated `step` may run now; otherwise why the pipeline stops here."""
     if gate is None or gate.sha != plan.commit:
-        item = open_gate(rec, plan, step)
+        item = open_gate(rec, plan, step, replaces=replaces)
         return DeliveryResult(
             TaskStatus.AWAITING_APPROVAL,
             f"waiting for approval of `{step.name}` (loopctl inbox approve {item})",
@@ -323,8 +406,11 @@ def _close_finished_gates(rec: Recorder, plan: Plan, view: DeliveryView) -> None
             )
 
 
-def open_gate(rec: Recorder, plan: Plan, step: Step) -> str:
-    """Open the approval item for `step`, bound to the plan's commit; return its id."""
+def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = None) -> str:
+    """Open the approval item for `step`, bound to the plan's commit; return its id.
+
+    `replaces`: the remote commit a push would overwrite; the item says it is a force push.
+    """
     events = rec.log.read()
     _supersede_older_gates(rec, events, plan)
     following: list[str] = []
@@ -338,10 +424,19 @@ def open_gate(rec: Recorder, plan: Plan, step: Step) -> str:
     summary = f"approve `{step.name}` of {plan.branch} at {plan.commit[:12]}"
     if step.name == "push" and plan.push_branch:
         summary += f" onto {plan.push_branch}, the pull request's branch"
+    describe = plan.describe(step)
+    if replaces is not None:
+        force = (
+            f"FORCE PUSH: replaces {replaces[:12]}, which {plan.remote} already has on"
+            f" {plan.branch} and {plan.commit[:12]} does not contain"
+        )
+        summary += f" ({force})"
+        describe += f" ({force})"
     evidence = {
         "action": step.name,
         "step": step.index,
-        "describe": plan.describe(step),
+        "describe": describe,
+        "replaces": replaces,
         "argv": list(step.argv) if step.argv else None,
         "then": following,
         "commit": plan.commit,
@@ -389,6 +484,30 @@ def open_item(
 
     notify.item_opened(rec, event)
     return item_id
+
+
+def close_stale_failures(rec: Recorder, run: str, loop: str, task: str) -> list[str]:
+    """Close the open `failed` items of earlier runs of a task that has now succeeded."""
+    closed: list[str] = []
+    for item in items(rec.log.read()):
+        if (
+            item.is_open
+            and item.kind == ItemKind.FAILED
+            and (item.loop, item.task) == (loop, task)
+            and item.run != run
+        ):
+            rec.emit(
+                EventType.INBOX_CLOSED,
+                run=item.run,
+                loop=item.loop,
+                task=item.task,
+                id=item.id,
+                resolution="superseded",
+                by=run,
+                reason=f"the task succeeded in run {run}",
+            )
+            closed.append(item.id)
+    return closed
 
 
 def _supersede_older_gates(rec: Recorder, events: list[Event], plan: Plan) -> None:
@@ -456,6 +575,8 @@ def complete(rec: Recorder, plan: Plan, result: DeliveryResult) -> None:
         reason=reason,
         commit=plan.commit,
     )
+    if status == "done":
+        close_stale_failures(rec, plan.run, plan.loop, plan.task)
     keep = plan.keep
     ended = status in ("done", "failed", "rejected", "stopped")
     remove = ended and (
@@ -496,6 +617,7 @@ def resume(
     view = delivery_view(rec.log.read(), run, task)
     if view.plan is None:
         return DeliveryResult("done", "")
+    _check_plan_tools(rec, view.plan, view)
     result = advance(rec, run, task, checkpoint=checkpoint)
     complete(rec, view.plan, result)
     return result
@@ -575,9 +697,30 @@ def _push(rec: Recorder, plan: Plan) -> StepOutcome:
     current = git.remote_branch_sha(root, url, plan.branch)
     if current == plan.commit:
         return StepOutcome(True, f"{plan.remote} already has {plan.branch} at {plan.commit[:12]}")
+    forced = current is not None and not git.is_ancestor(root, current, plan.commit)
+    if forced and _approved_replaces(rec, plan) != current:
+        assert current is not None
+        # The remote moved after the approval was shown: this force push was never approved.
+        return StepOutcome(
+            False,
+            f"{plan.remote} has {plan.branch} at {current[:12]}, which pushing"
+            f" {plan.commit[:12]} would replace (a force push no approval showed); nothing was"
+            " pushed",
+        )
     git.push_commit(root, url, plan.commit, plan.branch, expect=current)
     shown = git.display_url(url)
-    return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} ({shown}) {plan.branch}")
+    verb = f"force-pushed (replacing {str(current)[:12]})" if forced else "pushed"
+    return StepOutcome(True, f"{verb} {plan.commit[:12]} to {plan.remote} ({shown}) {plan.branch}")
+
+
+def _approved_replaces(rec: Recorder, plan: Plan) -> str | None:
+    """The remote commit the approved `push` item of this plan said it replaces."""
+    view = delivery_view(rec.log.read(), plan.run, plan.task)
+    step = next((s for s in plan.steps if s.name == "push"), None)
+    gate = view.gates.get(step.index) if step is not None else None
+    if gate is None or not gate.approved:
+        return None
+    return _shown_replaces(rec, gate)
 
 
 def _push_to_pr_head(rec: Recorder, plan: Plan, target: str, url: str) -> StepOutcome:

@@ -334,6 +334,9 @@ class Engine:
             )
         self._check_available([a for a in (maker, judge) if a is not None])
         self._check_programs(loop, condition)
+        from loopctl import delivery
+
+        delivery.check_tools(self.project, loop)  # a `pr` without gh: refused before any work
         self._refuse_if_held()
         self._sandbox_preflight()
         if _from_github(loop):
@@ -643,11 +646,21 @@ class Engine:
                 return self._escalate(ctx, spec, workspace, finished[-1], len(attempts))
             if finished and finished[-1].verdict == "awaiting_approval":
                 # Not "awaiting_approval" (a met goal whose delivery waits): the work isn't done.
+                asked = next(
+                    (
+                        i.id
+                        for i in reversed(open_items(self.log.read()))
+                        if (i.run, i.task, i.kind) == (ctx.run_id, spec.id, ItemKind.APPROVAL)
+                    ),
+                    "ID",
+                )
                 return self._finish_task(
                     ctx,
                     spec,
                     "paused",
-                    finished[-1].reason + " (see `loopctl inbox`; `inbox retry` after approving)",
+                    finished[-1].reason
+                    + f" (approve it with `loopctl inbox approve {asked}`; then `loopctl inbox"
+                    f" retry {asked}` runs the task again now)",
                     workspace,
                     len(attempts),
                     finished[-1],
@@ -729,14 +742,18 @@ class Engine:
         """The goal's checks on the base, before any agent runs: a passing verdict (the goal
         already holds) or a fatal one (it cannot be checked) ends the task; None: work it.
 
-        A `goal` is each task's success condition (DESIGN §2), for `loopctl goal` and for loops
+        A goal is each task's success condition, for `loopctl goal` and for a loop's `goal`
         alike: a task whose goal holds on its base has nothing left to do, and a heartbeat loop
         would otherwise pay a maker turn on every green tick. Without a goal, checker commands
         only verify the maker's work, so the maker works the task; a judged goal is not checked
-        first either, as deciding it would call an agent.
+        first either, as deciding it would call an agent. Tasks from a `[tasks]` source (a PR
+        with new review comments, an issue) carry work of their own beyond the goal, so they
+        are always worked.
         """
         condition = ctx.condition
         if condition is None or condition.judged or ctx.judge is not None:
+            return None
+        if ctx.loop.tasks is not None:
             return None
         recorded = ctx_events(self.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
         runs = recorded[0].data.get("commands") if recorded else None
@@ -934,7 +951,7 @@ class Engine:
             mechanism, _, why = sandbox.probe()
             if mechanism is None:
                 raise sandbox.SandboxUnavailable(
-                    f"no sandbox for agents: {why}; or set `[sandbox] mode = \"off\"` in"
+                    f'no sandbox for agents: {why}; or set `[sandbox] mode = "off"` in'
                     " .loop/config.toml to run agents unconfined (not recommended)"
                 )
 
@@ -1777,6 +1794,10 @@ class Engine:
             commit=commit,
             attempts=attempts,
         )
+        if status == "done":
+            from loopctl.delivery import close_stale_failures
+
+            close_stale_failures(self, ctx.run_id, loop.name, spec.id)  # its old failures
         if workspace is not None and not ctx.in_place:
             keep = loop.worktree.keep
             remove = keep is KeepPolicy.NEVER or (

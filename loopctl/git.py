@@ -674,6 +674,18 @@ def read_blob(repo: Path, commit: str, path: str) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def paths_in_commit(repo: Path, commit: str, paths: Sequence[str]) -> set[str]:
+    """Which of `paths` (repository-relative files) `commit` holds."""
+    if not paths:
+        return set()
+    sha = _require_sha(repo, commit)
+    # Literal pathspecs: a name with `*` or a leading `:(` is a file name, never a pattern.
+    specs = [f":(literal){p}" for p in paths]
+    out = git(["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *specs], cwd=repo)
+    wanted = set(paths)
+    return {name for name in _split_z(out.stdout) if name in wanted}
+
+
 def write_blob(repo: Path, content: str) -> str:
     """Store `content` as a blob (no filters) and return its sha."""
     out = git(["hash-object", "-w", "--no-filters", "--stdin"], cwd=repo, input=content).stdout

@@ -217,6 +217,8 @@ def show(project: Project, ref: str) -> ItemDetail:
     if item.kind == ItemKind.APPROVAL:
         step = plan.step(gate.step) if plan and gate else None
         action = plan.describe(step) if plan and step else evidence.get("describe")
+        if evidence.get("replaces"):
+            action = evidence.get("describe")  # it says the push is forced, and over what
         then = tuple(str(t) for t in evidence.get("then") or ())
     return ItemDetail(
         item=item,
@@ -305,10 +307,16 @@ def _decide_plain(rec: Engine, item: InboxItem, resolution: str, note: str | Non
     )
     rec.refresh_projections()
     what = item.evidence.get("command") or item.summary
+    then = (
+        f"`loopctl inbox retry {item.id}` runs the task again now (or the loop's next run"
+        " takes it up)"
+        if _is_ask(item)
+        else "run the loop again for it to take effect"
+    )
     return ActionResult(
         item.id,
         "approve" if resolution == "approved" else "reject",
-        f"{resolution} {item.id} ({what}); run the loop again for it to take effect",
+        f"{resolution} {item.id} ({what}); {then}",
     )
 
 
@@ -521,12 +529,20 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
     rec = _engine(project)
     with inbox_lock(project.paths):
         events = rec.log.read()
-        item = find_item(items(events), ref)
+        listed = items(events)
+        item = find_item(listed, ref, open_only=False)
+        # A command an agent asked to run, once decided, is what the paused task waits for:
+        # `retry` runs the task again with the decision (the pause message says so).
+        decided_ask = action == "retry" and _is_ask(item) and item.resolution in _DECIDED
+        if not item.is_open and not decided_ask:
+            find_item(listed, ref)  # raises: the item is already closed
         wanted = (
             (ItemKind.ESCALATION,) if action == "reply" else (ItemKind.FAILED, ItemKind.UNHANDLED)
         )
-        if item.kind not in wanted:
+        if item.kind not in wanted and not decided_ask:
             hint = "reply to it" if item.kind == ItemKind.ESCALATION else "approve or reject it"
+            if action == "retry" and _is_ask(item):
+                hint = f"approve or reject it first; then `loopctl inbox retry {item.id}`"
             raise InboxError(f"{item.id} is a {item.kind} item: {hint} instead of `{action}`")
         if item.loop is None:
             raise InboxError(f"{item.id} is not tied to a loop: fix its cause and run the loop")
@@ -562,15 +578,24 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
                 question=item.evidence.get("question") if answer is not None else None,
                 answer=answer,
             )
-        _item_event(
-            rec,
-            item,
-            EventType.INBOX_CLOSED,
-            id=item.id,
-            resolution="replied" if action == "reply" else "retried",
-        )
+        if item.is_open:
+            _item_event(
+                rec,
+                item,
+                EventType.INBOX_CLOSED,
+                id=item.id,
+                resolution="replied" if action == "reply" else "retried",
+            )
         rec.refresh_projections()
     return _run_again(project, item, action, allowance)
+
+
+_DECIDED = ("approved", "rejected")
+
+
+def _is_ask(item: InboxItem) -> bool:
+    """An approval of a command an agent asked to run (not a delivery gate)."""
+    return item.kind == ItemKind.APPROVAL and not _is_gate(item) and "argv" in item.evidence
 
 
 def _allowance(

@@ -233,6 +233,12 @@ class Sandbox:
                 elif not path.exists():
                     path.mkdir(parents=True, exist_ok=True)
         extra = [_expand(p, env, home) for p in self.writable]
+        for path in extra:
+            # A declared place that does not exist yet is a folder the agent will fill (a
+            # package cache): made now, or it could not be bound writable.
+            if not path.exists() and path.parent.is_dir():
+                with contextlib.suppress(OSError):
+                    path.mkdir()
         return _unique([self.worktree, *self.git_admin, *state, *extra])
 
     def hidden_paths(self, env: Mapping[str, str]) -> list[Path]:

@@ -40,6 +40,8 @@ def definitions_key(root: Path, mode: str) -> str | None:
     from loopctl._version import __version__
 
     digest = hashlib.sha256(f"{CACHE_VERSION}\0{__version__}\0{mode}\0{root}".encode())
+    # Some answers depend on PATH (delivery tools) and on HEAD (files an agent runs).
+    digest.update(f"\0env {_environment_key(root)}".encode(errors="surrogateescape"))
     files = 0
     for relative in DEFINITION_ROOTS:
         top = root / relative
@@ -66,6 +68,23 @@ def definitions_key(root: Path, mode: str) -> str | None:
                 else:
                     digest.update(f"\0dir {rel}".encode())
     return digest.hexdigest()
+
+
+def _environment_key(root: Path) -> str:
+    """What validation reads besides the definition files: PATH (delivery tools must be on it)
+    and the commit at HEAD (files an agent runs must be in it)."""
+    import shutil
+
+    from loopctl import git
+    from loopctl.errors import GitError
+
+    path = os.environ.get("PATH", "")
+    try:
+        head = git.git(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=root, check=False)
+        commit = head.stdout.strip()
+    except GitError:
+        commit = ""
+    return f"{path}\0{shutil.which('gh', path=path)}\0{commit}"
 
 
 def _cache_file(root: Path, mode: str) -> Path:

@@ -297,6 +297,35 @@ def test_a_command_matching_ask_opens_an_approval_instead_of_running(
     assert any(item["kind"] == "approval" for item in inbox["inbox"])
 
 
+def test_after_approving_an_ask_the_suggested_retry_runs_the_task_with_it(
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model_server: ScriptedModelServer,
+) -> None:
+    marker = repo.parent / "pushed"
+    asking_maker(repo, model_server, marker, "Published.")
+    use_maker(repo, "api-maker", '\n[sandbox]\nmode = "off"\n')
+
+    assert invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1").exit_code == 1
+    (item,) = [e.data["id"] for e in events(repo, "inbox_opened") if e.data["kind"] == "approval"]
+    (paused,) = events(repo, "task_finished", TASK)
+    hint = f"`loopctl inbox approve {item}`; then `loopctl inbox retry {item}`"
+    assert hint in paused.data["reason"]
+
+    approved = invoke(monkeypatch, repo, "inbox", "approve", item)
+    assert approved.exit_code == 0, approved.output
+    assert f"`loopctl inbox retry {item}` runs the task again" in approved.stdout
+    retried = invoke(monkeypatch, repo, "inbox", "retry", item)
+
+    assert "already closed" not in retried.output
+    assert "instead of `retry`" not in retried.output
+    (requeued,) = events(repo, "task_requeued")
+    assert requeued.data["item"] == item
+    assert marker.read_text() == "x"  # the approved command ran, once, in the retried run
+    used = [e.data.get("approvals_used") for e in events(repo, "agent_finished", TASK)]
+    assert [item] in used
+
+
 # --- loopctl agents test --------------------------------------------------------------------------
 
 

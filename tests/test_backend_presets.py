@@ -270,7 +270,13 @@ def test_aider_exit_zero_failure_and_resume(worktree: Path, tmp_path: Path) -> N
     backend.run(make_request(agent, worktree, runs=runs, session_id=first.session_id, attempt=2))
     argv = fake_calls("aider")[-1]["argv"]
     assert "--restore-chat-history" in argv
-    assert argv[argv.index("--chat-history-file") + 1] == first.session_id
+    # Continued from a copy in this attempt's folder: the first attempt's file, read-only to a
+    # sandboxed agent, stays as it was.
+    assert first.session_id is not None
+    continued = Path(argv[argv.index("--chat-history-file") + 1])
+    assert continued != Path(first.session_id)
+    assert continued.parent.name == "attempt-2"
+    assert continued.name == Path(first.session_id).name
     # A "session" outside this task's folder is never restored.
     (tmp_path / "elsewhere.aider.chat.history.md").write_text("x")
     outside = str(tmp_path / "elsewhere.aider.chat.history.md")

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from engine_helpers import commit_all
 from typer.testing import CliRunner
 
 from loopctl.cli.app import app
@@ -293,6 +294,7 @@ def test_skills_in_all_three_locations(project: Project, repo: Path) -> None:
 
 def test_validate_accepts_the_golden_set(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copytree(VALID, repo, dirs_exist_ok=True)
+    commit_all(repo, "the golden set")  # the scripts its command agents run are committed
     monkeypatch.chdir(repo)
     result = CliRunner().invoke(app, ["validate"])
     assert result.exit_code == 0, result.output

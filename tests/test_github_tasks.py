@@ -137,6 +137,10 @@ def test_a_github_source_loads_with_its_filters(repo: Path) -> None:
         'review_requested = "@me"\nsearch = "draft:false"\nlimit = 10\nactionable = true\n'
         'prompt = "Fix PR #{number} ({url})"',
     )
+    # A loop with no maker is invalid and left out of `loops`: give it one.
+    (repo / "agents").mkdir()
+    (repo / "agents" / "maker.toml").write_text('backend = "command"\nargv = ["true"]\n')
+    (repo / ".loop" / "config.toml").write_text('version = 1\n[defaults]\nmaker = "maker"\n')
     loop = load_project(repo).loops["gh"]
 
     assert loop.tasks is not None

@@ -21,6 +21,7 @@ from engine_helpers import (
     run_loopctl,
     write_loop,
 )
+from trigger_helpers import running_procs, spawn, wait_event
 
 SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
 BAD_LOOP = ".loop/loops/broken.toml"
@@ -154,3 +155,26 @@ def test_a_skill_without_name_is_named_after_its_folder_as_claude_code_does(
     shown = invoke(monkeypatch, repo, "skills", "show", "fix-ci", "--json")
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["skill"]["instructions"] == "Reproduce first."
+
+
+def test_up_schedules_the_valid_loops_and_puts_the_invalid_one_in_the_inbox(
+    repo: Path, tmp_path: Path
+) -> None:
+    _project(repo)
+    (repo / ".loop" / "loops" / "tidy.toml").write_text(
+        'every = "1h"\ngoal = "tests green"\nprompt = "Fix add() in calc.py."\n'
+    )
+    commit_all(repo, "an hourly loop")
+
+    for procs in running_procs():
+        spawn(procs, repo, tmp_path, "up")
+        (started,) = wait_event(repo, "scheduler_started", what="up to start")
+        (opened,) = wait_event(repo, "inbox_opened", what="the invalid loop's inbox item")
+        assert_clean_exit(run_loopctl(repo, "down"), 0)
+
+    assert started.data["loops"] == {"tidy": "every 1h"}
+    assert opened.loop == "broken"
+    assert opened.data["summary"] == (
+        f"loop broken is invalid and not scheduled: {BAD_LOOP}:2: unknown key 'evrey'"
+        " (did you mean 'every'?)"
+    )

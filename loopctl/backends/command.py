@@ -69,7 +69,8 @@ class CommandBackend:
         return [
             ProbeCheck(
                 "program", True, f"{found} (not run: a command agent's dry run would do its work)"
-            )
+            ),
+            *_file_checks(agent, cwd),
         ]
 
     def run(self, request: AgentRequest) -> AgentResult:
@@ -91,6 +92,46 @@ class CommandBackend:
             sandbox=request.sandbox,
         )
         return result_from_completed(done)
+
+
+def _file_checks(agent: Agent, root: Path) -> list[ProbeCheck]:
+    """Each file the argv names (a script it runs) must exist, and be committed to be found.
+
+    The agent runs in the task's worktree, checked out from a commit: a relative path means the
+    file there, so a script missing from the checkout fails, and one not in HEAD is a warning.
+    """
+    from loopctl.definitions.agents import argv_files
+    from loopctl.definitions.environment import inside_repository
+
+    named = argv_files((*(agent.argv or ()), *agent.args))
+    checks: list[ProbeCheck] = []
+    for file in named:
+        path = Path(file) if Path(file).is_absolute() else root / file
+        if not path.is_file():
+            checks.append(
+                ProbeCheck("file", False, f"{file} does not exist (fix argv in {agent.path})")
+            )
+    inside = inside_repository(root, [f for f in named if (root / f).is_file()])
+    if inside:
+        from loopctl import git
+        from loopctl.errors import GitError
+
+        try:
+            committed = git.paths_in_commit(root, "HEAD", inside)
+        except GitError:
+            committed = set()
+        for file in inside:
+            if file not in committed:
+                checks.append(
+                    ProbeCheck(
+                        "file",
+                        True,
+                        f"{file} is not committed: the task's worktree (checked out from a"
+                        " commit) will not have it; commit it",
+                        warning=True,
+                    )
+                )
+    return checks
 
 
 def result_from_completed(done: object) -> AgentResult:

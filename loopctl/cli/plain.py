@@ -35,11 +35,16 @@ def validate(json_out: bool = False) -> int:
 
 
 def _validate(root: Path, json_out: bool) -> Answer:
+    from dataclasses import replace
+
     from loopctl.cli.render import format_json
     from loopctl.definitions import load_project
+    from loopctl.definitions.environment import environment_problems
     from loopctl.validation_cache import Answer
 
     project = load_project(root)
+    # What this machine and the commit lack (delivery tools, agent scripts): warnings only.
+    project = replace(project, problems=(*project.problems, *environment_problems(project)))
     stdout: list[str] = []
     stderr: list[str] = []
     if json_out:

@@ -71,7 +71,7 @@ def warn_if_unconfined(config: Any) -> None:
 
         where = config.path or ".loop/config.toml"
         print(
-            f"warning: agents run unconfined ([sandbox] mode = \"off\" in {where}): they can"
+            f'warning: agents run unconfined ([sandbox] mode = "off" in {where}): they can'
             " read your credentials and other processes, and write outside their worktree",
             file=sys.stderr,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -125,6 +125,31 @@ def _check_name(name: str, table: Table, key: str | None) -> bool:
         )
         return False
     return True
+
+
+# What a script a command agent runs is called (`node agent.js`); a path with "/" counts too.
+_SCRIPT_SUFFIXES = (".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".php")
+_PATH_LIKE = re.compile(r"^[\w.~+@%/-]+$")
+_CODE_FLAGS = ("-c", "-e", "-m", "--eval")  # the next argument is code or a module, not a file
+
+
+def argv_files(argv: Sequence[str]) -> list[str]:
+    """The arguments of a command agent's argv that name a file it runs (`tools/agent.py`).
+
+    argv[0] without "/" is a program on PATH; placeholders, options, URLs, code after `-c`
+    and anything with spaces or shell characters are not files.
+    """
+    found: list[str] = []
+    for index, arg in enumerate(argv):
+        if index > 0 and argv[index - 1] in _CODE_FLAGS:
+            continue
+        if not _PATH_LIKE.match(arg) or arg.startswith("-") or "//" in arg:
+            continue
+        if index == 0 and "/" not in arg:
+            continue
+        if ("/" in arg or arg.endswith(_SCRIPT_SUFFIXES)) and arg not in found:
+            found.append(arg)
+    return found
 
 
 def looks_like_agent(data: Mapping[str, object]) -> bool:

@@ -44,7 +44,7 @@ def read_project_sandbox(table: Table | None) -> SandboxMode:
         table.warn(
             "mode",
             'agents run unconfined ([sandbox] mode = "off"): they can read your credentials and'
-            ' other processes and write outside their worktree; remove it to confine them',
+            " other processes and write outside their worktree; remove it to confine them",
         )
     table.finish()
     return SandboxMode(text) if text else SandboxMode.REQUIRED
