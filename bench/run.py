@@ -44,10 +44,11 @@ WHY_MISSED = {
         " to the 2 s the agents sleep"
     ),
     "one goal attempt, engine in-process": (
-        "noise on this shared 2-core VM: on 2026-11-30 the same commit measured 1.07-1.25x across"
-        " runs (the by-hand baseline itself ranged 1.8-3.4 s); run side by side, the commit"
-        " before issues 7 and 8 measured 1.04x and 1.14x, this one 1.12x and 1.07x; a profile"
-        " puts 2.5 s of the 3 s attempt in `git worktree add` of the 3000-file repository"
+        "the goal is the same, the attempt does more since issues 13 and 14: the check runs once"
+        " on the base before any agent (a goal that already holds costs no agent), the worktree"
+        " is snapshotted twice and the definitions, refs and git config hashed around each turn"
+        " (about 40 more git calls), and the agent and checks start in the sandbox; the by-hand"
+        " baseline does none of that. Before those issues: 1.04-1.25x"
     ),
     "start-up: loopctl validate": (
         "the cache was cold; a cold validate pays dataclasses/inspect, pathlib and PyYAML's"

@@ -816,6 +816,10 @@ class Engine:
             self._retire_previous(ctx, spec, worktree_root, base_sha)
             workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_sha)
         workspace = replace(workspace, base_sha=base_sha)
+        if workspace.created and git.head_sha(workspace.path) == base_sha:
+            # Untouched by any agent yet: its index is a trustworthy stat cache of the base.
+            with contextlib.suppress(LoopctlError, OSError):
+                git.seed_snapshot_index(workspace.path, self._snapshot_seed(ctx, spec, workspace))
         self._event(
             ctx,
             spec.id,
@@ -2013,7 +2017,13 @@ class Engine:
             base=workspace.base_sha,
             placed_then=placed,
             placed_now=_file_hashes(workspace.path, list(placed)),
+            seed=self._snapshot_seed(ctx, spec, workspace),
         )
+
+    def _snapshot_seed(self, ctx: _RunContext, spec: TaskSpec, workspace: Workspace) -> Path:
+        """Where the index of this task's freshly created worktree is kept (see snapshot_tree)."""
+        folder = self.paths.runs_dir / ctx.run_id / spec.id
+        return folder / f"snapshot-seed-{workspace.base_sha}.index"
 
     def _checked(
         self,

@@ -1069,18 +1069,30 @@ def _truncate(text: str, max_bytes: int) -> str:
 _NO_REPLACE = {"GIT_NO_REPLACE_OBJECTS": "1"}
 
 
-def snapshot_tree(worktree: Path, parent: str, *, exclude: Sequence[str] = ()) -> str:
+def snapshot_tree(
+    worktree: Path, parent: str, *, exclude: Sequence[str] = (), seed: Path | None = None
+) -> str:
     """The worktree's files as a tree object, built in a private index started from `parent`.
 
     Untracked files are included and ignored ones are not (as `git add -A`); each path in
     `exclude` keeps its version in `parent` (absent there: absent here). The worktree's own index
     is never read: an agent can set flags in it (assume-unchanged, skip-worktree) that hide a
     changed file from `git add`.
+
+    `seed`, when it exists, is an index of `parent` that loopctl took from a worktree it had
+    just created (no flags, every file's stat data): starting from a copy of it, `git add`
+    hashes only the files that changed instead of every file, with the same result.
     """
     sha = _require_sha(worktree, parent)
     with tempfile.TemporaryDirectory(prefix="loopctl-snapshot-") as tmp:
-        env = {**_NO_REPLACE, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        git(["read-tree", sha], cwd=worktree, extra_env=env)
+        index = Path(tmp) / "index"
+        env = {**_NO_REPLACE, "GIT_INDEX_FILE": str(index)}
+        if seed is not None and seed.is_file():
+            # copy2 keeps the index file's mtime, on which git's racy-clean check relies: an
+            # entry as new as the index is re-read, not trusted by its stat data.
+            shutil.copy2(seed, index)
+        else:
+            git(["read-tree", sha], cwd=worktree, extra_env=env)
         git(["add", "-A"], cwd=worktree, extra_env=env)
         if exclude:
             # ":(top,literal)" keeps names like "*" from acting as pathspec magic.
@@ -1155,6 +1167,17 @@ def commit_snapshot(
                 " nothing was committed"
             )
     return sha
+
+
+def seed_snapshot_index(worktree: Path, seed: Path) -> None:
+    """Keep a copy of a just-created worktree's index as the seed of its snapshots."""
+    index = Path(
+        git(
+            ["rev-parse", "--path-format=absolute", "--git-path", "index"], cwd=worktree
+        ).stdout.strip()
+    )
+    seed.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(index, seed)  # mtime kept: see snapshot_tree
 
 
 def reset_index(worktree: Path, commit: str) -> None:

@@ -267,9 +267,10 @@ def take_snapshot(
     base: str,
     placed_then: Mapping[str, str | None],
     placed_now: Mapping[str, str | None],
+    seed: Path | None = None,
 ) -> Snapshot:
     """The worktree's tree (placed files left out) and what differs from `base`."""
-    tree = git.snapshot_tree(worktree, parent, exclude=sorted(placed_then))
+    tree = git.snapshot_tree(worktree, parent, exclude=sorted(placed_then), seed=seed)
     changed = set(git.tree_changes(worktree, base, tree))
     # A placed file the maker edited is its change (protect and scope apply), though never
     # committed.

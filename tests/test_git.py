@@ -488,3 +488,26 @@ def test_planted_diff_drivers_and_signing_do_not_run(
 
     run_git(worktree, "diff", "HEAD~1")
     assert sentinel.exists()
+
+
+def test_a_snapshot_from_a_seed_index_sees_a_same_size_edit_in_the_same_second(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The seed only saves hashing: an edit that keeps size and mtime second, made right after
+    the worktree was created, is in the snapshot as it is without a seed."""
+    (repo / "calc.py").write_text("a - b\n")
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", "calc")
+    base = run_git(repo, "rev-parse", "HEAD").strip()
+    worktree = tmp_path / "wt"
+    run_git(repo, "worktree", "add", "-q", "-b", "t", str(worktree), base)
+    seed = tmp_path / "seed.index"
+    git.seed_snapshot_index(worktree, seed)
+    (worktree / "calc.py").write_text("a + b\n")
+    (worktree / "new.py").write_text("x\n")
+
+    seeded = git.snapshot_tree(worktree, base, seed=seed)
+
+    assert seeded == git.snapshot_tree(worktree, base)
+    assert run_git(repo, "cat-file", "-p", f"{seeded}:calc.py") == "a + b\n"
+    assert run_git(repo, "cat-file", "-p", f"{seeded}:new.py") == "x\n"
