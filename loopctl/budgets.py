@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -66,14 +66,23 @@ def spend(events: Sequence[Event], now: datetime) -> Spend:
     return Spend(tokens, usd, unknown, active_wall_seconds(events, now), calls)
 
 
-def mean_attempt_cost(events: Iterable[Event]) -> tuple[float, float]:
-    """Average tokens and USD of one finished attempt, to predict the next one."""
-    per_attempt: dict[tuple[str | None, int], list[float]] = {}
+def _task_and_attempt(event: Event) -> Hashable:
+    return (event.task, int(event.data.get("attempt") or 0))
+
+
+def mean_attempt_cost(
+    events: Iterable[Event], attempt_of: Callable[[Event], Hashable] = _task_and_attempt
+) -> tuple[float, float]:
+    """Average tokens and USD of one finished attempt, to predict the next one.
+
+    `attempt_of` says which attempt an agent's turn belongs to (its maker and checker turns
+    are one attempt): by default task and number, within one run's events.
+    """
+    per_attempt: dict[Hashable, list[float]] = {}
     for event in events:
         if event.type != EventType.AGENT_FINISHED:
             continue
-        key = (event.task, int(event.data.get("attempt") or 0))
-        entry = per_attempt.setdefault(key, [0.0, 0.0])
+        entry = per_attempt.setdefault(attempt_of(event), [0.0, 0.0])
         entry[0] += tokens_of(event.data.get("input_tokens")) + tokens_of(
             event.data.get("output_tokens")
         )

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, tzinfo
 
+from loopctl.budgets import mean_attempt_cost
 from loopctl.definitions.config import Config
 from loopctl.events import Event, EventType
 from loopctl.inbox import new_item_id
@@ -68,21 +69,9 @@ def task_attempt_cost(events: Iterable[Event], loop: str, task: str) -> tuple[fl
 
     A retried task keeps its spend history: what its earlier attempts cost predicts the next.
     """
-    per_attempt: dict[tuple[str | None, object], list[float]] = {}
-    for event in events:
-        if event.type != EventType.AGENT_FINISHED or event.loop != loop or event.task != task:
-            continue
-        entry = per_attempt.setdefault((event.run, event.data.get("attempt")), [0.0, 0.0])
-        entry[0] += tokens_of(event.data.get("input_tokens")) + tokens_of(
-            event.data.get("output_tokens")
-        )
-        entry[1] += usd_of(event.data.get("cost_usd"))
-    if not per_attempt:
-        return 0.0, 0.0
-    count = len(per_attempt)
-    return (
-        sum(v[0] for v in per_attempt.values()) / count,
-        sum(v[1] for v in per_attempt.values()) / count,
+    return mean_attempt_cost(
+        (event for event in events if event.loop == loop and event.task == task),
+        attempt_of=lambda event: (event.run, event.data.get("attempt")),
     )
 
 
