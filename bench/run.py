@@ -30,6 +30,7 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("inbox_scale", {"items": 10_000, "runs": 15}, {"items": 10_000, "runs": 5}),
     ("parallel", {}, {}),
     ("events_throughput", {"events": 20000}, {"events": 5000}),
+    ("spend_scale", {"events": 100_000}, {"events": 20_000}),
     ("schedule_precision", {"ticks": 20, "idle": 30.0}, {"ticks": 10, "idle": 10.0}),
     ("agent_clis", {"runs": 3}, {"runs": 1}),
     ("sandbox_cost", {"runs": 30, "attempts": 5}, {"runs": 10, "attempts": 2}),

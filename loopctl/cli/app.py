@@ -14,6 +14,7 @@ from loopctl.cli import (
     inspect_cmds,
     remote_cmds,
     run_cmds,
+    spend_cmds,
     traces_cmds,
 )
 
@@ -49,6 +50,7 @@ definitions_cmds.register(app)
 run_cmds.register(app)
 daemon_cmds.register(app)
 inspect_cmds.register(app)
+spend_cmds.register(app)
 inbox_cmds.register(app)
 remote_cmds.register(app)
 traces_cmds.register(app)

@@ -1,7 +1,8 @@
-"""Commands over definitions: init, validate, agents, skills."""
+"""Commands over definitions: init, new, validate, agents, skills."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -56,6 +57,49 @@ def init() -> None:
             f' wrote {result.maker} as a starting point — install one, or use backend = "command"'
         )
     print("next: loopctl validate, then loopctl run example --once")
+
+
+def new(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The loop's name (its file name).")],
+    every: Annotated[
+        str | None, typer.Option("--every", metavar="DURATION", help="Tick every 5m, 1h, …")
+    ] = None,
+    cron: Annotated[
+        str | None,
+        typer.Option("--cron", metavar="EXPR", help='Tick on a cron schedule: "0 * * * *".'),
+    ] = None,
+    goal: Annotated[
+        str | None, typer.Option("--goal", metavar="COND", help='What must hold: "tests green".')
+    ] = None,
+    prompt: Annotated[
+        str | None, typer.Option("--prompt", metavar="TEXT", help="What to tell the maker.")
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", metavar="AGENT", help="The maker agent (default: config's)."),
+    ] = None,
+) -> None:
+    """Write .loop/loops/NAME.toml, check it loads, and say how to run it.
+
+    Example: loopctl new ci --every 30m --goal "tests green"
+    """
+    from loopctl.errors import DefinitionError
+    from loopctl.new_loop import check_name, create_loop, loop_document
+
+    check_name(name)
+    doc = loop_document(every=every, cron=cron, goal=goal, prompt=prompt, agent=agent)
+    root = _root()
+    try:
+        created = create_loop(root, name, doc)
+    except DefinitionError as exc:
+        for problem in exc.problems:
+            print(problem.render(exc.root), file=sys.stderr)
+        print(f"loopctl: {name}.toml was not kept; fix the options and try again", file=sys.stderr)
+        raise typer.Exit(2) from None
+    print(f"created {created.path.relative_to(root)}")
+    print(f"run one tick:   loopctl run {name} --once")
+    if created.trigger:
+        print(f"run it {created.trigger}: loopctl run {name}  (or with every loop: loopctl up)")
 
 
 def validate(json_out: JsonFlag = False) -> None:
@@ -208,6 +252,7 @@ def skills_show(name: str, json_out: JsonFlag = False) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command()(boundary(init))
+    app.command()(boundary(new))
     app.command()(boundary(validate))
     app.add_typer(agents_app, name="agents")
     app.add_typer(skills_app, name="skills")
