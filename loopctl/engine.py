@@ -41,6 +41,7 @@ from loopctl.worktrees import (
 )
 
 if TYPE_CHECKING:
+    from loopctl.preview import Preview
     from loopctl.sandbox import Sandbox
 
 Observer = Callable[[Event], None]
@@ -207,6 +208,10 @@ class Engine:
         `stop`: set from another thread to interrupt the tick as Ctrl-C would.
         """
         tick = _Tick(tuple(changed), dict(trigger) if trigger else None, stop, requeued_only)
+        condition, maker, judge = self._loop_setup(loop)
+        return self._run(loop, condition, maker, judge, in_place=False, base_ref="HEAD", tick=tick)
+
+    def _loop_setup(self, loop: Loop) -> tuple[ResolvedCondition | None, Agent, Agent | None]:
         maker = self._maker_agent(loop.maker.agent)
         condition = None
         if loop.goal:
@@ -216,11 +221,30 @@ class Engine:
                 check=None,
                 configured=self.project.config.condition_map(),
             )
-        judge = self._judge_agent(loop, condition)
-        return self._run(loop, condition, maker, judge, in_place=False, base_ref="HEAD", tick=tick)
+        return condition, maker, self._judge_agent(loop, condition)
 
     def run_goal(self, options: GoalOptions) -> RunOutcome:
         """Iterate maker and checker until `options.condition` holds or the budget is spent."""
+        loop, condition, maker, judge = self._goal_setup(options)
+        return self._run(
+            loop, condition, maker, judge, in_place=options.in_place, base_ref=options.base
+        )
+
+    def preview_goal(self, options: GoalOptions) -> Preview:
+        """What `run_goal(options)` would do first, without running an agent, creating a
+        worktree or appending an event (`loopctl goal --dry-run`)."""
+        loop, condition, maker, judge = self._goal_setup(options)
+        return self._preview(loop, condition, maker, judge, options.in_place, options.base)
+
+    def preview_loop(self, loop: Loop) -> Preview:
+        """What a tick of `loop` would do first, without running an agent, creating a worktree
+        or appending an event (`loopctl run NAME --dry-run`); its task source is listed."""
+        condition, maker, judge = self._loop_setup(loop)
+        return self._preview(loop, condition, maker, judge, False, "HEAD")
+
+    def _goal_setup(
+        self, options: GoalOptions
+    ) -> tuple[Loop, ResolvedCondition, Agent, Agent | None]:
         config = self.project.config
         condition = resolve_condition(
             options.condition,
@@ -247,9 +271,7 @@ class Engine:
         maker = self._maker_agent(loop.maker.agent)
         judged = condition.argv is None or options.checker_agent is not None
         judge = self._judge_agent(loop, condition) if judged else None
-        return self._run(
-            loop, condition, maker, judge, in_place=options.in_place, base_ref=options.base
-        )
+        return loop, condition, maker, judge
 
     # --- set-up --------------------------------------------------------------------------------
 
@@ -420,40 +442,7 @@ class Engine:
                     **fired,
                 )
             try:
-                if goal_task is not None:
-                    specs = [
-                        TaskSpec(
-                            goal_task,
-                            condition.text if condition else goal_task,
-                            loop.prompt or "",
-                            condition.text if condition else "",
-                            base_ref,
-                        )
-                    ]
-                else:
-                    # Task text is untrusted and may quote a secret: scrub it before anything
-                    # (prompt, commit message, log) sees it.
-                    found = (
-                        []
-                        if tick.requeued_only
-                        else [
-                            self._scrub(spec)
-                            for spec in discover(
-                                loop,
-                                self.paths.root,
-                                changed=tick.changed,
-                                # Only GitHub tasks look back (new review comments since).
-                                events=self.log.read() if _from_github(loop) else (),
-                            )
-                        ]
-                    )
-                    # Tasks `loopctl inbox retry/reply` queued come first (max_tasks never cuts
-                    # them); their text was scrubbed when it was first found.
-                    from loopctl.inbox_actions import requeued_specs
-
-                    again = requeued_specs(self.log.read(), loop.name)
-                    ids = {spec.id for spec in again}
-                    specs = again + [spec for spec in found if spec.id not in ids]
+                specs = self._find_specs(loop, condition, base_ref, tick)
             except TaskSourceError as exc:
                 return self._finish_run(
                     run_id, loop, [], "failed", str(exc), resumed, open_item=True
@@ -514,6 +503,168 @@ class Engine:
             status = "failed"
             reason = next(o.reason for o in outcomes if o.status not in ("done", "skipped"))
         return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
+
+    def _find_specs(
+        self, loop: Loop, condition: ResolvedCondition | None, base_ref: str, tick: _Tick
+    ) -> list[TaskSpec]:
+        """The tasks a new run of `loop` works, in order (max_tasks not yet applied)."""
+        goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
+        if goal_task is not None:
+            return [
+                TaskSpec(
+                    goal_task,
+                    condition.text if condition else goal_task,
+                    loop.prompt or "",
+                    condition.text if condition else "",
+                    base_ref,
+                )
+            ]
+        # Task text is untrusted and may quote a secret: scrub it before anything (prompt,
+        # commit message, log) sees it.
+        found = (
+            []
+            if tick.requeued_only
+            else [
+                self._scrub(spec)
+                for spec in discover(
+                    loop,
+                    self.paths.root,
+                    changed=tick.changed,
+                    # Only GitHub tasks look back (new review comments since).
+                    events=self.log.read() if _from_github(loop) else (),
+                )
+            ]
+        )
+        # Tasks `loopctl inbox retry/reply` queued come first (max_tasks never cuts them);
+        # their text was scrubbed when it was first found.
+        from loopctl.inbox_actions import requeued_specs
+
+        again = requeued_specs(self.log.read(), loop.name)
+        ids = {spec.id for spec in again}
+        return again + [spec for spec in found if spec.id not in ids]
+
+    def _preview(
+        self,
+        loop: Loop,
+        condition: ResolvedCondition | None,
+        maker: Agent,
+        judge: Agent | None,
+        in_place: bool,
+        base_ref: str,
+    ) -> Preview:
+        """The first maker turn of each task a run would work, built by the code that runs it
+        (prompt, environment, sandbox, backend argv), with every side effect left out."""
+        from loopctl import delivery
+        from loopctl.backends import AgentRequest, backend_for
+        from loopctl.preview import Preview, TaskPreview
+
+        root = self.paths.root
+        if not in_place and not git.has_commits(root):
+            raise LoopctlError("the repository has no commits yet; commit something first")
+        if condition is not None and condition.argv is None and judge is None:
+            raise UsageError(
+                f"the goal {condition.text!r} is not a known check and no checker agent is set:"
+                " pass --check CMD, add it to [conditions] in .loop/config.toml, or set"
+                " [defaults] checker"
+            )
+        problems: list[str] = []
+        refusals: list[Callable[[], None]] = [
+            lambda: self._check_available([a for a in (maker, judge) if a is not None]),
+            lambda: self._check_programs(loop, condition),
+            lambda: delivery.check_tools(self.project, loop),
+        ]
+        for refusal in refusals:
+            try:
+                refusal()
+            except LoopctlError as exc:
+                problems.append(str(exc))
+        specs = self._find_specs(loop, condition, base_ref, _Tick())[: loop.budget.max_tasks]
+        ctx = _RunContext(
+            project=self.project,
+            loop=loop,
+            run_id=new_run_id(self.clock()),
+            condition=condition,
+            maker=maker,
+            judge=judge,
+            in_place=in_place,
+            base_ref=base_ref,
+            protected=self._protected(loop, condition, maker, judge),
+        )
+        worktree_root = self.project.config.worktree_root or self.paths.default_worktree_root()
+        run_dir = self.paths.runs_dir / ctx.run_id
+        fresh_dir = not run_dir.exists()
+        tasks: list[TaskPreview] = []
+        for spec in specs:
+            try:
+                base_sha = self._resolve_base(spec.base_ref or base_ref)
+            except LoopctlError as exc:
+                problems.append(f"task {spec.id}: {exc}")
+                base_sha = ""
+            if in_place:
+                workspace = Workspace(root, git.current_branch(root) or "HEAD", base_sha, False)
+            else:
+                path = worktree_path(worktree_root, loop.name, spec.id)
+                workspace = Workspace(path, branch_name(loop.name, spec.id), base_sha, False)
+            prompt = maker_prompt(self._maker_context(ctx, spec, 1, [], ()))
+            folder = run_dir / spec.id / "attempt-1"  # named, never made
+            prompt_file = folder / "maker-prompt.md"
+            env = self._agent_env(ctx, spec, workspace, 1, maker, "maker", prompt_file)
+            sandbox: Sandbox | None = None
+            try:
+                sandbox = self._sandbox_for(ctx, workspace, maker, folder / "maker-state")
+            except LoopctlError as exc:
+                problems.append(str(exc))
+            request = AgentRequest(
+                agent=maker,
+                role="maker",
+                prompt=prompt,
+                worktree=workspace.path,
+                prompt_file=prompt_file,
+                env=env,
+                stdout_path=folder / "maker.out",
+                stderr_path=folder / "maker.err",
+                redactor=self._redactor(),
+                loop=loop.name,
+                task=spec.id,
+                attempt=1,
+                skills=tuple(self.project.skills.values()),
+                sandbox=sandbox,
+                state_dir=folder / "maker-state",
+            )
+            try:
+                call = backend_for(maker).preview(request)
+            finally:
+                # A connector's launch files are staged beside the agent's logs: none stay.
+                if fresh_dir:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+            tasks.append(
+                TaskPreview(
+                    task=spec.id,
+                    title=spec.title,
+                    base_ref=spec.base_ref or base_ref,
+                    base_sha=base_sha,
+                    worktree=str(workspace.path),
+                    branch=workspace.branch,
+                    prompt=prompt,
+                    argv=tuple(call.argv),
+                    stdin=call.stdin is not None,
+                    env_names=tuple(sorted(call.env)),
+                    sandbox=sandbox.describe(call.env) if sandbox is not None else None,
+                )
+            )
+        return Preview(
+            loop=loop.name,
+            condition=condition.text if condition else None,
+            maker=maker.name,
+            backend=maker.backend.value,
+            judge=judge.name if judge else None,
+            checks=self._check_commands(ctx),
+            protected=ctx.protected,
+            in_place=in_place,
+            sandbox_mode=self.project.config.sandbox.value,
+            tasks=tuple(tasks),
+            problems=tuple(dict.fromkeys(problems)),
+        )
 
     def _finish_run(
         self,
@@ -1391,7 +1542,6 @@ class Engine:
     ) -> Any:
         from loopctl.atomicfile import write_atomic
         from loopctl.backends import AgentRequest, backend_for
-        from loopctl.secrets import build_env
 
         folder = self._attempt_dir(ctx, spec.id, number)
         prompt_file = folder / f"{role}-prompt.md"
@@ -1399,20 +1549,7 @@ class Engine:
         # The one place outside the worktree a sandboxed agent may write for this attempt.
         state_dir = folder / f"{role}-state"
         state_dir.mkdir(exist_ok=True)
-        allow = self._agent_allow(agent)
-        env = build_env(
-            allow=allow,
-            extra={
-                "LOOPCTL_LOOP": ctx.loop.name,
-                "LOOPCTL_TASK": spec.id,
-                "LOOPCTL_ATTEMPT": str(number),
-                "LOOPCTL_WORKTREE": str(workspace.path),
-                "LOOPCTL_PROMPT_FILE": str(prompt_file),
-                "LOOPCTL_ROLE": role,
-                "LOOPCTL_RUN": ctx.run_id,
-                "PYTHONDONTWRITEBYTECODE": "1",
-            },
-        )
+        env = self._agent_env(ctx, spec, workspace, number, agent, role, prompt_file)
         request = AgentRequest(
             agent=agent,
             role=role,
@@ -1478,6 +1615,63 @@ class Engine:
         )
         return result
 
+    def _agent_env(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        workspace: Workspace,
+        number: int,
+        agent: Agent,
+        role: str,
+        prompt_file: Path,
+    ) -> dict[str, str]:
+        """The scrubbed environment of one agent turn, with the agent protocol's variables."""
+        from loopctl.secrets import build_env
+
+        return build_env(
+            allow=self._agent_allow(agent),
+            extra={
+                "LOOPCTL_LOOP": ctx.loop.name,
+                "LOOPCTL_TASK": spec.id,
+                "LOOPCTL_ATTEMPT": str(number),
+                "LOOPCTL_WORKTREE": str(workspace.path),
+                "LOOPCTL_PROMPT_FILE": str(prompt_file),
+                "LOOPCTL_ROLE": role,
+                "LOOPCTL_RUN": ctx.run_id,
+                "PYTHONDONTWRITEBYTECODE": "1",
+            },
+        )
+
+    def _maker_context(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        number: int,
+        summaries: Sequence[AttemptSummary],
+        changed: Sequence[str],
+    ) -> MakerContext:
+        """Everything the maker's prompt is assembled from, for attempt `number` of `spec`."""
+        loop = ctx.loop
+        check = " && ".join(" ".join(c) for c in self._check_commands(ctx)) or None
+        return MakerContext(
+            task_id=spec.id,
+            task_prompt=spec.prompt,
+            goal=loop.goal,
+            check=check,
+            instructions=ctx.maker.instructions,
+            rules=loop.rules,
+            protected=ctx.protected,
+            scope=loop.maker.scope,
+            skills=list(self.project.skills.values()),
+            full_skills=[
+                self.project.skills[n] for n in loop.maker.skills if n in self.project.skills
+            ],
+            attempts=summaries,
+            attempt_number=number,
+            human=self._human_answer(ctx.run_id, spec.id),
+            changed=changed,
+        )
+
     def _attempt(
         self,
         ctx: _RunContext,
@@ -1498,27 +1692,8 @@ class Engine:
             for a in earlier
             if a.number < number
         ]
-        check = " && ".join(" ".join(c) for c in self._check_commands(ctx)) or None
-        skills = list(self.project.skills.values())
-        full = [self.project.skills[n] for n in loop.maker.skills if n in self.project.skills]
-        prompt = maker_prompt(
-            MakerContext(
-                task_id=spec.id,
-                task_prompt=spec.prompt,
-                goal=loop.goal,
-                check=check,
-                instructions=ctx.maker.instructions,
-                rules=loop.rules,
-                protected=ctx.protected,
-                scope=loop.maker.scope,
-                skills=skills,
-                full_skills=full,
-                attempts=summaries,
-                attempt_number=number,
-                human=self._human_answer(ctx.run_id, spec.id),
-                changed=self._earlier_changes(ctx, spec, workspace) if earlier else (),
-            )
-        )
+        changed = self._earlier_changes(ctx, spec, workspace) if earlier else ()
+        prompt = maker_prompt(self._maker_context(ctx, spec, number, summaries, changed))
         session = None
         if ctx.maker.resume:
             session = next((s for s in reversed(self._sessions(ctx.run_id, spec.id))), None)

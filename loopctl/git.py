@@ -149,6 +149,17 @@ def git(
     extra_env: Mapping[str, str] | None = None,
 ) -> GitResult:
     """Run one hardened git command in `cwd`; raise GitError on failure when `check`."""
+    argv, env = _hardened(args, cwd, extra_env)
+    result = _run(argv, cwd=cwd, env=env, timeout=timeout, input=input)
+    if check and result.returncode != 0:
+        raise GitError(f"git {_subcommand(args)} failed: {_first_line(result)}")
+    return result
+
+
+def _hardened(
+    args: Sequence[str], cwd: Path, extra_env: Mapping[str, str] | None
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of one hardened git command."""
     subcommand = _subcommand(args)
     if any("\0" in arg for arg in args):
         raise GitError(f"git {subcommand} refused: an argument contains a NUL byte")
@@ -156,11 +167,7 @@ def git(
     if subcommand not in _CONTENT_FREE:
         env.update(_filter_neutralisers(cwd))
     env.update(extra_env or {})
-    argv = ["git", *_HARDENING, *_LOCAL_ONLY, *args]
-    result = _run(argv, cwd=cwd, env=env, timeout=timeout, input=input)
-    if check and result.returncode != 0:
-        raise GitError(f"git {subcommand} failed: {_first_line(result)}")
-    return result
+    return ["git", *_HARDENING, *_LOCAL_ONLY, *args], env
 
 
 def is_git_repo(path: Path) -> bool:
@@ -511,6 +518,37 @@ def diff_stat_between(repo: Path, base_sha: str, sha: str) -> str:
     a, b = _require_sha(repo, base_sha), _require_sha(repo, sha)
     out = git([*_READABLE, "diff", "--stat=200", *_SAFE_DIFF, a, b, "--"], cwd=repo).stdout
     return _printable(out)
+
+
+def patch_between(repo: Path, base_sha: str, sha: str, *, timeout: float = 120) -> bytes:
+    """The patch from `base_sha` to `sha`, byte for byte as `git apply` takes it.
+
+    Bytes, not text: a file's CR LF endings or invalid UTF-8 must reach `git apply` unchanged.
+    Prefixes are explicit so that a repository's diff.noPrefix or diff.mnemonicPrefix cannot
+    make a patch `git apply` rejects; `--binary` carries binary files whole.
+    """
+    a, b = _require_sha(repo, base_sha), _require_sha(repo, sha)
+    args = [
+        "diff", "--binary", "--full-index", "--no-relative", "--src-prefix=a/",
+        "--dst-prefix=b/", *_SAFE_DIFF, a, b, "--",
+    ]  # fmt: skip
+    argv, env = _hardened(args, repo, None)
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git diff failed: {exc}") from exc
+    if done.returncode != 0:
+        stderr = done.stderr.decode("utf-8", "replace")
+        raise GitError(f"git diff failed: {_first_line(GitResult(done.returncode, '', stderr))}")
+    return done.stdout
 
 
 def remote_branch_sha(repo: Path, remote: str, branch: str, *, timeout: float = 120) -> str | None:

@@ -97,6 +97,9 @@ class ItemDetail:
     question: str | None = None
     task_status: str | None = None
     history: tuple[str, ...] = field(default_factory=tuple)  # what was done to the item
+    # The whole patch of an approval (commit against base), undecodable bytes as U+FFFD; None
+    # when not asked for or when the item has none.
+    patch: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +117,7 @@ class ItemDetail:
             "question": self.question,
             "task_status": self.task_status,
             "history": list(self.history),
+            "patch": self.patch,
         }
 
 
@@ -174,8 +178,8 @@ def _engine(project: Project) -> Engine:
 # --- show ---------------------------------------------------------------------------------------
 
 
-def show(project: Project, ref: str) -> ItemDetail:
-    """The evidence of an item, open or closed."""
+def show(project: Project, ref: str, *, with_patch: bool = False) -> ItemDetail:
+    """The evidence of an item, open or closed; `with_patch`: an approval's whole patch too."""
     from loopctl.events import EventLog
 
     events = EventLog(project.paths.events_file).read()
@@ -236,7 +240,34 @@ def show(project: Project, ref: str) -> ItemDetail:
         question=evidence.get("question"),
         task_status=task.status if task else None,
         history=tuple(_item_history(events, item.id)),
+        patch=_patch_text(project, item, base_sha, commit) if with_patch else None,
     )
+
+
+def _patch_text(project: Project, item: InboxItem, base: str | None, commit: Any) -> str | None:
+    if item.kind != ItemKind.APPROVAL or not commit or not base or commit == base:
+        return None
+    try:
+        data = git.patch_between(project.root, base, str(commit))
+    except LoopctlError as exc:
+        return f"(unavailable: {exc})\n"
+    return data.decode("utf-8", "replace")
+
+
+def patch(project: Project, ref: str) -> bytes:
+    """An approval's patch (the commit it is bound to against its base), exact bytes for
+    `git apply`; InboxError for any other item."""
+    detail = show(project, ref)
+    item = detail.item
+    if item.kind != ItemKind.APPROVAL:
+        raise InboxError(f"inbox item {item.id} is {item.kind}, not an approval: it has no diff")
+    if not detail.commit or not detail.base_sha:
+        raise InboxError(
+            f"approval {item.id} is bound to no commit (an agent asked to run a command): no diff"
+        )
+    if detail.commit == detail.base_sha:
+        return b""
+    return git.patch_between(project.root, detail.base_sha, str(detail.commit))
 
 
 def _task_view(events: Sequence[Event], item: InboxItem) -> history.TaskView | None:

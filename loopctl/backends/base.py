@@ -61,6 +61,15 @@ class AgentRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Invocation:
+    """How a turn is launched: argv (empty for loopctl's own API agent), stdin, environment."""
+
+    argv: list[str]
+    stdin: str | None = None  # None: stdin is /dev/null
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class AgentResult:
     """One turn's outcome, normalised across backends.
 
@@ -148,6 +157,9 @@ class AgentBackend(Protocol):
 
     def run(self, request: AgentRequest) -> AgentResult:
         """Run one turn in request.worktree; failures are results, not exceptions."""
+
+    def preview(self, request: AgentRequest) -> Invocation:
+        """What `run` would launch for `request` (argv, stdin, environment), running nothing."""
 
     def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
         """Check, without doing work, that the agent is installed, configured and reachable."""

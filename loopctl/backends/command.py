@@ -9,6 +9,7 @@ from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
     AgentStatus,
+    Invocation,
     ProbeCheck,
     read_protocol_result,
     trailing_json,
@@ -73,17 +74,21 @@ class CommandBackend:
             *_file_checks(agent, cwd),
         ]
 
+    def preview(self, request: AgentRequest) -> Invocation:
+        agent = request.agent
+        stdin = request.prompt if agent.prompt_via in ("stdin", "both") else None
+        return Invocation(render_argv(agent, request), stdin, dict(request.env))
+
     def run(self, request: AgentRequest) -> AgentResult:
         from loopctl import process
 
-        agent = request.agent
-        stdin = request.prompt if agent.prompt_via in ("stdin", "both") else None
+        call = self.preview(request)
         done = process.run(
-            render_argv(agent, request),
+            call.argv,
             cwd=request.worktree,
-            env=request.env,
-            timeout=agent.timeout_s,
-            stdin=stdin,
+            env=call.env,
+            timeout=request.agent.timeout_s,
+            stdin=call.stdin,
             stdout_path=request.stdout_path,
             stderr_path=request.stderr_path,
             redactor=request.redactor,

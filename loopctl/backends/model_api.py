@@ -11,7 +11,13 @@ import os
 import time
 from pathlib import Path
 
-from loopctl.backends.base import AgentRequest, AgentResult, AgentStatus, ProbeCheck
+from loopctl.backends.base import (
+    AgentRequest,
+    AgentResult,
+    AgentStatus,
+    Invocation,
+    ProbeCheck,
+)
 from loopctl.definitions.agents import Agent
 from loopctl.errors import AgentUnavailable
 from loopctl.secrets import Redactor
@@ -50,6 +56,19 @@ class ModelApiBackend:
         name = self.key_env(agent)
         return (os.environ.get(name) or None) if name is not None else None
 
+    def _tool_env(self, request: AgentRequest, key: str | None) -> dict[str, str]:
+        """The environment of the agent's tools: never the API key, whatever holds it."""
+        key_env = self.key_env(request.agent)
+        return {
+            name: value
+            for name, value in request.env.items()
+            if name != key_env and (key is None or value != key)
+        }
+
+    def preview(self, request: AgentRequest) -> Invocation:
+        # No program: loopctl's own agent talks to the API; its tools get this environment.
+        return Invocation([], request.prompt, self._tool_env(request, self._api_key(request.agent)))
+
     def run(self, request: AgentRequest) -> AgentResult:
         from loopctl.toolagent import SessionConfig, run_session
 
@@ -57,12 +76,7 @@ class ModelApiBackend:
         key = self._api_key(agent)
         # The key is redacted everywhere, whatever its variable is called.
         redactor = Redactor((*request.redactor.secrets, *([key] if key else [])))
-        key_env = self.key_env(agent)
-        tool_env = {
-            name: value
-            for name, value in request.env.items()
-            if name != key_env and (key is None or value != key)
-        }
+        tool_env = self._tool_env(request, key)
         config = SessionConfig(
             wire=self.wire,
             base_url=self.base_url(agent),

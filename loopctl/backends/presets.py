@@ -11,11 +11,16 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopctl.backends.base import AgentRequest, AgentResult, AgentStatus, ProbeCheck
+from loopctl.backends.base import (
+    AgentRequest,
+    AgentResult,
+    AgentStatus,
+    ProbeCheck,
+)
+from loopctl.backends.base import Invocation as Invocation  # the presets' import place
 from loopctl.definitions.agents import Agent
 from loopctl.errors import AgentUnavailable
 from loopctl.secrets import Redactor, build_env, is_secret_name
@@ -41,13 +46,6 @@ def with_instructions(agent: Agent, prompt: str) -> str:
     if not instructions or instructions in prompt:
         return prompt
     return f"{instructions}\n\n{prompt}"
-
-
-@dataclass(frozen=True, slots=True)
-class Invocation:
-    argv: list[str]
-    stdin: str | None = None  # None: stdin is /dev/null
-    env: dict[str, str] = field(default_factory=dict)
 
 
 class CliPreset:
@@ -155,18 +153,30 @@ class CliPreset:
     def parse(self, request: AgentRequest, done: Any) -> AgentResult:
         raise NotImplementedError
 
+    def _launch(self, request: AgentRequest) -> Invocation:
+        call = self.invocation(request)
+        env = call.env or self.environment(request.agent, request.env)
+        if request.sandbox is not None:
+            env = {**env, **self.sandboxed_env}
+        return Invocation(call.argv, call.stdin, env)
+
+    def preview(self, request: AgentRequest) -> Invocation:
+        from loopctl import connectors
+
+        try:
+            return self._launch(request)
+        finally:
+            connectors.unstage(request)
+
     def run(self, request: AgentRequest) -> AgentResult:
         from loopctl import connectors, process
 
         try:
-            call = self.invocation(request)
-            env = call.env or self.environment(request.agent, request.env)
-            if request.sandbox is not None:
-                env = {**env, **self.sandboxed_env}
+            call = self._launch(request)
             done = process.run(
                 call.argv,
                 cwd=request.worktree,
-                env=env,
+                env=call.env,
                 timeout=request.agent.timeout_s,
                 stdin=call.stdin,
                 stdout_path=request.stdout_path,

@@ -1,4 +1,4 @@
-"""`loopctl inbox`: list, show, approve, reject, retry, dismiss, reply."""
+"""`loopctl inbox`: list, show, diff, approve, reject, retry, dismiss, reply."""
 
 from __future__ import annotations
 
@@ -73,23 +73,72 @@ def inbox(
         raise typer.Exit(code)
 
 
+NoPager = Annotated[
+    bool, typer.Option("--no-pager", help="Print straight to the terminal, without $PAGER.")
+]
+
+
 @inbox_app.command("show")
 @boundary
-def show(item_id: ItemId, json_out: JsonFlag = False) -> None:
-    """The evidence: branch, commit, diff, last check output, attempts, spend, pending action."""
+def show(
+    item_id: ItemId,
+    stat: Annotated[
+        bool, typer.Option("--stat", help="The diffstat only, not an approval's whole patch.")
+    ] = False,
+    no_pager: NoPager = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """The evidence: branch, commit, diff, last check output, attempts, spend, pending action.
+
+    An approval shows its whole patch (paged and coloured on a terminal); --stat the short form.
+    """
     from loopctl.inbox_actions import show as show_item
 
-    detail = show_item(_project(), item_id)
+    detail = show_item(_project(), item_id, with_patch=not stat)
     if json_out:
         from loopctl.cli.render import print_json
 
         print_json("item", detail.to_json())
         return
+    from loopctl.cli import pager
     from loopctl.text import strip_controls
 
-    # Evidence, attempts and check output are agent text, possibly from a log older than the
-    # cleaning at the source: nothing in them may drive the approver's terminal.
-    print(strip_controls(render_detail(detail)))
+    # Evidence, attempts, check output and the patch are agent text, possibly from a log older
+    # than the cleaning at the source: nothing in them may drive the approver's terminal.
+    text = strip_controls(render_detail(detail))
+    if detail.patch:
+        body = (
+            pager.coloured_diff(detail.patch)
+            if pager.colour_wanted()
+            else strip_controls(detail.patch)
+        )
+        text += "\n\nPatch:\n" + body
+    pager.show(text, page=not no_pager)
+
+
+@inbox_app.command("diff")
+@boundary
+def diff(item_id: ItemId, no_pager: NoPager = False) -> None:
+    """The patch of an approval alone: exact bytes when piped (`| git apply`), paged on a terminal.
+
+    Exits 1 for an item that is not an approval of a commit.
+    """
+    import sys
+
+    from loopctl.cli import pager
+    from loopctl.inbox_actions import patch
+
+    data = patch(_project(), item_id)
+    if not pager.on_terminal():
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    text = data.decode("utf-8", "replace")
+    from loopctl.text import strip_controls
+
+    shown = pager.coloured_diff(text) if pager.colour_wanted() else strip_controls(text)
+    pager.show(shown, page=not no_pager)
 
 
 def render_detail(detail: Any) -> str:

@@ -91,6 +91,39 @@ def _engine(json_out: bool) -> Any:
     return Engine(project, observer=view), view
 
 
+DryRun = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the maker's first prompt, argv, env names, sandbox and checks; run nothing.",
+    ),
+]
+
+
+def _print_preview(preview: Any, json_out: bool) -> None:
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("dry_run", preview.to_json())
+        return
+    from loopctl.preview import render
+    from loopctl.text import strip_controls
+
+    # Task text from a task source (an issue title, a PR body) is not loopctl's own words.
+    print(strip_controls(render(preview)))
+
+
+def _preview_engine() -> Any:
+    from loopctl.definitions import load_project
+    from loopctl.engine import Engine
+    from loopctl.paths import find_repo_root
+
+    project = load_project(find_repo_root())
+    project.raise_for_errors()
+    warn_skipped(project)
+    return Engine(project)
+
+
 def goal(
     condition: Annotated[
         str, typer.Argument(metavar="CONDITION", help='The condition, e.g. "tests green".')
@@ -110,6 +143,7 @@ def goal(
         bool, typer.Option("--in-place", help="Work in this checkout instead of a worktree.")
     ] = False,
     base: Annotated[str, typer.Option("--base", help="Ref the worktree starts from.")] = "HEAD",
+    dry_run: DryRun = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Iterate maker and checker until CONDITION holds (exit 0) or the budget is spent (exit 1)."""
@@ -124,14 +158,16 @@ def goal(
             raise UsageError(f"--check cannot be split into arguments: {exc}") from None
         if not argv:
             raise UsageError("--check is empty")
+    options = GoalOptions(
+        condition, argv, agent, max_iterations, in_place, base, checker_agent=checker_agent
+    )
+    if dry_run:
+        _print_preview(_preview_engine().preview_goal(options), json_out)
+        return
     _sigterm_as_interrupt()
     engine, view = _engine(json_out)
     with view:
-        outcome = engine.run_goal(
-            GoalOptions(
-                condition, argv, agent, max_iterations, in_place, base, checker_agent=checker_agent
-            )
-        )
+        outcome = engine.run_goal(options)
     _print_outcome(outcome, json_out)
     raise typer.Exit(0 if outcome.ok else 1)
 
@@ -247,6 +283,7 @@ def run(
     no_start: Annotated[
         bool, typer.Option("--no-start", help="Wait for the first due time instead of ticking now.")
     ] = False,
+    dry_run: DryRun = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Run a loop on its trigger (or --every/--cron/--watch) until Ctrl-C; one tick with --once.
@@ -256,6 +293,11 @@ def run(
     from loopctl.errors import UsageError
 
     trigger = _trigger_override(every, cron, watch)
+    if dry_run:
+        # The tick a run would start with; its task source is listed, no agent runs.
+        engine = _preview_engine()
+        _print_preview(engine.preview_loop(engine.project.loop(name)), json_out)
+        return
     if once:
         if trigger is not None or max_ticks is not None or no_start:
             raise UsageError(
