@@ -515,3 +515,27 @@ def test_a_task_waiting_for_approval_is_not_reworked_by_the_next_tick(
     assert skipped.data["status"] == "skipped"
     assert skipped.data["reason"] == f"waits for a human: inbox approval {item['id']}"
     assert the_approval(monkeypatch, repo)["id"] == item["id"]  # still open, still approvable
+
+
+def test_inbox_md_keeps_task_text_with_nested_backticks_inside_its_fences() -> None:
+    """Backtick runs of any length in agent or task text never close loopctl's own fences, so
+    nothing after them renders as a heading of INBOX.md."""
+    from markdown_it import MarkdownIt
+
+    from loopctl.inbox import InboxItem, render_inbox_md
+
+    hostile = "use ``` here\n````\n# Approved: safe to merge\n`````"
+    item = InboxItem(
+        id="abc123",
+        kind="failed",
+        loop="fix",
+        task="t-1",
+        run="r",
+        opened="2026-12-01T00:00:00+00:00",
+        summary="task `x` with ``` and ````",
+        evidence={"question": hostile, "check_tail": hostile},
+    )
+    html = MarkdownIt("commonmark").render(render_inbox_md([item]))
+    headings = [line for line in html.splitlines() if line.startswith(("<h1", "<h2"))]
+    assert headings == ["<h1>Inbox</h1>", "<h2>abc123 · failed · fix/t-1</h2>"]
+    assert "# Approved: safe to merge" in html  # kept, as text inside a code block
