@@ -142,11 +142,19 @@ class Sandbox:
             return self.program, [self.program, "-p", profile, executable, *argv[1:]], inner_env
         return (
             self.program,
-            [self.program, *self.bwrap_args(cwd, env, executable), "--", executable, *argv[1:]],
+            [
+                self.program,
+                *self.bwrap_args(cwd, env, executable, argv[1:]),
+                "--",
+                executable,
+                *argv[1:],
+            ],
             inner_env,
         )
 
-    def bwrap_args(self, cwd: Path, env: Mapping[str, str], executable: str) -> list[str]:
+    def bwrap_args(
+        self, cwd: Path, env: Mapping[str, str], executable: str, args_after: Sequence[str] = ()
+    ) -> list[str]:
         """bubblewrap's options: later mounts stack on earlier ones, so order is the policy."""
         home = _home(env)
         args = [
@@ -169,6 +177,7 @@ class Sandbox:
             self.root,
             home,
             Path(executable).parent,
+            *_program_files(args_after),
             *self.extra_visible,
             *(Path(p) for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
             *(_expand(p, env, home) for p in self.readable),
@@ -292,6 +301,26 @@ def _state_path(spec: str, env: Mapping[str, str], home: Path) -> Path:
     else:
         base = _expand(spec, env, home)
     return base / sub if sub else base
+
+
+def _program_files(args: Sequence[str]) -> list[Path]:
+    """Files an agent's command line names (a script, a config), with their folders: what the
+    private /tmp must not hide. A folder that is a private temp root itself is never exposed
+    whole, only the file in it."""
+    found: list[Path] = []
+    for arg in args:
+        if not arg.startswith("/") or "\n" in arg or len(arg) > 4096:
+            continue
+        path = Path(arg)
+        try:
+            if not path.is_file():
+                continue
+        except OSError:
+            continue
+        found.append(path)
+        if str(path.parent) not in PRIVATE_TMP:
+            found.append(path.parent)
+    return found
 
 
 def _under_private_tmp(path: Path) -> bool:
@@ -513,7 +542,17 @@ def make_sandbox(
         cli=cli,
         network=network,
         extra_visible=tuple(
-            _unique([Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent])
+            _unique(
+                [
+                    Path(sys.prefix),
+                    Path(sys.base_prefix),
+                    Path(sys.executable).parent,
+                    # loopctl itself (an editable install lives beside its checkout, not in
+                    # the venv) and whatever else its interpreter imports from.
+                    Path(__file__).resolve().parents[1],
+                    *(Path(entry) for entry in sys.path if entry.startswith("/")),
+                ]
+            )
         ),
     )
 
