@@ -294,3 +294,27 @@ def test_worktree_git_pointers_are_pinned_and_the_object_store_is_layered(
     # ...but outside every object is where it was.
     assert sorted(str(p.relative_to(objects)) for p in objects.rglob("*")) == before
     assert git(repo, "fsck", "--no-progress", "--no-dangling", "--strict").strip() == ""
+
+
+def test_a_program_the_argv_names_under_tmp_stays_readable(tmp_path: Path) -> None:
+    """The private /tmp hides the host's temporary files, not the agent's own program: a script
+    an agent definition names there (and the module beside it) still runs."""
+    root, worktree, tools = tmp_path / "repo", tmp_path / "work", tmp_path / "tools"
+    for folder in (root, worktree, tools):
+        folder.mkdir()
+    (tools / "helper.py").write_text("ANSWER = 42\n")
+    (tools / "agent.py").write_text("import helper\nprint(helper.ANSWER)\n")
+    (tmp_path / "secret.txt").write_text("not for the agent\n")
+    box = sandbox.make_sandbox(root=root, worktree=worktree)
+    code = f"print(open({str(tmp_path / 'secret.txt')!r}).read())"
+    ran = process.run(
+        [sys.executable, str(tools / "agent.py")], cwd=worktree, env=dict(os.environ),
+        timeout=60, sandbox=box,
+    )  # fmt: skip
+    peeked = process.run(
+        [sys.executable, "-c", code], cwd=worktree, env=dict(os.environ), timeout=60, sandbox=box
+    )
+    assert ran.ok, ran.output_tail()
+    assert ran.stdout_tail.strip() == "42"
+    assert not peeked.ok  # the rest of the host's /tmp stays hidden
+    assert "No such file or directory" in peeked.stderr_tail
