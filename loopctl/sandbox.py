@@ -317,9 +317,10 @@ def _program_files(args: Sequence[str]) -> list[Path]:
                 continue
         except OSError:
             continue
-        found.append(path)
         if str(path.parent) not in PRIVATE_TMP:
-            found.append(path.parent)
+            found.append(path.parent)  # the folder: a script's own modules sit beside it
+        elif not path.is_symlink():
+            found.append(path)
     return found
 
 
