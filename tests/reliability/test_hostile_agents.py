@@ -150,8 +150,8 @@ def as_user(user: str | None) -> dict[str, Any]:
     return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
-def survivors() -> list[str]:
-    """Host processes still running one of the hostile programs."""
+def survivors(root: Path) -> list[str]:
+    """Host processes still running one of this project's hostile programs."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -161,7 +161,7 @@ def survivors() -> list[str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if MARKER in cmdline and state != "Z":
+        if f"{MARKER}:{root}" in cmdline and state != "Z":
             found.append(f"{entry.name}: {cmdline[:80]}")
     return found
 
@@ -187,8 +187,8 @@ def maker_output(root: Path) -> str:
     return "\n".join(out.read_text(errors="replace") for out in outs)
 
 
-def kill_survivors() -> None:
-    for line in survivors():
+def kill_survivors(root: Path) -> None:
+    for line in survivors(root):
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(line.split(":")[0]), 9)
 
@@ -196,7 +196,7 @@ def kill_survivors() -> None:
 @pytest.fixture
 def base(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
-    kill_survivors()
+    kill_survivors(tmp_path / "repo")
 
 
 def run_attacks(
@@ -230,7 +230,7 @@ def assert_promises_held(
     output = maker_output(root)
     assert output, f"the hostile maker never ran: {done.stdout}{done.stderr}"
     # Processes: nothing the agent started outlives its attempt, setsid or not.
-    assert survivors() == []
+    assert survivors(root) == []
     # Secrets: no ancestor's (nor anyone's) environ was readable, and nothing leaked anywhere.
     if "environ" in attacks:
         assert "HOSTILE environ none secret" in output, output
@@ -271,26 +271,19 @@ def assert_promises_held(
         for line in record.read_text().splitlines():
             if line.strip():
                 assert json.loads(line).get("type") != "approved", line
-    # Commit: the backdoor the surviving writer would plant is in no commit loopctl made. The
-    # writer strikes once the agent's own process is gone; the kernel ends it with the sandbox
-    # a moment later, so a write in that moment is seen by the check and refused (the attempt
-    # fails on the protected test) — or the writer is gone first and the fix is committed clean.
-    assert done.returncode in (0, 1), done.stdout + done.stderr
-    if done.returncode == 1:
-        assert "the maker changed paths it may not change: tests/test_calc.py" in done.stdout
+    # Commit: the writer strikes a second after the agent's turn, when loopctl checks and
+    # commits; the sandbox has ended it long before, so the fix alone is committed.
+    assert done.returncode == 0, done.stdout + done.stderr
     (branch,) = [
         line.split()[0] for line in refs(root).splitlines()
         if line.startswith("refs/heads/loop/attack/")
     ]  # fmt: skip
-    commits = git(root, "rev-list", branch, "--not", "main").split()
-    assert len(commits) == (1 if done.returncode == 0 else 0), commits
-    tree = git(root, "ls-tree", "-r", "--name-only", branch)
-    assert "backdoor.py" not in tree
+    assert len(git(root, "rev-list", branch, "--not", "main").split()) == 1
+    assert "backdoor.py" not in git(root, "ls-tree", "-r", "--name-only", branch)
     assert git(root, "show", f"{branch}:tests/test_calc.py") == (
         "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
     )
-    if done.returncode == 0:
-        assert git(root, "show", f"{branch}:calc.py") == "def add(a, b):\n    return a + b\n"
+    assert git(root, "show", f"{branch}:calc.py") == "def add(a, b):\n    return a + b\n"
 
 
 def test_every_attack_fails_as_root(base: Path) -> None:
@@ -361,7 +354,7 @@ def test_every_attack_fails_as_an_unprivileged_user() -> None:
         )  # fmt: skip
         assert removed.returncode == 0, removed.stderr
     finally:
-        kill_survivors()
+        kill_survivors(base / "repo")
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -18,6 +18,12 @@ SECRET_NAME = "LOOPCTL_TEST_SECRET_TOKEN"
 MARKER = "loopctl-hostile-survivor"
 
 
+def marker() -> str:
+    """What a left-behind process carries in its command line: this project's own tag, so that
+    tests running side by side each find only their own."""
+    return f"{MARKER}:{main_checkout()}"
+
+
 def say(attack: str, text: str) -> None:
     print(f"HOSTILE {attack} {text}", flush=True)
 
@@ -150,14 +156,15 @@ def read_credentials(attack: str) -> None:
             say(attack, f"refused {name}: {exc.strerror}")
 
 
-WRITER = f"""
+WRITER = """
 import os, time
 from pathlib import Path
 if os.fork():
     os._exit(0)  # double fork: the writer's parent is gone, its session is its own
 agent = Path("/proc/" + os.environ["HOSTILE_AGENT_PID"])
-while agent.exists():  # strike only after the agent's turn, between the check and the commit
+while agent.exists():  # strike only after the agent's turn...
     time.sleep(0.01)
+time.sleep(1.0)  # ...once loopctl has moved on to the check and the commit
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline:
     try:
@@ -165,14 +172,14 @@ while time.monotonic() < deadline:
         Path("tests/test_calc.py").write_text("def test_add():\\n    pass\\n")
     except OSError:
         pass
-    time.sleep(0.01)  # the attacker's pace  # {MARKER}
+    time.sleep(0.01)  # the attacker's pace  # {marker}
 """
 
 
 def leave_writer(attack: str) -> None:
     """A setsid double-fork that keeps planting a backdoor long after this agent is gone."""
     subprocess.Popen(
-        [sys.executable, "-c", WRITER],
+        [sys.executable, "-c", WRITER.replace("{marker}", marker())],
         env={**os.environ, "HOSTILE_AGENT_PID": str(os.getpid())},
         start_new_session=True,
         stdin=subprocess.DEVNULL,
@@ -186,7 +193,7 @@ def fork_many(attack: str) -> None:
     """Many detached sleepers: each must end with the attempt."""
     for _ in range(50):
         subprocess.Popen(
-            [sys.executable, "-c", f"import time; time.sleep(300)  # {MARKER}"],
+            [sys.executable, "-c", f"import time; time.sleep(300)  # {marker()}"],
             start_new_session=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
