@@ -2095,19 +2095,8 @@ class Engine:
             if not isinstance(evidence, dict):
                 continue
             if evidence.get("tampering") and evidence.get("attempt") == number:
-                self._event(
-                    ctx,
-                    spec.id,
-                    EventType.ATTEMPT_FINISHED,
-                    attempt=number,
-                    verdict="failed",
-                    reason=f"tampering: the agent's turn changed {evidence.get('reason')}"
-                    f" (look, then `loopctl inbox approve {opened.data.get('id')}`)",
-                    fingerprint=None,
-                    fatal=True,
-                    tampering=evidence,
-                )
-                self.refresh_projections()
+                what = str(evidence.get("reason"))
+                self._finish_tampered(ctx, spec, number, what, opened.data.get("id"), evidence)
                 return None
         notes = ctx_events(events, ctx.run_id, spec.id, EventType.NOTE)
         recorded = next(
@@ -2161,6 +2150,20 @@ class Engine:
             evidence,
         )
         held = "; no run starts until then" if findings.files else ""
+        self._finish_tampered(ctx, spec, number, what, item, evidence, held)
+        return True
+
+    def _finish_tampered(
+        self,
+        ctx: _RunContext,
+        spec: TaskSpec,
+        number: int,
+        what: str,
+        item: object,
+        evidence: dict[str, Any],
+        held: str = "",
+    ) -> None:
+        """Record the attempt as failed by tampering, naming the item a human must look at."""
         self._event(
             ctx,
             spec.id,
@@ -2174,7 +2177,6 @@ class Engine:
             tampering=evidence,
         )
         self.refresh_projections()
-        return True
 
     def _placed(self, ctx: _RunContext, spec: TaskSpec) -> dict[str, str | None]:
         """Files loopctl put in this run's worktree (copy, setup), with their digests then."""
