@@ -304,7 +304,7 @@ def test_after_approving_an_ask_the_suggested_retry_runs_the_task_with_it(
 ) -> None:
     marker = repo.parent / "pushed"
     asking_maker(repo, model_server, marker, "Published.")
-    use_maker(repo, "api-maker", '\n[sandbox]\nmode = "off"\n')
+    use_maker(repo, "api-maker")
 
     assert invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1").exit_code == 1
     (item,) = [e.data["id"] for e in events(repo, "inbox_opened") if e.data["kind"] == "approval"]

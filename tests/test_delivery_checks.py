@@ -28,7 +28,6 @@ from inbox_helpers import (
     the_approval,
 )
 
-SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
 BRANCH = "loop/ship/main"
 
 
@@ -45,7 +44,7 @@ def _only_git_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_pr_without_gh_is_refused_before_push_or_deploy_runs(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     remote = add_remote(repo, tmp_path)
     ledger = tmp_path / "ledger.jsonl"
     ship_loop(
@@ -82,7 +81,7 @@ def _rerun_after_base_moved(repo: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_a_push_that_replaces_an_earlier_push_says_force_push_in_its_approval(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     remote = add_remote(repo, tmp_path)
     ship_loop(repo, 'actions = ["commit", "push"]')
     assert invoke(monkeypatch, repo, "run", "ship", "--once").exit_code == 0
@@ -114,7 +113,7 @@ def test_a_push_that_replaces_an_earlier_push_says_force_push_in_its_approval(
 def test_an_ungated_push_never_forces_without_asking(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     remote = add_remote(repo, tmp_path)
     ship_loop(repo, 'actions = ["commit", "push"]\napprove = []')
     assert invoke(monkeypatch, repo, "run", "ship", "--once").exit_code == 0
@@ -145,7 +144,7 @@ def test_an_ungated_push_never_forces_without_asking(
 def test_a_stale_failed_item_is_closed_when_the_task_later_succeeds(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "never_fixes.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "never_fixes.py")
     failed = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
     assert failed.exit_code == 1
     (item,) = inbox_items(monkeypatch, repo)

@@ -32,7 +32,6 @@ from engine_helpers import (
 from loopctl.checks import same_command
 from loopctl.scaffold import TEMPLATES
 
-SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
 FIXED_CALC = CALC.replace("a - b", "a + b")
 FIX_LOOP = 'goal = "tests green"\nprompt = "Make the failing test pass."\n'
 
@@ -44,9 +43,12 @@ def roles(repo: Path) -> list[str]:
 def with_claude_checker(repo: Path) -> None:
     """The default checker `loopctl init` writes when it finds Claude Code."""
     shutil.copy(TEMPLATES / "agents" / "claude-checker.toml", repo / "agents")
+    # The fake claude records its calls in ~/.fake-cli: granted, so the sandbox stays on.
+    with (repo / "agents" / "claude-checker.toml").open("a") as agent:
+        agent.write('\n[sandbox]\nwrite = ["~/.fake-cli"]\n')
     write_config(
         repo,
-        'version = 1\n\n[defaults]\nmaker = "maker"\nchecker = "claude-checker"\n' + SANDBOX_OFF,
+        'version = 1\n\n[defaults]\nmaker = "maker"\nchecker = "claude-checker"\n',
     )
 
 
@@ -90,13 +92,13 @@ def test_a_loop_with_a_builtin_goal_runs_without_the_default_checker_agent(
 def test_the_example_loop_of_init_runs_without_claude_with_another_maker(
     repo: Path, tmp_path: Path
 ) -> None:
-    make_project(repo, "fixer.py", check=None, config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py", check=None)
     env = env_without_agent_clis(tmp_path)
     (repo / ".loop" / "config.toml").unlink()
     assert_clean_exit(run_loopctl(repo, "init", env=env), 0)
     config = repo / ".loop" / "config.toml"
     text = config.read_text().replace('maker = "claude-maker"', 'maker = "maker"')
-    config.write_text(text + SANDBOX_OFF)
+    config.write_text(text)
     commit_all(repo, "loopctl init, with a command maker")
 
     done = run_loopctl(repo, "run", "example", "--once", env=env)
@@ -140,9 +142,9 @@ def test_a_checker_that_cannot_log_in_stops_the_task_after_one_maker_turn(
 def test_a_goal_that_already_holds_calls_no_agent(repo: Path, tmp_path: Path, check: str) -> None:
     seen = tmp_path / "prompts.txt"
     if check == "configured":
-        make_project(repo, "records_prompt.py", seen, config_extra=SANDBOX_OFF)
+        make_project(repo, "records_prompt.py", seen)
     else:
-        make_project(repo, "records_prompt.py", seen, check=None, config_extra=SANDBOX_OFF)
+        make_project(repo, "records_prompt.py", seen, check=None)
     (repo / "calc.py").write_text(FIXED_CALC)
     commit_all(repo, "add() is already right")
 
@@ -164,7 +166,7 @@ def test_a_loop_task_whose_goal_holds_on_its_base_is_done_without_an_agent(
     repo: Path, tmp_path: Path
 ) -> None:
     seen = tmp_path / "prompts.txt"
-    make_project(repo, "records_prompt.py", seen, config_extra=SANDBOX_OFF)
+    make_project(repo, "records_prompt.py", seen)
     (repo / "calc.py").write_text(FIXED_CALC)
     write_loop(repo, "green", FIX_LOOP)
     # Without a goal a checker command verifies the maker's work; it does not say that the
@@ -212,7 +214,7 @@ def test_pytest_runs_once_per_attempt_with_a_builtin_goal_and_a_pytest_checker(
     script = Path(PY).parent / "pytest"
     if not script.is_file():
         pytest.skip("no pytest script beside this interpreter")
-    make_project(repo, "fixer.py", check=None, config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py", check=None)
     write_loop(
         repo,
         "fix",
@@ -239,7 +241,7 @@ def test_max_wall_ends_the_makers_turn(repo: Path, tmp_path: Path) -> None:
         "hangs.py",
         pidfile,
         agent_timeout="60s",
-        config_extra=SANDBOX_OFF + '\n[budget]\nmax_wall = "6s"\n',
+        config_extra='\n[budget]\nmax_wall = "6s"\n',
     )
     started = time.monotonic()
     try:
@@ -273,7 +275,7 @@ def test_the_next_prompt_names_the_files_earlier_attempts_changed(
         repo,
         "notes_each_attempt.py",
         seen,
-        config_extra=SANDBOX_OFF + "\n[budget]\nmax_iterations = 2\n",
+        config_extra="\n[budget]\nmax_iterations = 2\n",
     )
 
     done = run_loopctl(repo, "goal", "tests green")

@@ -209,16 +209,13 @@ def test_the_digest_is_sent_once_per_daily_slot(
     ]
 
 
-SANDBOX_OFF = '\n[sandbox]\nmode = "off"'
-
-
 def test_the_first_up_before_the_digest_time_sends_one_digest_at_that_time(
     repo: Path, monkeypatch: pytest.MonkeyPatch, receiver: Receiver
 ) -> None:
     failing_goal(
         repo,
         monkeypatch,
-        f'webhook = {toml_value(receiver.url)}\ndigest = "09:00"\non = []' + SANDBOX_OFF,
+        f'webhook = {toml_value(receiver.url)}\ndigest = "09:00"\non = []',
     )
     paths = ProjectPaths(repo)
     receiver.requests.clear()
@@ -251,7 +248,7 @@ def test_a_failing_notify_command_is_logged_with_what_it_said_on_stderr(
     )
     command = toml_value([PY, "-c", script])
 
-    assert failing_goal(repo, monkeypatch, f"command = {command}" + SANDBOX_OFF) == 1
+    assert failing_goal(repo, monkeypatch, f"command = {command}") == 1
 
     (failed,) = events(repo, "notify_failed")
     assert failed.data["channel"] == "command"

@@ -23,12 +23,11 @@ from engine_helpers import (
 )
 from trigger_helpers import running_procs, spawn, wait_event
 
-SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
 BAD_LOOP = ".loop/loops/broken.toml"
 
 
 def _project(repo: Path) -> Path:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     write_loop(repo, "tidy", 'goal = "tests green"\nprompt = "Fix add() in calc.py."\n')
     # A typo in an unrelated loop: `evrey` for `every`.
     write_loop(repo, "broken", 'prompt = "Nightly clean-up."\nevrey = "1d"\n')
@@ -91,7 +90,7 @@ def test_status_lists_an_invalid_loop_as_invalid(
 def test_a_loop_using_an_invalid_agent_is_invalid_and_goal_still_runs(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     (repo / "agents" / "reviewer.toml").write_text('backend = "claude"\nmax_turns = 0\n')
     write_loop(repo, "review", 'prompt = "Review."\n[maker]\nagent = "reviewer"\n')
     commit_all(repo, "an agent with a mistake")
@@ -115,7 +114,7 @@ def test_a_loop_using_an_invalid_agent_is_invalid_and_goal_still_runs(
 def test_a_projects_own_file_in_agents_is_ignored_with_a_warning(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     (repo / "agents" / "settings.toml").write_text('theme = "dark"\n\n[editor]\ntab_width = 4\n')
     commit_all(repo, "the project's own settings")
 
@@ -139,7 +138,7 @@ def test_a_projects_own_file_in_agents_is_ignored_with_a_warning(
 def test_a_skill_without_name_is_named_after_its_folder_as_claude_code_does(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     skill = repo / ".claude" / "skills" / "fix-ci" / "SKILL.md"
     skill.parent.mkdir(parents=True)
     skill.write_text("---\ndescription: Fix a failing CI job.\n---\nReproduce first.\n")

@@ -16,12 +16,11 @@ from engine_helpers import commit_all, events, make_project, wait_for, write_loo
 from loopctl.daemon import run_foreground
 from loopctl.definitions import load_project
 
-SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 def _hourly(repo: Path, extra: str = "") -> None:
-    make_project(repo, "fixer.py", config_extra=SANDBOX_OFF)
+    make_project(repo, "fixer.py")
     write_loop(repo, "beat", f'every = "1h"\ngoal = "tests green"\nprompt = "Fix add()"\n{extra}')
     commit_all(repo, "an hourly loop")
 
