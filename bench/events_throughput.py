@@ -20,8 +20,8 @@ from results import Row, print_rows
 
 
 def measure(events: int = 20000) -> list[Row]:
-    from loopctl import history
-    from loopctl.events import EventLog, EventType
+    from loopctl.journal import history
+    from loopctl.journal.events import EventLog, EventType
 
     with tempfile.TemporaryDirectory() as tmp:
         log = EventLog(Path(tmp) / "events.jsonl")

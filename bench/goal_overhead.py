@@ -99,7 +99,7 @@ def reset(root: Path) -> None:
 
 def with_engine(root: Path) -> float:
     from loopctl.definitions import load_project
-    from loopctl.engine import Engine, GoalOptions
+    from loopctl.engine.runner import Engine, GoalOptions
 
     reset(root)
     start = time.perf_counter()

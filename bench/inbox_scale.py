@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from loopctl.events import EventLog
+from loopctl.journal.events import EventLog
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 

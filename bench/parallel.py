@@ -49,7 +49,7 @@ def make_repo(root: Path, parallel: int) -> Path:
 
 def tick(root: Path, home: Path) -> float:
     from loopctl.definitions import load_project
-    from loopctl.engine import Engine
+    from loopctl.engine.runner import Engine
 
     os.environ["LOOPCTL_HOME"] = str(home)
     project = load_project(root)

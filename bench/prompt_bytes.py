@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.definitions.skills import Skill
-from loopctl.prompts import AttemptSummary, MakerContext, maker_prompt
+from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
 from loopctl.secrets import Redactor
 from loopctl.toolagent import SessionConfig, run_session
 from loopctl.toolagent.wire import wire_for

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from loopctl.definitions.skills import Skill
-from loopctl.prompts import MAX_PROMPT_BYTES, AttemptSummary, MakerContext, maker_prompt
+from loopctl.engine.prompts import MAX_PROMPT_BYTES, AttemptSummary, MakerContext, maker_prompt
 
 
 def make_skills(folder: Path, count: int) -> list[Skill]:

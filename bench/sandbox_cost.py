@@ -69,7 +69,7 @@ def make_repo(root: Path, mode: str) -> Path:
 
 def attempt(root: Path) -> float:
     from loopctl.definitions import load_project
-    from loopctl.engine import Engine
+    from loopctl.engine.runner import Engine
 
     project = load_project(root)
     start = time.perf_counter()

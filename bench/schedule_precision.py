@@ -73,7 +73,7 @@ def make_repo(parent: Path, loops: dict[str, str]) -> Path:
 
 
 def read_events(root: Path) -> list[object]:
-    from loopctl.events import EventLog
+    from loopctl.journal.events import EventLog
 
     return list(EventLog(root / ".loop" / "log" / "events.jsonl").read())
 

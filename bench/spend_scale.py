@@ -27,7 +27,7 @@ from results import Row, at_most, print_rows
 def _write_log(path: Path, events: int) -> None:
     """A log in EventLog's own line format, made in one go (100,000 fsynced appends take
     minutes); the records are what the engine writes, the reader verifies every checksum."""
-    from loopctl.events import FORMAT_VERSION, EventType, _encode
+    from loopctl.journal.events import FORMAT_VERSION, EventType, _encode
 
     start = datetime.now(UTC) - timedelta(days=60)
     step = timedelta(days=60) / events
@@ -54,9 +54,9 @@ def _write_log(path: Path, events: int) -> None:
 
 
 def measure(events: int = 100_000) -> list[Row]:
-    from loopctl import history
     from loopctl.cli.app import app
-    from loopctl.events import EventLog
+    from loopctl.journal import history
+    from loopctl.journal.events import EventLog
     from loopctl.paths import ProjectPaths
 
     with tempfile.TemporaryDirectory() as tmp:

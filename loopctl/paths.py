@@ -9,6 +9,8 @@ from pathlib import Path
 from loopctl.errors import NotAGitRepository
 
 LOOP_DIR = ".loop"
+# What `init` copies into a project, and the `.loop/.gitignore` every project gets on first use.
+TEMPLATES = Path(__file__).parent / "templates"
 
 
 def find_repo_root(start: Path | None = None) -> Path:
@@ -90,3 +92,12 @@ class ProjectPaths:
 
     def default_worktree_root(self) -> Path:
         return cache_home() / "worktrees" / repo_slug(self.root)
+
+
+def ensure_loop_gitignore(loop_dir: Path) -> None:
+    """`.loop/` appears on first use; its runtime folders must never be committed."""
+    from loopctl.atomicfile import write_atomic
+
+    target = loop_dir / ".gitignore"
+    if not target.exists():
+        write_atomic(target, (TEMPLATES / "gitignore").read_text(encoding="utf-8"))

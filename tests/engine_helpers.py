@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from typer.testing import CliRunner, Result
 
-from loopctl.events import Event, EventLog
+from loopctl.journal.events import Event, EventLog
 from loopctl.paths import ProjectPaths
 
 PY = sys.executable

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from loopctl.budgets import identical_failure_streak, spend, stop_reason, wall_left
 from loopctl.definitions.config import Budget
-from loopctl.events import Event, EventType
+from loopctl.journal.budgets import identical_failure_streak, spend, stop_reason, wall_left
+from loopctl.journal.events import Event, EventType
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

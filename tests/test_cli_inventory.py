@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 
 from loopctl._version import __version__
 from loopctl.cli.app import app
-from loopctl.scaffold import TEMPLATES
+from loopctl.paths import TEMPLATES
 
 CHECKOUT = Path(__file__).parents[1]
 VALID = Path(__file__).parent / "fixtures" / "definitions" / "valid"

@@ -23,7 +23,7 @@ from engine_helpers import (
     write_loop,
 )
 
-from loopctl import history
+from loopctl.journal import history
 from loopctl.lock import RunnerLock
 
 TASK = "tests-green"
@@ -214,7 +214,7 @@ def test_a_missing_check_program_does_not_leave_the_run_open(
 
     assert_clean_exit(done, 1)
     assert "no-such-program-xyz" in done.stderr
-    from loopctl.events import EventLog
+    from loopctl.journal.events import EventLog
     from loopctl.paths import ProjectPaths
 
     runs = history.fold(EventLog(ProjectPaths(repo).events_file).read())

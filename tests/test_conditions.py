@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl.conditions import (
+from loopctl.checks.conditions import (
     ResolvedCondition,
     TestCounts,
     is_builtin,

@@ -37,7 +37,7 @@ from engine_helpers import (
 )
 from model_server import Request, ScriptedModelServer
 
-from loopctl import connectors
+from loopctl.backends import connectors
 from loopctl.definitions.agents import Backend
 from loopctl.definitions.connectors import Connector
 from loopctl.definitions.project import load_project
@@ -302,7 +302,7 @@ def test_claude_gets_a_strict_mcp_config_that_names_a_launcher_not_the_secret(
     server = config["mcpServers"]["ref"]
     assert server["type"] == "stdio"
     assert server["command"] == sys.executable
-    assert server["args"][:2] == ["-m", "loopctl.connector_launch"]
+    assert server["args"][:2] == ["-m", "loopctl.backends.connector_launch"]
     # The secret is in no argv, config or agent environment; the turn's files are gone.
     assert SECRET not in json.dumps(call)
     assert "REF_PASSPHRASE" not in call["env"]
@@ -327,7 +327,7 @@ def test_codex_gets_mcp_servers_overrides_that_name_the_launcher(
     assert f"mcp_servers.ref.command={json.dumps(sys.executable)}" in overrides
     (args,) = [o for o in overrides if o.startswith("mcp_servers.ref.args=")]
     launch = json.loads(args.split("=", 1)[1])
-    assert launch[:2] == ["-m", "loopctl.connector_launch"]
+    assert launch[:2] == ["-m", "loopctl.backends.connector_launch"]
     assert argv[-1] == "-"  # the prompt still comes last, on stdin
     assert SECRET not in json.dumps(call)
     assert "REF_PASSPHRASE" not in call["env"]

@@ -29,8 +29,8 @@ from engine_helpers import (
     write_loop,
 )
 
-from loopctl.checks import same_command
-from loopctl.scaffold import TEMPLATES
+from loopctl.checks.verdicts import same_command
+from loopctl.paths import TEMPLATES
 
 FIXED_CALC = CALC.replace("a - b", "a + b")
 FIX_LOOP = 'goal = "tests green"\nprompt = "Make the failing test pass."\n'

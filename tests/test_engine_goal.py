@@ -360,7 +360,7 @@ def test_builtin_tests_green_fails_a_run_that_skips_more_tests(
 def test_the_maker_prompt_stays_bounded_over_many_attempts(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loopctl.prompts import MAX_PROMPT_BYTES
+    from loopctl.engine.prompts import MAX_PROMPT_BYTES
 
     noisy = (sys.executable, "-c", "import sys; print('noise ' * 5000); sys.exit(1)")
     make_project(

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from child_process import read_line
 
-from loopctl import events as events_module
-from loopctl.events import Event, EventLog, EventType, LogCorrupt
+from loopctl.journal import events as events_module
+from loopctl.journal.events import Event, EventLog, EventType, LogCorrupt
 from loopctl.paths import ProjectPaths
 
 REPO = Path(events_module.__file__).resolve().parents[1]
@@ -186,7 +186,7 @@ def test_concurrent_appends_from_processes_lose_nothing(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from loopctl.events import EventLog\n"
+        "from loopctl.journal.events import EventLog\n"
         "log = EventLog(Path(sys.argv[1]))\n"
         "print('ready', flush=True)\n"
         "sys.stdin.readline()\n"

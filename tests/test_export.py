@@ -28,8 +28,8 @@ from engine_helpers import (
 )
 from real_clis import CLIS_BIN
 
+from loopctl.commands.export import DIST_NAME, every_to_cron
 from loopctl.definitions.fields import validate_cron
-from loopctl.export import DIST_NAME, every_to_cron
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where these tests say loopctl comes from: pinned to a commit, as the export requires.

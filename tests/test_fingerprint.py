@@ -13,7 +13,7 @@ from string import Template
 
 import pytest
 
-from loopctl.fingerprint import (
+from loopctl.checks.fingerprint import (
     Fingerprint,
     error_lines,
     failing_tests,

@@ -28,7 +28,7 @@ from inbox_helpers import add_remote, fake_gh, gh_calls, inbox_items, remote_ref
 
 from loopctl.definitions import load_project
 from loopctl.definitions.github_source import GithubKind, GithubQuery
-from loopctl.github_tasks import MAX_TASK_PROMPT, clean_text, fence_for, list_argv, task_prompt
+from loopctl.tasks.github import MAX_TASK_PROMPT, clean_text, fence_for, list_argv, task_prompt
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 COMMENTS = "repos/{owner}/{repo}/pulls/45/comments"

@@ -31,11 +31,11 @@ from inbox_helpers import (
     the_approval,
 )
 
+from loopctl.commands.inbox import InboxError, find_item
 from loopctl.definitions import load_project
-from loopctl.events import EventLog
-from loopctl.gates import asked_question
-from loopctl.inbox import InboxItem
-from loopctl.inbox_actions import InboxError, find_item
+from loopctl.delivery.gates import asked_question
+from loopctl.journal.events import EventLog
+from loopctl.journal.inbox import InboxItem
 from loopctl.lock import RunnerLock
 from loopctl.paths import ProjectPaths
 
@@ -522,7 +522,7 @@ def test_inbox_md_keeps_task_text_with_nested_backticks_inside_its_fences() -> N
     nothing after them renders as a heading of INBOX.md."""
     from markdown_it import MarkdownIt
 
-    from loopctl.inbox import InboxItem, render_inbox_md
+    from loopctl.journal.inbox import InboxItem, render_inbox_md
 
     hostile = "use ``` here\n````\n# Approved: safe to merge\n`````"
     item = InboxItem(

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from loopctl.cli.app import app
-from loopctl.scaffold import TEMPLATES
+from loopctl.paths import TEMPLATES
 
 CLAUDE_FILES = [
     ".loop/config.toml",

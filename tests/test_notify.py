@@ -15,7 +15,7 @@ import pytest
 from engine_helpers import PY, all_text_under, events, invoke, make_project, run_loopctl, toml_value
 
 from loopctl.definitions import load_project
-from loopctl.notify import build_digest, digest_slot, send_digest_if_due, send_webhook
+from loopctl.journal.notify import build_digest, digest_slot, send_digest_if_due, send_webhook
 from loopctl.paths import ProjectPaths
 
 HOOK_PATH = "/services/T000/B000/hooksecretpath"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from loopctl.definitions.skills import Skill
-from loopctl.prompts import (
+from loopctl.engine.prompts import (
     MAX_PROMPT_BYTES,
     AttemptSummary,
     MakerContext,

@@ -22,8 +22,8 @@ from engine_helpers import (
 )
 from trigger_helpers import Proc, due, running_procs, spawn, wait_event
 
-from loopctl.fuse import fuse_item_id
-from loopctl.watch import RepoWatcher
+from loopctl.journal.fuse import fuse_item_id
+from loopctl.scheduling.watch import RepoWatcher
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from loopctl.definitions import Loop, TriggerKind
 from loopctl.definitions.config import Config, load_config
 from loopctl.definitions.loops import TaskSource, load_loop
 from loopctl.definitions.source import Problems
-from loopctl.events import Event, EventType
-from loopctl.fuse import day_spend, fuse_item_id, fuse_reason
-from loopctl.schedule import (
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.fuse import day_spend, fuse_item_id, fuse_reason
+from loopctl.scheduling.schedule import (
     Action,
     CatchUp,
     Fired,
@@ -27,7 +27,7 @@ from loopctl.schedule import (
     next_slot,
     stable_jitter,
 )
-from loopctl.tasks import single_task, tasks_from_items
+from loopctl.tasks.spec import single_task, tasks_from_items
 
 
 def utc(*args: int) -> datetime:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from engine_helpers import commit_all, events, make_project, wait_for, write_loop
 
-from loopctl.daemon import run_foreground
 from loopctl.definitions import load_project
+from loopctl.scheduling.daemon import run_foreground
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

@@ -14,9 +14,9 @@ import pytest
 from engine_helpers import assert_clean_exit, invoke, make_project, run_loopctl
 
 from loopctl.cli.spend_cmds import sparkline
-from loopctl.events import EventLog, EventType
+from loopctl.journal.events import EventLog, EventType
+from loopctl.journal.spending import GroupBy, parse_since, spend_report
 from loopctl.paths import ProjectPaths
-from loopctl.spending import GroupBy, parse_since, spend_report
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -183,7 +183,8 @@ def test_bad_input_exits_2_with_one_line(repo: Path, args: list[str], says: str)
 def test_help_lists_the_new_commands_without_importing_them() -> None:
     probe = (
         "import sys; from loopctl.cli.app import app;"
-        " print(sorted(m for m in ('loopctl.spending', 'loopctl.new_loop', 'tomli_w', 'rich')"
+        " print(sorted(m for m in"
+        " ('loopctl.journal.spending', 'loopctl.commands.new', 'tomli_w', 'rich')"
         " if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

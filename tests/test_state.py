@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopctl import history
-from loopctl.events import EventLog, EventType
-from loopctl.inbox import items, new_item_id, open_items, render_inbox_md
-from loopctl.state import write_state
+from loopctl.journal import history
+from loopctl.journal.events import EventLog, EventType
+from loopctl.journal.inbox import items, new_item_id, open_items, render_inbox_md
+from loopctl.journal.state import write_state
 
 
 def record_run(log: EventLog, attempts: int) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from loopctl.events import Event, EventLog, encode_line
+from loopctl.commands.state_sync import STATE_BRANCH, merge_logs
+from loopctl.journal.events import Event, EventLog, encode_line
 from loopctl.lock import RunnerLock
 from loopctl.paths import ProjectPaths
-from loopctl.state_sync import STATE_BRANCH, merge_logs
 from tests.engine_helpers import events, git, invoke, make_project, run_loopctl, write_loop
 from tests.inbox_helpers import inbox_items
 

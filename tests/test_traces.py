@@ -32,7 +32,7 @@ from engine_helpers import (
 )
 from model_server import Reply, Request, ScriptedModelServer
 
-from loopctl.traces import TOKEN_BUCKETS, build_trace, span_id, trace_id
+from loopctl.journal.traces import TOKEN_BUCKETS, build_trace, span_id, trace_id
 
 TASK = "tests-green"
 CANARY = "trace-canary-7f3a9c1e5b2d4f6a"
@@ -419,7 +419,7 @@ def test_a_resumed_run_is_one_trace_whose_live_spans_match_the_rebuilt_ones(
 
 
 def _ns(ts: str) -> int:
-    from loopctl.traces import time_ns
+    from loopctl.journal.traces import time_ns
 
     return time_ns(ts)
 
@@ -428,7 +428,7 @@ def _ns(ts: str) -> int:
 
 
 def test_an_unfinished_run_exports_its_open_spans_marked_unfinished(repo: Path) -> None:
-    from loopctl.events import EventLog
+    from loopctl.journal.events import EventLog
 
     log = EventLog(repo / "events.jsonl")
     run = "20261130T000000-abcd"
@@ -462,8 +462,8 @@ def test_an_unfinished_run_exports_its_open_spans_marked_unfinished(repo: Path) 
 
 
 def test_a_delivery_step_approved_after_the_tick_is_a_span_of_its_task(tmp_path: Path) -> None:
-    from loopctl.events import EventLog
-    from loopctl.traces import TraceBuilder
+    from loopctl.journal.events import EventLog
+    from loopctl.journal.traces import TraceBuilder
 
     log = EventLog(tmp_path / "events.jsonl")
     run = "20261130T000000-beef"
@@ -509,7 +509,7 @@ def test_which_exporter_is_in_force(
 ) -> None:
     from loopctl.definitions.config import load_config
     from loopctl.definitions.source import Problems
-    from loopctl.traces_export import trace_settings
+    from loopctl.journal.otel import trace_settings
 
     path = tmp_path / ".loop" / "config.toml"
     path.parent.mkdir()
@@ -565,7 +565,7 @@ def test_without_the_extra_tracing_on_is_a_one_line_error_and_off_costs_nothing(
     probe = (
         "import sys\n"
         "from loopctl.definitions import load_project\n"
-        "from loopctl.engine import Engine\n"
+        "from loopctl.engine.runner import Engine\n"
         "engine = Engine(load_project(__import__('pathlib').Path.cwd()))\n"
         "engine.emit('note', run='r', loop='l', what='x')\n"
         "assert engine._traces is None\n"

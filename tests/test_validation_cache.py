@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loopctl.scaffold import init_project
-from loopctl.validation_cache import definitions_key
+from loopctl.cli.validation_cache import definitions_key
+from loopctl.commands.init import init_project
 
 
 def validate(repo: Path) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine_helpers import events, loopctl_argv, wait_for
 
-from loopctl.events import Event
+from loopctl.journal.events import Event
 
 
 class Proc:

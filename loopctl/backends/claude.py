@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from loopctl import connectors
+from loopctl.backends import connectors
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loopctl import connectors
+from loopctl.backends import connectors
 from loopctl.backends.base import AgentRequest, AgentResult, int_or_none
 from loopctl.backends.presets import (
     CliPreset,

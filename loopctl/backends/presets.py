@@ -161,7 +161,7 @@ class CliPreset:
         return Invocation(call.argv, call.stdin, env)
 
     def preview(self, request: AgentRequest) -> Invocation:
-        from loopctl import connectors
+        from loopctl.backends import connectors
 
         try:
             return self._launch(request)
@@ -169,7 +169,8 @@ class CliPreset:
             connectors.unstage(request)
 
     def run(self, request: AgentRequest) -> AgentResult:
-        from loopctl import connectors, process
+        from loopctl import process
+        from loopctl.backends import connectors
 
         try:
             call = self._launch(request)

@@ -24,14 +24,14 @@ def up(
 
     Definitions are re-read when their files change; a second `up` exits 1 naming the first.
     """
-    from loopctl.agent_context import refuse_inside_agent
+    from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.paths import ProjectPaths, find_repo_root
 
     root = find_repo_root()
     refuse_inside_agent("up", ProjectPaths(root).events_file)
     names = tuple(only or ())
     if detach:
-        from loopctl.daemon import start_detached
+        from loopctl.scheduling.daemon import start_detached
 
         started = start_detached(root, names)
         print(f"loopctl up started in the background (pid {started.pid}); log: {started.log}")
@@ -39,8 +39,8 @@ def up(
     from loopctl.cli.reporting import write_crash_log
     from loopctl.cli.run_cmds import _sigterm_as_interrupt
     from loopctl.cli.schedule_view import ScheduleView
-    from loopctl.daemon import serve
-    from loopctl.scheduler import TickResult
+    from loopctl.scheduling.daemon import serve
+    from loopctl.scheduling.scheduler import TickResult
 
     class _View(ScheduleView):
         def finished(self, result: TickResult) -> None:
@@ -68,9 +68,9 @@ def down(
     json_out: JsonFlag = False,
 ) -> None:
     """Stop `loopctl up` gracefully: running ticks are checkpointed and resume on the next start."""
-    from loopctl.agent_context import refuse_inside_agent
-    from loopctl.daemon import stop_up
+    from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.paths import ProjectPaths, find_repo_root
+    from loopctl.scheduling.daemon import stop_up
 
     paths = ProjectPaths(find_repo_root())
     refuse_inside_agent("down", paths.events_file)

@@ -42,7 +42,7 @@ def _load(*, strict: bool = True) -> Project:
 
 def init() -> None:
     """Scaffold .loop/, example agents and skills in this git repository."""
-    from loopctl.scaffold import init_project
+    from loopctl.commands.init import init_project
 
     result = init_project(_root())
     for path in result.created:
@@ -83,8 +83,8 @@ def new(
 
     Example: loopctl new ci --every 30m --goal "tests green"
     """
+    from loopctl.commands.new import check_name, create_loop, loop_document
     from loopctl.errors import DefinitionError
-    from loopctl.new_loop import check_name, create_loop, loop_document
 
     check_name(name)
     doc = loop_document(every=every, cron=cron, goal=goal, prompt=prompt, agent=agent)

@@ -23,7 +23,7 @@ def _project() -> Any:
 
 def _human_only(command: str) -> None:
     """Refuse (exit 1) before anything is read or decided when an agent runs this command."""
-    from loopctl.agent_context import refuse_inside_agent
+    from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.paths import ProjectPaths, find_repo_root
 
     refuse_inside_agent(f"inbox {command}", ProjectPaths(find_repo_root()).events_file)
@@ -92,7 +92,7 @@ def show(
 
     An approval shows its whole patch (paged and coloured on a terminal); --stat the short form.
     """
-    from loopctl.inbox_actions import show as show_item
+    from loopctl.commands.inbox import show as show_item
 
     detail = show_item(_project(), item_id, with_patch=not stat)
     if json_out:
@@ -126,7 +126,7 @@ def diff(item_id: ItemId, no_pager: NoPager = False) -> None:
     import sys
 
     from loopctl.cli import pager
-    from loopctl.inbox_actions import patch
+    from loopctl.commands.inbox import patch
 
     data = patch(_project(), item_id)
     if not pager.on_terminal():
@@ -209,7 +209,7 @@ def approve(
     json_out: JsonFlag = False,
 ) -> None:
     """Approve an item: the actions it shows run now (or in the loop's running tick)."""
-    from loopctl.inbox_actions import approve as approve_item
+    from loopctl.commands.inbox import approve as approve_item
 
     _human_only("approve")
     _finish(approve_item(_project(), item_id, note), json_out)
@@ -223,7 +223,7 @@ def reject(
     json_out: JsonFlag = False,
 ) -> None:
     """Reject an approval: nothing is delivered and the task ends rejected."""
-    from loopctl.inbox_actions import reject as reject_item
+    from loopctl.commands.inbox import reject as reject_item
 
     _human_only("reject")
     _finish(reject_item(_project(), item_id, reason), json_out)
@@ -233,7 +233,7 @@ def reject(
 @boundary
 def retry(item_id: ItemId, json_out: JsonFlag = False) -> None:
     """Run a failed task again now, with a fresh attempt budget."""
-    from loopctl.inbox_actions import retry as retry_item
+    from loopctl.commands.inbox import retry as retry_item
 
     _human_only("retry")
     _finish(retry_item(_project(), item_id), json_out)
@@ -243,7 +243,7 @@ def retry(item_id: ItemId, json_out: JsonFlag = False) -> None:
 @boundary
 def dismiss(item_id: ItemId, json_out: JsonFlag = False) -> None:
     """Close an item that needs nothing more."""
-    from loopctl.inbox_actions import dismiss as dismiss_item
+    from loopctl.commands.inbox import dismiss as dismiss_item
 
     _human_only("dismiss")
     _finish(dismiss_item(_project(), item_id), json_out)
@@ -257,7 +257,7 @@ def reply(
     json_out: JsonFlag = False,
 ) -> None:
     """Answer an agent's question: its task runs again with the answer in its prompt."""
-    from loopctl.inbox_actions import reply as reply_item
+    from loopctl.commands.inbox import reply as reply_item
 
     _human_only("reply")
     _finish(reply_item(_project(), item_id, answer), json_out)

@@ -38,8 +38,8 @@ def _never_run(project: Any, names: list[str]) -> list[Any]:
     """Status rows for loops the log has never seen (an invalid loop has no other row)."""
     if not names:
         return []
-    from loopctl.inbox import open_items
-    from loopctl.report import LoopStatus
+    from loopctl.commands.status import LoopStatus
+    from loopctl.journal.inbox import open_items
 
     waiting = open_items(_log(project).read())
     return [
@@ -61,15 +61,15 @@ def _never_run(project: Any, names: list[str]) -> list[Any]:
 
 
 def _log(project: Any) -> Any:
-    from loopctl.events import EventLog
+    from loopctl.journal.events import EventLog
 
     return EventLog(project.paths.events_file)
 
 
 def status(json_out: JsonFlag = False) -> None:
     """Loops, their last run, spend against budget, and the open inbox."""
+    from loopctl.commands.status import loop_statuses
     from loopctl.definitions.project import DefinitionKind
-    from loopctl.report import loop_statuses
 
     project = _project(strict=False)
     statuses = loop_statuses(project)
@@ -112,7 +112,7 @@ def status(json_out: JsonFlag = False) -> None:
                 str(s.open_items),
             )
         )
-    from loopctl.daemon import up_info
+    from loopctl.scheduling.daemon import up_info
 
     up = up_info(project.paths)
     print(f"up: running (pid {up.pid} since {up.since})" if up else "up: not running")
@@ -121,7 +121,7 @@ def status(json_out: JsonFlag = False) -> None:
         rows,
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )
-    from loopctl.state import describe_spend
+    from loopctl.journal.state import describe_spend
 
     spent = [(s.loop, task, by) for s in statuses for task, by in s.by_task.items() if by]
     if spent:
@@ -142,7 +142,7 @@ def log(
     """The event log, oldest first."""
     import json
 
-    from loopctl.report import describe
+    from loopctl.commands.status import describe
 
     project = _project(strict=False)
     events_log = _log(project)
@@ -173,7 +173,7 @@ def replay(
     json_out: JsonFlag = False,
 ) -> None:
     """A past run rebuilt from its events, as a readable timeline."""
-    from loopctl.report import describe, find_run
+    from loopctl.commands.status import describe, find_run
 
     project = _project(strict=False)
     run = find_run(_log(project).read(), run_id)
@@ -229,7 +229,7 @@ def worktrees(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List loopctl's worktrees with the state of their task."""
     if ctx.invoked_subcommand is not None:
         return
-    from loopctl.workspaces import worktree_report
+    from loopctl.commands.worktrees import worktree_report
 
     project = _project(strict=False)
     rows = worktree_report(project)
@@ -257,7 +257,7 @@ def worktrees_prune(
     json_out: JsonFlag = False,
 ) -> None:
     """Remove worktrees of finished tasks, following each loop's `keep` policy."""
-    from loopctl.workspaces import prune
+    from loopctl.commands.worktrees import prune
 
     project = _project(strict=False)
     removed = prune(project, dry_run=dry_run)

@@ -7,7 +7,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from loopctl.events import Event, EventType
+from loopctl.journal.events import Event, EventType
 from loopctl.text import strip_controls
 from loopctl.usage import tokens_of, usd_of
 

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopctl.validation_cache import Answer
+    from loopctl.cli.validation_cache import Answer
 
 
 def validate(json_out: bool = False) -> int:
     """Check every definition and report each problem as path:line: message."""
     import sys
 
-    from loopctl import validation_cache
+    from loopctl.cli import validation_cache
     from loopctl.paths import find_repo_root
 
     root = find_repo_root()
@@ -38,9 +38,9 @@ def _validate(root: Path, json_out: bool) -> Answer:
     from dataclasses import replace
 
     from loopctl.cli.render import format_json
+    from loopctl.cli.validation_cache import Answer
     from loopctl.definitions import load_project
     from loopctl.definitions.environment import environment_problems
-    from loopctl.validation_cache import Answer
 
     project = load_project(root)
     # What this machine and the commit lack (delivery tools, agent scripts): warnings only.
@@ -99,15 +99,15 @@ def inbox_list(
         return inbox_digest(paths, json_out)
     if kind is not None:
         from loopctl.errors import UsageError
-        from loopctl.inbox import ItemKind
+        from loopctl.journal.inbox import ItemKind
 
         kinds = [k.value for k in ItemKind]
         if kind not in kinds:
             raise UsageError(f"--kind must be one of {', '.join(kinds)}, not {kind!r}")
     if json_out and loop is None and kind is None:
         return _inbox_json_cached(paths, show_all)
-    from loopctl.events import EventLog
-    from loopctl.inbox import items
+    from loopctl.journal.events import EventLog
+    from loopctl.journal.inbox import items
 
     found = [
         i
@@ -156,15 +156,15 @@ def _inbox_json_cached(paths: Any, show_all: bool) -> int:
     """`inbox --json` from the projection cache when the log has not changed since."""
     import sys
 
-    from loopctl import inbox_index
+    from loopctl.cli import inbox_index
 
     view = "all" if show_all else "open"
     state = inbox_index.log_state(paths.events_file)
     body = inbox_index.cached(paths.loop_dir, view, paths.events_file, state) if state else None
     if body is None:
         from loopctl.cli.render import format_json
-        from loopctl.events import EventLog
-        from loopctl.inbox import items
+        from loopctl.journal.events import EventLog
+        from loopctl.journal.inbox import items
 
         found = [i for i in items(EventLog(paths.events_file).read()) if show_all or i.is_open]
         body = format_json("inbox", [i.to_json() for i in found]).encode("utf-8")
@@ -185,8 +185,8 @@ def inbox_digest(paths: Any, json_out: bool) -> int:
     """What all loops did in the last 24 hours and what waits for a human (the daily digest)."""
     from datetime import UTC, datetime
 
-    from loopctl.events import EventLog
-    from loopctl.notify import build_digest
+    from loopctl.journal.events import EventLog
+    from loopctl.journal.notify import build_digest
 
     digest = build_digest(EventLog(paths.events_file).read(), datetime.now(UTC).astimezone())
     if json_out:

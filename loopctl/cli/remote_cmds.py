@@ -12,9 +12,9 @@ from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
 if TYPE_CHECKING:
+    from loopctl.commands.export import Exported
+    from loopctl.commands.state_sync import SyncResult
     from loopctl.definitions.project import Project
-    from loopctl.export import Exported
-    from loopctl.state_sync import SyncResult
 
 export_app = typer.Typer(
     help="Write a loop as a GitHub Actions workflow or a Kubernetes CronJob.",
@@ -59,7 +59,7 @@ def _project() -> Project:
 
 def _emit(exported: Exported, output: str | None, force: bool) -> None:
     from loopctl.cli.reporting import eprint
-    from loopctl.export import write_export
+    from loopctl.commands.export import write_export
 
     for warning in exported.warnings:
         eprint(f"warning: {warning}")
@@ -88,7 +88,7 @@ def export_github_actions(
     spec: Spec = None,
 ) -> None:
     """Write .github/workflows/loop-NAME.yml: the loop on GitHub's scheduler, state on a branch."""
-    from loopctl.export import github_actions
+    from loopctl.commands.export import github_actions
 
     _emit(github_actions(_project(), name, cron=cron, loopctl_spec=spec), output, force)
 
@@ -123,8 +123,8 @@ def export_k8s(
     ] = None,
 ) -> None:
     """Write loop-NAME.cronjob.yaml: a Kubernetes CronJob running one tick per schedule."""
+    from loopctl.commands.export import StateStore, kubernetes
     from loopctl.errors import UsageError
-    from loopctl.export import StateStore, kubernetes
 
     if state not in {s.value for s in StateStore}:
         raise UsageError(f"--state must be 'branch' or 'pvc', not {state!r}")
@@ -175,9 +175,9 @@ def _rebased(result: SyncResult) -> str:
 @boundary
 def state_pull(remote: Remote = "origin", json_out: JsonFlag = False) -> None:
     """Merge the remote's loop state into this clone (then `loopctl inbox` shows its items)."""
-    from loopctl.agent_context import refuse_inside_agent
+    from loopctl.commands.agent_context import refuse_inside_agent
+    from loopctl.commands.state_sync import pull
     from loopctl.paths import ProjectPaths, find_repo_root
-    from loopctl.state_sync import pull
 
     paths = ProjectPaths(find_repo_root())
     refuse_inside_agent("state pull", paths.events_file)
@@ -188,9 +188,9 @@ def state_pull(remote: Remote = "origin", json_out: JsonFlag = False) -> None:
 @boundary
 def state_push(remote: Remote = "origin", json_out: JsonFlag = False) -> None:
     """Publish this clone's loop state on the remote (merging what it gained first)."""
-    from loopctl.agent_context import refuse_inside_agent
+    from loopctl.commands.agent_context import refuse_inside_agent
+    from loopctl.commands.state_sync import push
     from loopctl.paths import ProjectPaths, find_repo_root
-    from loopctl.state_sync import push
 
     paths = ProjectPaths(find_repo_root())
     refuse_inside_agent("state push", paths.events_file)

@@ -80,7 +80,7 @@ def warn_if_unconfined(config: Any) -> None:
 def _engine(json_out: bool) -> Any:
     from loopctl.cli.live import RunView
     from loopctl.definitions import load_project
-    from loopctl.engine import Engine
+    from loopctl.engine.runner import Engine
     from loopctl.paths import find_repo_root
 
     project = load_project(find_repo_root())
@@ -106,7 +106,7 @@ def _print_preview(preview: Any, json_out: bool) -> None:
 
         print_json("dry_run", preview.to_json())
         return
-    from loopctl.preview import render
+    from loopctl.engine.preview import render
     from loopctl.text import strip_controls
 
     # Task text from a task source (an issue title, a PR body) is not loopctl's own words.
@@ -115,7 +115,7 @@ def _print_preview(preview: Any, json_out: bool) -> None:
 
 def _preview_engine() -> Any:
     from loopctl.definitions import load_project
-    from loopctl.engine import Engine
+    from loopctl.engine.runner import Engine
     from loopctl.paths import find_repo_root
 
     project = load_project(find_repo_root())
@@ -147,7 +147,7 @@ def goal(
     json_out: JsonFlag = False,
 ) -> None:
     """Iterate maker and checker until CONDITION holds (exit 0) or the budget is spent (exit 1)."""
-    from loopctl.engine import GoalOptions
+    from loopctl.engine.runner import GoalOptions
     from loopctl.errors import UsageError
 
     argv: tuple[str, ...] | None = None
@@ -207,10 +207,10 @@ def _run_on_trigger(
     name: str, trigger: Any, max_ticks: int | None, start: bool, json_out: bool
 ) -> None:
     from loopctl.cli.schedule_view import ScheduleView
-    from loopctl.daemon import run_foreground
     from loopctl.definitions import load_project
     from loopctl.paths import find_repo_root
-    from loopctl.schedule import Schedule
+    from loopctl.scheduling.daemon import run_foreground
+    from loopctl.scheduling.schedule import Schedule
 
     project = load_project(find_repo_root())
     project.raise_for_errors()
@@ -321,7 +321,7 @@ def demo(
     ] = True,
 ) -> None:
     """Walk through a goal loop in a throwaway repository with a failing test."""
-    from loopctl.demo import run_demo
+    from loopctl.commands.demo import run_demo
 
     code = run_demo(keep=keep, say=print)
     raise typer.Exit(code)

@@ -14,8 +14,8 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from loopctl.cli.live import plain_line
-from loopctl.events import Event, EventType
-from loopctl.scheduler import TickResult
+from loopctl.journal.events import Event, EventType
+from loopctl.scheduling.scheduler import TickResult
 from loopctl.text import strip_controls
 from loopctl.usage import tokens_of, usd_of
 

@@ -12,7 +12,7 @@ from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
 if TYPE_CHECKING:
-    from loopctl.spending import SpendReport, SpendRow
+    from loopctl.journal.spending import SpendReport, SpendRow
 
 BY_CHOICES = ("loop", "backend", "day", "task")
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -73,10 +73,10 @@ def spend(
 
     if by not in BY_CHOICES:
         raise UsageError(f"--by must be one of {', '.join(BY_CHOICES)}, not {by!r}")
-    from loopctl.events import EventLog
+    from loopctl.journal.events import EventLog
+    from loopctl.journal.spending import GroupBy, parse_since, spend_report
     from loopctl.paths import ProjectPaths, find_repo_root
-    from loopctl.schedule import zone
-    from loopctl.spending import GroupBy, parse_since, spend_report
+    from loopctl.scheduling.schedule import zone
 
     now = datetime.now(UTC)
     start = parse_since(since, now)

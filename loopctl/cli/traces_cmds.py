@@ -41,8 +41,8 @@ def export(
 ) -> None:
     """Rebuild a run's spans from the event log and export them (same ids as the live ones)."""
     from loopctl.definitions import load_project
+    from loopctl.journal.otel import export_run
     from loopctl.paths import find_repo_root
-    from loopctl.traces_export import export_run
 
     if json_out and otlp_json is not None and str(otlp_json) == "-":
         from loopctl.errors import UsageError

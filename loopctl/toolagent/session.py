@@ -336,9 +336,9 @@ def run_session(config: SessionConfig) -> SessionResult:
 
     remote = None
     if config.connectors:
-        from loopctl.connectors import secret_values
+        from loopctl.backends.connectors import secret_values
         from loopctl.errors import LoopctlError
-        from loopctl.mcp_tools import ConnectorTools
+        from loopctl.toolagent.mcp import ConnectorTools
 
         # What the connectors are given is redacted from everything the session writes.
         secrets = secret_values(config.connectors)

@@ -10,8 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from loopctl import history
-from loopctl.events import Event, EventLog, EventType
+from loopctl.journal import history
+from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.paths import ProjectPaths
 
 PY = sys.executable

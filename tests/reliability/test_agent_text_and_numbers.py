@@ -34,7 +34,7 @@ from engine_helpers import (
 )
 from markdown_it import MarkdownIt
 
-from loopctl.events import EventLog, EventType
+from loopctl.journal.events import EventLog, EventType
 from loopctl.paths import ProjectPaths
 
 AGENTS = Path(__file__).parent / "agents"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl.events import EventLog, EventType
+from loopctl.journal.events import EventLog, EventType
 from loopctl.paths import ProjectPaths
 
 PY = sys.executable

@@ -21,7 +21,7 @@ from engine_helpers import wait_until_gone
 from typer.testing import CliRunner
 
 from loopctl.cli.app import app
-from loopctl.events import EventLog, EventType
+from loopctl.journal.events import EventLog, EventType
 from loopctl.paths import ProjectPaths
 
 PY = sys.executable

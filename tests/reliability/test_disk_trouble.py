@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from loopctl.events import EventLog
+from loopctl.journal.events import EventLog
 
 PY = sys.executable
 CHECK = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"

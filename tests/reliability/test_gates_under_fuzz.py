@@ -23,15 +23,16 @@ import pytest
 from engine_helpers import assert_clean_exit, events, git, invoke, loopctl_argv, make_project
 from inbox_helpers import action, add_remote, ledger_entries, ship_loop, the_approval
 
-from loopctl import delivery, inbox_actions
+from loopctl.commands import inbox as inbox_actions
 from loopctl.definitions import Loop, load_project
 from loopctl.definitions.config import KeepPolicy
 from loopctl.definitions.loops import Action, DeliverSpec, WorktreeSpec
-from loopctl.engine import Engine
+from loopctl.delivery import pipeline as delivery
+from loopctl.delivery.gates import Step
+from loopctl.engine.runner import Engine
 from loopctl.errors import LoopctlError
-from loopctl.events import Event, EventType
-from loopctl.gates import Step
-from loopctl.inbox import items
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.inbox import items
 from loopctl.lock import RunnerLock
 from loopctl.worktrees import branch_name
 

@@ -34,9 +34,9 @@ from engine_helpers import (
 from inbox_helpers import remote_refs
 
 from loopctl import git as lgit
-from loopctl import remotes
+from loopctl.delivery import remotes
 from loopctl.errors import GitError
-from loopctl.events import EventLog, EventType
+from loopctl.journal.events import EventLog, EventType
 
 BRANCH = "loop/ship/main"
 SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'

@@ -29,12 +29,12 @@ from engine_helpers import (
 )
 from inbox_helpers import action, ledger_entries
 
-from loopctl.agent_context import agent_marker
-from loopctl.daemon import up_info
-from loopctl.events import EventLog
-from loopctl.fuse import day_spend
+from loopctl.commands.agent_context import agent_marker
+from loopctl.journal.events import EventLog
+from loopctl.journal.fuse import day_spend
 from loopctl.paths import ProjectPaths
-from loopctl.schedule import zone
+from loopctl.scheduling.daemon import up_info
+from loopctl.scheduling.schedule import zone
 
 HOSTILE = Path(__file__).parent / "agents" / "runs_human_commands.py"
 SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'

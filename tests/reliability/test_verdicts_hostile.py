@@ -311,7 +311,7 @@ def test_ignored_files_that_were_there_before_the_maker_are_not_its_doing(
 
 
 def test_ignored_dependency_folders_are_not_walked(repo: Path) -> None:
-    from loopctl.checks import hidden_changes
+    from loopctl.checks.verdicts import hidden_changes
 
     # 20,000 ignored files under node_modules, one of them named like a test, and a
     # conftest.py that git is told to ignore in tests/.

@@ -1,0 +1,1 @@
+"""Verdicts from what was checked: stop conditions, test counts, fingerprints, turn integrity."""

@@ -1,0 +1,310 @@
+"""Approval policy: what needs a human, what an approval covers, and where a delivery stands.
+
+Pure functions over definitions and events (no git, no processes): the delivery module asks
+them what to do next, the inbox commands ask them what to show (invariants 3 and 9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from loopctl.definitions.loops import DeliverSpec
+from loopctl.journal.events import Event, EventType
+
+PLAN_FORMAT = 1
+BUILTIN_STEPS = ("push", "pr", "merge")
+
+
+class TaskStatus(StrEnum):
+    """Task statuses the inbox adds to the engine's open | done | failed | stopped | skipped."""
+
+    AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_REPLY = "awaiting_reply"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One delivery action after `commit`, as planned (and shown to the approver)."""
+
+    index: int
+    name: str
+    argv: tuple[str, ...] | None = None  # custom actions only
+    gated: bool = False
+
+    @property
+    def custom(self) -> bool:
+        return self.argv is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.name, "argv": self.argv, "gated": self.gated}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Step:
+        argv = data.get("argv")
+        return cls(
+            index=int(data["index"]),
+            name=str(data["name"]),
+            argv=tuple(str(a) for a in argv) if isinstance(argv, list | tuple) else None,
+            gated=data.get("gated") is True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What delivering one task means, recorded once so an approval runs exactly what it saw."""
+
+    run: str
+    loop: str
+    task: str
+    commit: str
+    branch: str
+    base_sha: str
+    base_branch: str | None  # what `pr` targets and `merge` fast-forwards
+    remote: str
+    worktree: str | None
+    keep: str
+    steps: tuple[Step, ...]
+    # A pull request task pushes to the PR's own head branch (only if it is still at base_sha).
+    push_branch: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        extra = {"push_branch": self.push_branch} if self.push_branch else {}
+        return {
+            "format": PLAN_FORMAT,
+            "commit": self.commit,
+            "branch": self.branch,
+            "base_sha": self.base_sha,
+            "base_branch": self.base_branch,
+            "remote": self.remote,
+            "worktree": self.worktree,
+            "keep": self.keep,
+            "steps": [s.to_json() for s in self.steps],
+            **extra,
+        }
+
+    @classmethod
+    def from_event(cls, event: Event) -> Plan:
+        data = event.data["plan"]
+        return cls(
+            run=event.run or "",
+            loop=event.loop or "",
+            task=event.task or "",
+            commit=str(data["commit"]),
+            branch=str(data["branch"]),
+            base_sha=str(data["base_sha"]),
+            base_branch=data.get("base_branch"),
+            remote=str(data.get("remote") or "origin"),
+            worktree=data.get("worktree"),
+            keep=str(data.get("keep") or "on-failure"),
+            steps=tuple(Step.from_json(s) for s in data.get("steps", [])),
+            push_branch=data.get("push_branch") or None,
+        )
+
+    def step(self, index: int) -> Step | None:
+        return next((s for s in self.steps if s.index == index), None)
+
+    def has(self, name: str) -> bool:
+        return any(s.name == name for s in self.steps)
+
+    def describe(self, step: Step) -> str:
+        """The exact action, as a person approving it should read it."""
+        short = self.commit[:12]
+        if step.name == "push" and self.push_branch:
+            return (
+                f"push {short} to {self.remote} as branch {self.push_branch} (the pull request's"
+                f" head), only if it is still at {self.base_sha[:12]}"
+            )
+        if step.name == "push":
+            return f"push {short} to {self.remote} as branch {self.branch}"
+        if step.name == "pr":
+            return f"open or update a pull request from {self.branch} into {self.base_branch}"
+        if step.name == "merge":
+            if self.has("pr"):
+                return f"merge the pull request of {self.branch} (head must be {short})"
+            return f"fast-forward {self.base_branch} to {short}"
+        argv = " ".join(step.argv or ())
+        return f"run `{argv}` in the task's worktree (at {short})"
+
+
+def gated_names(deliver: DeliverSpec) -> tuple[str, ...]:
+    """The actions that must wait for a human."""
+    return tuple(
+        a.name for a in deliver.actions if a.name != "commit" and a.name in deliver.approve
+    )
+
+
+def plan_steps(deliver: DeliverSpec) -> tuple[Step, ...]:
+    """The delivery steps after `commit`, in order, each marked gated or not."""
+    gated = set(gated_names(deliver))
+    steps = [a for a in deliver.actions if a.name != "commit"]
+    return tuple(
+        Step(index, a.name, a.argv, a.name in gated) for index, a in enumerate(steps, start=1)
+    )
+
+
+def approval_problem(approved_sha: str | None, plan: Plan, branch_head: str | None) -> str | None:
+    """Why an approval does not apply to this plan now (invariant 9), or None when it does."""
+    if approved_sha != plan.commit:
+        return (
+            f"the approval was for {str(approved_sha)[:12]}, but the task delivers"
+            f" {plan.commit[:12]}"
+        )
+    if branch_head is None:
+        return f"branch {plan.branch} no longer exists; the approved work is gone from it"
+    if branch_head != plan.commit:
+        return (
+            f"branch {plan.branch} moved from {plan.commit[:12]} to {branch_head[:12]} since the"
+            " approval was shown; the approval does not cover the new work"
+        )
+    return None
+
+
+# --- where a delivery stands, folded from the log -----------------------------------------------
+
+
+@dataclass(slots=True)
+class StepState:
+    starts: int = 0
+    finished: bool = False
+    ok: bool | None = None  # None with finished: the outcome is unknown (interrupted)
+    detail: str = ""
+    approval: str | None = None  # the gate item its (last) start was approved by
+
+
+@dataclass(slots=True)
+class GateView:
+    """The approval item of one gated step."""
+
+    item: str
+    step: int
+    sha: str
+    opened_seq: int
+    approved_sha: str | None = None
+    approved_seq: int | None = None
+    refused: str | None = None
+    resolution: str | None = None  # set once the item is closed
+
+    @property
+    def is_open(self) -> bool:
+        return self.resolution is None
+
+    @property
+    def approved(self) -> bool:
+        return self.approved_sha is not None and self.refused is None
+
+
+@dataclass(slots=True)
+class DeliveryView:
+    plan: Plan | None = None
+    steps: dict[int, StepState] = field(default_factory=dict)
+    gates: dict[int, GateView] = field(default_factory=dict)  # the latest item per step
+
+    def state(self, index: int) -> StepState:
+        return self.steps.setdefault(index, StepState())
+
+    def next_step(self) -> Step | None:
+        """The first step not finished yet."""
+        if self.plan is None:
+            return None
+        for step in self.plan.steps:
+            if not self.state(step.index).finished:
+                return step
+        return None
+
+
+def delivery_view(events: Iterable[Event], run: str, task: str) -> DeliveryView:
+    """Fold the delivery events of one task of one run."""
+    view = DeliveryView()
+    by_item: dict[str, GateView] = {}
+    for event in events:
+        if event.run != run or event.task != task:
+            continue
+        data = event.data
+        kind = event.type
+        if kind == EventType.DELIVERY_PLANNED:
+            view = DeliveryView(plan=Plan.from_event(event))
+            by_item = {}
+        elif kind == EventType.INBOX_OPENED and data.get("kind") == "approval":
+            evidence = data.get("evidence")
+            if not isinstance(evidence, dict) or not isinstance(evidence.get("step"), int):
+                continue
+            gate = GateView(
+                item=str(data.get("id")),
+                step=int(evidence["step"]),
+                sha=str(evidence.get("commit")),
+                opened_seq=event.seq,
+            )
+            by_item[gate.item] = gate
+            view.gates[gate.step] = gate
+        elif kind in (EventType.APPROVED, EventType.APPROVAL_REFUSED, EventType.INBOX_CLOSED):
+            known = by_item.get(str(data.get("id")))
+            if known is None or not known.is_open:
+                continue
+            if kind == EventType.APPROVED:
+                known.approved_sha = str(data.get("sha"))
+                known.approved_seq = event.seq
+                known.refused = None
+            elif kind == EventType.APPROVAL_REFUSED:
+                known.approved_sha = None
+                known.approved_seq = None
+                known.refused = str(data.get("reason", "refused"))
+            else:
+                known.resolution = str(data.get("resolution", "closed"))
+        elif kind == EventType.ACTION_STARTED and isinstance(data.get("step"), int):
+            state = view.state(int(data["step"]))
+            state.starts += 1
+            state.approval = data.get("approval")
+        elif kind == EventType.ACTION_FINISHED and isinstance(data.get("step"), int):
+            state = view.state(int(data["step"]))
+            state.finished = True
+            ok = data.get("ok")
+            state.ok = ok if isinstance(ok, bool) else None
+            state.detail = str(data.get("detail", ""))
+    return view
+
+
+def requeued_tasks(events: Iterable[Event], loop: str) -> list[Event]:
+    """`task_requeued` events of `loop` that no run has picked up yet (oldest first)."""
+    pending: dict[str, Event] = {}
+    for event in events:
+        if event.loop != loop or event.task is None:
+            continue
+        if event.type == EventType.TASK_REQUEUED:
+            pending[event.task] = event
+        elif event.type == EventType.TASK_FOUND:
+            pending.pop(event.task, None)
+    return list(pending.values())
+
+
+def human_answers(events: Iterable[Event]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(run, task) -> (question, answer): a reply goes to the first run that finds the task."""
+    waiting: dict[tuple[str, str], tuple[str, str]] = {}
+    given: dict[tuple[str, str], tuple[str, str]] = {}
+    for event in events:
+        if event.task is None or event.loop is None:
+            continue
+        key = (event.loop, event.task)
+        if event.type == EventType.TASK_REQUEUED and event.data.get("answer") is not None:
+            question = str(event.data.get("question") or "")
+            waiting[key] = (question, str(event.data["answer"]))
+        elif event.type == EventType.TASK_FOUND and event.run is not None and key in waiting:
+            given[(event.run, event.task)] = waiting.pop(key)
+    return given
+
+
+def asked_question(escalate: object, text: str) -> str | None:
+    """The question an agent's turn ended with, if any.
+
+    The command backend reads `"escalate"` from the protocol's result line; any backend's final
+    text may also end with the line `{"escalate": "…"}` the maker's prompt asks for.
+    """
+    if isinstance(escalate, str) and escalate.strip():
+        return escalate.strip()
+    from loopctl.backends.base import escalation, trailing_json
+
+    payload = trailing_json(text or "")
+    return escalation(payload) if payload is not None else None

@@ -1,0 +1,12 @@
+"""The run: tasks found, a worktree each, maker and checker turns, verdicts, then delivery."""
+
+from loopctl.engine.runner import (
+    GOAL_LOOP,
+    Engine,
+    GoalOptions,
+    Observer,
+    RunOutcome,
+    TaskOutcome,
+)
+
+__all__ = ["GOAL_LOOP", "Engine", "GoalOptions", "Observer", "RunOutcome", "TaskOutcome"]

@@ -1,0 +1,221 @@
+"""Fold the event log into runs, tasks and attempts: the model every projection renders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopctl.journal.events import Event, EventType
+from loopctl.usage import clamp_usd, tokens_of
+
+
+@dataclass(slots=True)
+class Spend:
+    """What the agent calls of one backend cost: tokens, USD, and calls nobody priced."""
+
+    tokens: int = 0
+    usd: float = 0.0
+    calls: int = 0
+    unpriced: int = 0  # calls whose cost is unknown (no cost reported, no [prices] entry)
+
+    def add(self, other: Spend) -> None:
+        self.tokens += other.tokens
+        self.usd += other.usd
+        self.calls += other.calls
+        self.unpriced += other.unpriced
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "usd": round(self.usd, 6),
+            "calls": self.calls,
+            "unpriced_calls": self.unpriced,
+        }
+
+
+@dataclass(slots=True)
+class AttemptView:
+    number: int
+    started: str
+    finished: str | None = None
+    verdict: str | None = None  # passed | failed | None while running / interrupted
+    reason: str = ""
+    fingerprint: str | None = None
+    output_tail: str = ""
+    tokens: int = 0
+    cost_usd: float | None = None
+    starts: int = 1  # >1 when an interrupted attempt was redone
+    fatal: bool = False  # the verdict says no further attempt can help
+
+
+@dataclass(slots=True)
+class TaskView:
+    run: str
+    loop: str
+    task: str
+    prompt: str = ""
+    title: str = ""
+    base_ref: str | None = None
+    status: str = "open"  # open | done | failed | stopped
+    reason: str = ""
+    commit: str | None = None
+    branch: str | None = None
+    worktree: str | None = None
+    base_sha: str | None = None
+    base_ref_sha: str | None = None  # what the task's base ref pointed at when it was set up
+    attempts: list[AttemptView] = field(default_factory=list)
+    tokens: int = 0
+    cost_usd: float = 0.0
+    fields: dict[str, Any] = field(default_factory=dict)
+    by_backend: dict[str, Spend] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "open"
+
+    def attempt(self, number: int) -> AttemptView | None:
+        for attempt in self.attempts:
+            if attempt.number == number:
+                return attempt
+        return None
+
+
+@dataclass(slots=True)
+class RunView:
+    run: str
+    loop: str
+    kind: str  # tick | goal
+    started: str
+    data: dict[str, Any] = field(default_factory=dict)
+    finished: str | None = None
+    status: str = "running"  # running | interrupted | done | failed | stopped
+    reason: str = ""
+    tasks: dict[str, TaskView] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.tokens for t in self.tasks.values())
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(t.cost_usd for t in self.tasks.values())
+
+    @property
+    def by_backend(self) -> dict[str, Spend]:
+        total: dict[str, Spend] = {}
+        for task in self.tasks.values():
+            for backend, spend in task.by_backend.items():
+                total.setdefault(backend, Spend()).add(spend)
+        return total
+
+
+def fold(events: Iterable[Event]) -> dict[str, RunView]:
+    """Rebuild every run from its events, in log order."""
+    runs: dict[str, RunView] = {}
+    for event in events:
+        if event.run is None:
+            continue
+        run = runs.get(event.run)
+        if event.type == EventType.TICK_STARTED:
+            run = RunView(
+                run=event.run,
+                loop=event.loop or "",
+                kind=str(event.data.get("kind", "tick")),
+                started=event.ts,
+                data=dict(event.data),
+            )
+            runs[event.run] = run
+        if run is None:
+            continue
+        run.events.append(event)
+        _apply(run, event)
+    return runs
+
+
+def _task(run: RunView, event: Event) -> TaskView:
+    name = event.task or ""
+    task = run.tasks.get(name)
+    if task is None:
+        task = TaskView(run=run.run, loop=run.loop, task=name)
+        run.tasks[name] = task
+    return task
+
+
+def _apply(run: RunView, event: Event) -> None:
+    data = event.data
+    kind = event.type
+    if kind == EventType.RUN_RESUMED:
+        run.status = "running"
+    elif kind == EventType.TICK_FINISHED:
+        run.finished = event.ts
+        run.status = str(data.get("status", "done"))
+        run.reason = str(data.get("reason", ""))
+    elif kind == EventType.RUN_INTERRUPTED:
+        run.status = "interrupted"
+    elif kind == EventType.TASK_FOUND:
+        task = _task(run, event)
+        task.prompt = str(data.get("prompt", ""))
+        task.title = str(data.get("title", ""))
+        task.base_ref = data.get("base_ref")
+        fields = data.get("fields")
+        task.fields = dict(fields) if isinstance(fields, dict) else {}
+    elif kind == EventType.WORKTREE_CREATED:
+        task = _task(run, event)
+        task.worktree = data.get("path")
+        task.branch = data.get("branch")
+        task.base_sha = data.get("base_sha")
+        task.base_ref_sha = data.get("base_ref_sha") or data.get("base_sha")
+    elif kind == EventType.ATTEMPT_STARTED:
+        task = _task(run, event)
+        number = int(data.get("attempt", len(task.attempts) + 1))
+        existing = task.attempt(number)
+        if existing is None:
+            task.attempts.append(AttemptView(number=number, started=event.ts))
+        else:
+            existing.starts += 1
+    elif kind == EventType.AGENT_FINISHED:
+        task = _task(run, event)
+        tokens = tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
+        # Clamped again on reading: a log written before usage was checked may hold 1e999.
+        cost = clamp_usd(data.get("cost_usd"))
+        task.tokens += tokens
+        task.cost_usd += float(cost or 0.0)
+        backend = str(data.get("backend") or "unknown")
+        task.by_backend.setdefault(backend, Spend()).add(
+            Spend(tokens, float(cost or 0.0), 1, 1 if cost is None else 0)
+        )
+        attempt = task.attempt(int(data.get("attempt", 0)))
+        if attempt is not None:
+            attempt.tokens += tokens
+            if cost is not None:
+                attempt.cost_usd = (attempt.cost_usd or 0.0) + float(cost)
+    elif kind == EventType.ATTEMPT_FINISHED:
+        task = _task(run, event)
+        attempt = task.attempt(int(data.get("attempt", 0)))
+        if attempt is not None:
+            attempt.finished = event.ts
+            attempt.verdict = str(data.get("verdict", "failed"))
+            attempt.reason = str(data.get("reason", ""))
+            attempt.fingerprint = data.get("fingerprint")
+            attempt.output_tail = str(data.get("output_tail", ""))
+            attempt.fatal = data.get("fatal") is True
+    elif kind == EventType.COMMIT_CREATED:
+        task = _task(run, event)
+        task.commit = data.get("sha")
+    elif kind == EventType.TASK_FINISHED:
+        task = _task(run, event)
+        task.status = str(data.get("status", "done"))
+        task.reason = str(data.get("reason", ""))
+        if data.get("commit"):
+            task.commit = data.get("commit")
+
+
+def latest_run(runs: dict[str, RunView], loop: str) -> RunView | None:
+    """The most recently started run of `loop`."""
+    found = None
+    for run in runs.values():
+        if run.loop == loop:
+            found = run
+    return found

@@ -1,0 +1,179 @@
+"""The triage inbox: items opened and closed by events, and the INBOX.md projection."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from loopctl.journal.events import Event, EventType
+from loopctl.text import code_block, code_span, escape_markdown, strip_controls
+
+INBOX_FORMAT = 1
+
+
+class ItemKind(StrEnum):
+    APPROVAL = "approval"
+    FAILED = "failed"
+    ESCALATION = "escalation"
+    UNHANDLED = "unhandled"
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    id: str
+    kind: str
+    loop: str | None
+    task: str | None
+    run: str | None
+    opened: str
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    closed: str | None = None
+    resolution: str | None = None
+    approved: str | None = None  # when a human approved it (delivery may still be running)
+    refused: str | None = None  # why the last approval did not apply (the work changed)
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "loop": self.loop,
+            "task": self.task,
+            "run": self.run,
+            "opened": self.opened,
+            "summary": self.summary,
+            "evidence": self.evidence,
+            "status": "open" if self.is_open else "closed",
+            "closed": self.closed,
+            "resolution": self.resolution,
+            "approved": self.approved,
+            "refused": self.refused,
+        }
+
+
+def new_item_id(*parts: str) -> str:
+    """A short id, stable for the same inputs; lowercase base32 reads well and types fast."""
+    return _digest(parts)[:6]
+
+
+def unique_item_id(
+    events: Iterable[Event], run: str, loop: str, task: str, kind: str, summary: str
+) -> str:
+    """`new_item_id` of these parts, lengthened past any id a different item already holds."""
+    identity = (run, loop, task, kind, summary)
+    digest = _digest(identity)
+    taken: dict[str, tuple[str, ...]] = {}
+    for event in events:
+        if event.type == EventType.INBOX_OPENED:
+            data = event.data
+            taken[str(data.get("id"))] = (
+                event.run or "",
+                event.loop or "",
+                event.task or "",
+                str(data.get("kind", "")),
+                str(data.get("summary", "")),
+            )
+    for length in range(6, len(digest) + 1):
+        candidate = digest[:length]
+        # The same item opened again (a resumed run) keeps its id; another item never shares it.
+        if taken.get(candidate, identity) == identity:
+            return candidate
+    return digest
+
+
+def _digest(parts: Iterable[str]) -> str:
+    raw = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()
+    return base64.b32encode(raw).decode().lower().rstrip("=")
+
+
+def items(events: Iterable[Event]) -> list[InboxItem]:
+    """Every inbox item, oldest first, with its open/closed status."""
+    found: dict[str, InboxItem] = {}
+    for event in events:
+        if event.type == EventType.INBOX_OPENED:
+            data = event.data
+            item_id = str(data.get("id"))
+            evidence = data.get("evidence")
+            found[item_id] = InboxItem(
+                id=item_id,
+                kind=str(data.get("kind", ItemKind.FAILED)),
+                loop=event.loop,
+                task=event.task,
+                run=event.run,
+                opened=event.ts,
+                # A log older than the cleaning at the source may hold escape sequences.
+                summary=strip_controls(str(data.get("summary", ""))),
+                evidence=dict(evidence) if isinstance(evidence, dict) else {},
+            )
+        elif event.type == EventType.INBOX_CLOSED:
+            item_id = str(event.data.get("id"))
+            item = found.get(item_id)
+            if item is not None and item.is_open:
+                found[item_id] = replace(
+                    item,
+                    closed=event.ts,
+                    resolution=str(event.data.get("resolution", "closed")),
+                )
+        elif event.type == EventType.APPROVED:
+            item = found.get(str(event.data.get("id")))
+            if item is not None and item.is_open:
+                found[item.id] = replace(item, approved=event.ts, refused=None)
+        elif event.type == EventType.APPROVAL_REFUSED:
+            item = found.get(str(event.data.get("id")))
+            if item is not None and item.is_open:
+                found[item.id] = replace(
+                    item,
+                    approved=None,
+                    refused=strip_controls(str(event.data.get("reason", "refused"))),
+                )
+    return list(found.values())
+
+
+def open_items(events: Iterable[Event]) -> list[InboxItem]:
+    return [item for item in items(events) if item.is_open]
+
+
+def render_inbox_md(open_now: list[InboxItem]) -> str:
+    """INBOX.md: what needs a human, newest last, with the evidence to act on."""
+    lines = [
+        "# Inbox",
+        "",
+        f"<!-- loopctl inbox format {INBOX_FORMAT}; generated from .loop/log/, do not edit."
+        " Act with `loopctl inbox`. -->",
+        "",
+    ]
+    if not open_now:
+        lines.append("Nothing needs you.")
+        return "\n".join(lines) + "\n"
+    lines.append(f"{len(open_now)} open item(s).")
+    # Summaries, questions and check output are agent text: escaped, so none of it can pose as
+    # loopctl's own words (a heading, a link, an "approved" line) or drive a terminal.
+    for item in open_now:
+        where = escape_markdown("/".join(p for p in (item.loop, item.task) if p))
+        head = f"## {escape_markdown(item.id)} · {escape_markdown(item.kind)} · {where}"
+        lines += ["", head, "", escape_markdown(_one_line(item.summary)), ""]
+        if item.approved:
+            lines.append(f"- approved {item.approved[:19]}; delivery not finished yet")
+        if item.refused:
+            lines.append(f"- approval refused: {escape_markdown(_one_line(item.refused))}")
+        keys = ("question", "action", "reason", "branch", "commit", "worktree", "fingerprint")
+        for key in (*keys, "attempts"):
+            value = item.evidence.get(key)
+            if value not in (None, ""):
+                lines.append(f"- {key}: {code_span(str(value))}")
+        tail = item.evidence.get("check_tail")
+        if tail:
+            lines += ["", *code_block(str(tail).rstrip()[-1500:])]
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,1 @@
+"""When loops run: due times (pure), the scheduler, file watches and the `up` daemon."""

@@ -1,0 +1,454 @@
+"""Long-running scheduling: `loopctl run NAME` on a trigger, and `loopctl up` / `down`.
+
+`up` runs every loop that has a trigger in one process. A lock (freed by the kernel when the
+process dies) keeps it single; it re-reads definitions when their files change, keeping a loop's
+last valid version when a new one does not parse. `down` signals it and waits for it to go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from loopctl.definitions import Project, Trigger, load_project
+from loopctl.definitions.project import DefinitionKind
+from loopctl.engine.runner import Engine, Observer
+from loopctl.errors import LockHeld, LoopctlError, UsageError
+from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.inbox import ItemKind, new_item_id, open_items
+from loopctl.lock import RunnerLock, read_holder
+from loopctl.paths import ProjectPaths
+from loopctl.scheduling.schedule import Schedule
+from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
+
+# The lock `up` holds: a leading "_" is not allowed in a loop name, so no loop's lock collides.
+UP_LOCK = "_up"
+UP_LOG = "up.log"
+RELOAD_EVERY_S = 2.0
+
+
+class UpRunning(LockHeld):
+    """Another `loopctl up` already runs for this repository."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpInfo:
+    """The `up` process of a repository, as its lock and its last start event tell."""
+
+    pid: int | None
+    host: str | None
+    since: str | None
+    loops: tuple[str, ...] | None  # the loops it schedules; None when unknown
+    started: str | None = None  # when its scheduler began (the anchor of never-run loops)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "host": self.host,
+            "since": self.since,
+            "loops": list(self.loops) if self.loops is not None else None,
+        }
+
+
+def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInfo | None:
+    """Who runs `up` here, or None when nobody does."""
+    holder = read_holder(paths.locks_dir, UP_LOCK)
+    if holder is None:
+        return None
+    pid = holder.get("pid")
+    loops: tuple[str, ...] | None = None
+    started: str | None = None
+    if events is None:
+        events = EventLog(paths.events_file).read()
+    for event in reversed(events):
+        if event.type == EventType.SCHEDULER_STARTED and event.data.get("by") == "up":
+            if event.data.get("pid") == pid:
+                names = event.data.get("loops")
+                if isinstance(names, Mapping):
+                    loops = tuple(sorted(str(n) for n in names))
+                started = event.ts
+            break
+    return UpInfo(pid, holder.get("host"), holder.get("since"), loops, started)
+
+
+def _held_message(info: UpInfo | None) -> str:
+    who = f"pid {info.pid}" if info and info.pid is not None else "another process"
+    if info and info.since:
+        who += f" since {info.since}"
+    return f"loopctl up is already running here ({who}); stop it with `loopctl down`"
+
+
+# --- which loops ------------------------------------------------------------------------------
+
+
+def select_loops(
+    project: Project, only: Sequence[str] = (), *, strict: bool = True
+) -> dict[str, Scheduled]:
+    """The loops `up` runs: every loop with a trigger, or the `only` ones (each must have one)."""
+    chosen: dict[str, Scheduled] = {}
+    for name in only:
+        if name not in project.loops and strict:
+            project.loop(name)  # raises: the loop's file is invalid, or there is no such loop
+    for name, loop in sorted(project.loops.items()):
+        if only and name not in only:
+            continue
+        schedule = Schedule.of(loop)
+        if schedule is None:
+            if strict and only:
+                raise UsageError(
+                    f"loop {name!r} has no trigger (every, cron or watch); add one to"
+                    f" {loop.path.name}, or run it with `loopctl run {name} --once`"
+                )
+            continue
+        chosen[name] = Scheduled(loop, schedule)
+    return chosen
+
+
+# --- `loopctl run NAME` on a trigger ----------------------------------------------------------
+
+
+def run_foreground(
+    project: Project,
+    name: str,
+    trigger: Trigger | None,
+    *,
+    max_ticks: int | None = None,
+    start: bool = True,
+    observer: Observer | None = None,
+    listener: Listener | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    stop: threading.Event | None = None,
+) -> list[TickResult]:
+    """Run loop `name` on its trigger (or `trigger`) until Ctrl-C, `stop` or `max_ticks` ticks.
+
+    Like `up`, it continues from the loop's last recorded slot: slots missed while nothing ran
+    the loop are caught up (one tick) or recorded as skipped, by the loop's `catch_up`; only a
+    loop that never ticked fires at once (`start`).
+    """
+    loop = project.loop(name)
+    schedule = Schedule.of(loop, trigger)
+    if schedule is None:
+        raise UsageError(
+            f"loop {name!r} has no trigger: give --every D, --cron EXPR or --watch GLOB,"
+            f" or run one tick with `loopctl run {name} --once`"
+        )
+    info = up_info(project.paths)
+    if info is not None and (info.loops is None or name in info.loops):
+        raise LockHeld(
+            f"loop {name!r} is scheduled by `loopctl up` (pid {info.pid}); stop it with"
+            f" `loopctl down`, or run one tick now with `loopctl run {name} --once`"
+        )
+    recorder = Engine(project, observer=observer, clock=clock)
+    scheduler = Scheduler(
+        project,
+        {name: Scheduled(loop, schedule)},
+        Options(
+            mode="run", fire_on_start=start, from_log=True, max_ticks=max_ticks, fail_fast=True
+        ),
+        observer=observer,
+        listener=listener,
+        on_ready=lambda: _started(recorder, "run", {name: schedule}, ()),
+        clock=clock,
+    )
+    results: list[TickResult] = []
+    try:
+        results = scheduler.run(stop)
+    finally:
+        _stopped(recorder, "run", scheduler)
+    return results
+
+
+def _started(
+    recorder: Engine, by: str, schedules: Mapping[str, Schedule], only: Sequence[str]
+) -> None:
+    recorder.emit(
+        EventType.SCHEDULER_STARTED,
+        run=None,
+        loop=None,
+        by=by,
+        pid=os.getpid(),
+        only=list(only) or None,
+        loops={name: schedule.describe() for name, schedule in sorted(schedules.items())},
+    )
+
+
+def _stopped(recorder: Engine, by: str, scheduler: Scheduler) -> None:
+    # Stopping must not fail because the log cannot take one more line.
+    with contextlib.suppress(Exception):
+        recorder.emit(
+            EventType.SCHEDULER_STOPPED,
+            run=None,
+            loop=None,
+            by=by,
+            pid=os.getpid(),
+            ticks=scheduler.ticks,
+            failed=scheduler.failed,
+        )
+
+
+# --- `loopctl up` -----------------------------------------------------------------------------
+
+
+def definitions_fingerprint(root: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """What changes when a definition file is edited, added or removed (stat only, cheap)."""
+    from loopctl.definitions.project import AGENT_SOURCES, SKILL_SOURCES
+
+    paths = ProjectPaths(root)
+    files: list[Path] = [paths.config, *paths.loops_dir.glob("*.toml")]
+    for folder, pattern, _backend, _markdown in AGENT_SOURCES:
+        files += (root / folder).glob(pattern)
+    for folder in SKILL_SOURCES:
+        files += (root / folder).glob("*/SKILL.md")
+    found = []
+    for path in sorted(files):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        found.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(found)
+
+
+class _Reloader:
+    """Re-reads definitions when their files change; bad new versions do not replace good ones."""
+
+    def __init__(
+        self, scheduler: Scheduler, project: Project, only: Sequence[str], recorder: Engine
+    ) -> None:
+        self.scheduler = scheduler
+        self.project = project
+        self.only = tuple(only)
+        self.recorder = recorder
+        self.root = project.root
+        self.fingerprint = definitions_fingerprint(self.root)
+
+    def __call__(self) -> None:
+        self._send_digest()
+        fingerprint = definitions_fingerprint(self.root)
+        if fingerprint == self.fingerprint:
+            return
+        from loopctl.checks import integrity
+
+        if integrity.turns_open() or integrity.held_by(self.recorder.log.read()):
+            # Invariant 12: a change made while an attempt runs may be the agent's; once the
+            # attempt is checked it is either clean or held until a human approves it. Either
+            # way, the fingerprint is kept, so the reload happens then.
+            return
+        self.fingerprint = fingerprint
+        try:
+            self._reload()
+        except Exception as exc:  # a reload that fails must not stop the loops already running
+            self._item(None, f"`loopctl up` could not re-read the definitions: {exc}")
+
+    def _send_digest(self) -> None:
+        """The daily `[notify] digest`, sent by whichever `up` is running when it falls due."""
+        from datetime import UTC, datetime
+
+        from loopctl.journal.notify import send_digest_if_due
+
+        try:
+            send_digest_if_due(self.project.paths, datetime.now(UTC))
+        except Exception as exc:  # a digest that fails must not stop the loops
+            self._item(None, f"the daily digest could not be sent: {exc}")
+
+    def _reload(self) -> None:
+        fresh = load_project(self.root)
+        loop_files = {str(loop.path) for loop in (*self.project.loops.values(),)}
+        loop_files |= {str(p) for p in fresh.paths.loops_dir.glob("*.toml")}
+        errors = fresh.errors
+        shared = [e for e in errors if e.path is None or str(e.path) not in loop_files]
+        if shared:
+            # A broken config, agent or skill can affect every loop: keep everything as it was.
+            text = shared[0].render(self.root)
+            self._item(
+                None, f"definitions are invalid, `loopctl up` keeps the last valid ones: {text}"
+            )
+            return
+        bad_files: dict[str, str] = {}
+        for problem in errors:
+            bad_files.setdefault(str(problem.path), problem.render(self.root))
+        merged = {n: loop for n, loop in fresh.loops.items() if str(loop.path) not in bad_files}
+        kept: list[str] = []
+        for path, text in bad_files.items():
+            name = Path(path).stem
+            old = self.project.loops.get(name)
+            if old is not None:
+                merged[name] = old
+                kept.append(name)
+                self._item(
+                    name,
+                    f"loop {name}: its new definition is invalid, `loopctl up` keeps running the"
+                    f" last valid one: {text}",
+                )
+            else:
+                self.skipped_loop(name, text)
+        project = replace(fresh, loops=merged, problems=())
+        before = set(self.scheduler.loops)
+        selected = select_loops(project, self.only, strict=False)
+        previous = self.project
+        self.project = project
+        self.scheduler.set_loops(project, selected)
+        changed = sorted(
+            n for n in set(selected) & before if previous.loops.get(n) != project.loops.get(n)
+        )
+        self.recorder.emit(
+            EventType.NOTE,
+            run=None,
+            loop=None,
+            what="definitions_reloaded",
+            added=sorted(set(selected) - before),
+            removed=sorted(before - set(selected)),
+            changed=changed,
+            kept=kept,
+            loops={name: item.schedule.describe() for name, item in sorted(selected.items())},
+        )
+
+    def skipped_loop(self, name: str, first_error: str) -> None:
+        self._item(name, f"loop {name} is invalid and not scheduled: {first_error}")
+
+    def _item(self, loop: str | None, summary: str) -> None:
+        item_id = new_item_id("definition-invalid", loop or "", summary)
+        if any(item.id == item_id for item in open_items(self.recorder.log.read())):
+            return
+        self.recorder.emit(
+            EventType.INBOX_OPENED,
+            run=None,
+            loop=loop,
+            id=item_id,
+            kind=ItemKind.UNHANDLED.value,
+            summary=summary,
+            evidence={"reason": summary},
+        )
+        self.recorder.refresh_projections()
+
+
+def serve(
+    root: Path,
+    only: Sequence[str] = (),
+    *,
+    observer: Observer | None = None,
+    listener: Listener | None = None,
+    reload_every_s: float = RELOAD_EVERY_S,
+) -> list[TickResult]:
+    """`loopctl up` in the foreground: schedule every loop with a trigger until stopped."""
+    project = load_project(root)
+    project.raise_for_errors()
+    selected = select_loops(project, only)
+    lock = RunnerLock(project.paths.locks_dir, UP_LOCK)
+    try:
+        lock.acquire()
+    except LockHeld:
+        raise UpRunning(_held_message(up_info(project.paths))) from None
+    try:
+        recorder = Engine(project, observer=observer)
+        scheduler = Scheduler(
+            project,
+            selected,
+            Options(mode="up", from_log=True),
+            observer=observer,
+            listener=listener,
+            maintenance_every_s=reload_every_s,
+        )
+        scheduler.on_ready = lambda: _started(
+            recorder, "up", {n: s.schedule for n, s in scheduler.loops.items()}, only
+        )
+        reloader = _Reloader(scheduler, project, only, recorder)
+        scheduler.maintenance = reloader
+        for bad in project.invalid:
+            if bad.kind is DefinitionKind.LOOP and (not only or bad.name in only):
+                # The other loops run; the broken one waits, in the inbox, for its fix.
+                reloader.skipped_loop(bad.name, bad.first(root))
+        try:
+            return scheduler.run()
+        finally:
+            _stopped(recorder, "up", scheduler)
+    finally:
+        lock.release()
+
+
+@dataclass(frozen=True, slots=True)
+class Detached:
+    pid: int
+    log: Path
+
+
+def start_detached(root: Path, only: Sequence[str] = (), *, timeout: float = 30.0) -> Detached:
+    """Start `loopctl up` in the background; return once it schedules (or say why it did not)."""
+    from loopctl.process import spawn_detached
+
+    paths = ProjectPaths(root)
+    info = up_info(paths)
+    if info is not None:
+        raise UpRunning(_held_message(info))
+    log = paths.log_dir / UP_LOG
+    before = EventLog(paths.events_file).last_seq()
+    argv = [sys.executable, "-m", "loopctl", "up"]
+    for name in only:
+        argv += ["--only", name]
+    child = spawn_detached(argv, cwd=root, env=os.environ, log_path=log)
+    deadline = time.monotonic() + timeout
+    events = EventLog(paths.events_file)
+    while True:
+        code = child.poll()
+        if code is not None:
+            raise LoopctlError(
+                f"loopctl up exited with code {code} at start: {_last_line(log)} (see {log})"
+            )
+        for event in events.iter_from(before):
+            if event.type == EventType.SCHEDULER_STARTED and event.data.get("pid") == child.pid:
+                return Detached(child.pid, log)
+        if time.monotonic() > deadline:
+            return Detached(child.pid, log)  # still starting (a slow watch); it is running
+        time.sleep(0.05)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "no output"
+    return lines[-1] if lines else "no output"
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    pid: int | None
+    was_running: bool
+
+
+def stop_up(
+    paths: ProjectPaths, *, timeout: float = 60.0, sleep: Callable[[float], None] = time.sleep
+) -> Stopped:
+    """`loopctl down`: SIGTERM the `up` process and wait (bounded) until its lock is free."""
+    info = up_info(paths)
+    if info is None:
+        return Stopped(None, False)
+    if info.pid is None:
+        raise LoopctlError("loopctl up holds its lock but did not record its pid; stop it by hand")
+    if info.host and info.host != socket.gethostname():
+        raise LoopctlError(
+            f"loopctl up runs on another host ({info.host}, pid {info.pid}); stop it there"
+        )
+    try:
+        os.kill(info.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return Stopped(info.pid, False)
+    deadline = time.monotonic() + timeout
+    while read_holder(paths.locks_dir, UP_LOCK) is not None:
+        if time.monotonic() > deadline:
+            raise LoopctlError(
+                f"loopctl up (pid {info.pid}) is still running {int(timeout)}s after SIGTERM;"
+                f" wait for its tick to stop, or `kill -9 {info.pid}` (the next start resumes)"
+            )
+        sleep(0.05)
+    return Stopped(info.pid, True)

@@ -1,0 +1,511 @@
+"""The runtime behind `loopctl run NAME` (on a trigger) and `loopctl up`: timers, watches, ticks.
+
+One thread decides (`schedule.decide`, a pure function) and then sleeps until the next due time
+or a wake-up (a tick ended, files changed, stop): no polling while idle. Each tick runs in its own
+thread, so ticks of different loops may overlap in time while one loop never overlaps itself.
+Every decision is recorded in the event log (`tick_started` carries its slot, `tick_skipped` its
+reason), which is what a restarted scheduler reads back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from loopctl.definitions import Loop, Project
+from loopctl.engine.runner import Engine, Observer, RunOutcome
+from loopctl.errors import LockHeld, LoopctlError
+from loopctl.journal import fuse
+from loopctl.journal.events import EventType
+from loopctl.journal.inbox import ItemKind, new_item_id, open_items
+from loopctl.scheduling.schedule import (
+    Action,
+    Decision,
+    Fired,
+    JitterFn,
+    LoopTiming,
+    Schedule,
+    decide,
+    last_slots,
+    stable_jitter,
+    zone,
+)
+from loopctl.scheduling.watch import RepoWatcher, changed_for
+
+# Sleep at most this long between looks: a suspended laptop's monotonic clock stops, the wall
+# clock (which slots are in) does not.
+MAX_SLEEP_S = 60.0
+MAX_CHANGED = 200  # paths recorded per tick; the rest are counted
+KEEP_RESULTS = 100
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """One loop as a scheduler runs it: its definition and its (possibly overridden) timing."""
+
+    loop: Loop
+    schedule: Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """How one fired tick ended."""
+
+    loop: str
+    slot: datetime
+    fired: str
+    outcome: RunOutcome | None = None
+    skipped: str | None = None  # the tick could not run: why
+    interrupted: bool = False
+    error: BaseException | None = None  # an unexpected failure (a bug), for a crash log
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not None and self.outcome.ok
+
+
+class Listener(Protocol):
+    """What a view hears from the scheduler besides the engine's events."""
+
+    def planned(self, loop: str, at: datetime | None) -> None: ...
+
+    def finished(self, result: TickResult) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    mode: str = "run"  # run | up: recorded with every tick
+    fire_on_start: bool = False  # `run`: the first tick at once
+    from_log: bool = True  # each timed loop continues from its last recorded tick
+    max_ticks: int | None = None
+    fail_fast: bool = False  # `run`: an error that keeps a tick from starting ends the run
+    grace_s: float = 30.0  # how long a stop waits for running ticks to checkpoint
+    debounce_ms: int = 1600
+
+
+@dataclass(slots=True)
+class _Entry:
+    item: Scheduled
+    last_slot: datetime | None
+    thread: threading.Thread | None = None
+    queued: datetime | None = None
+    changes: list[str] = field(default_factory=list)
+    planned: datetime | None = None
+    reported: bool = False
+
+
+class Scheduler:
+    """Runs a set of loops on their triggers until stopped (or until `max_ticks` ticks ran)."""
+
+    def __init__(
+        self,
+        project: Project,
+        loops: Mapping[str, Scheduled],
+        options: Options,
+        *,
+        observer: Observer | None = None,
+        listener: Listener | None = None,
+        clock: Callable[[], datetime] = _utc_now,
+        jitter: JitterFn = stable_jitter,
+        on_ready: Callable[[], None] | None = None,
+        maintenance: Callable[[], None] | None = None,
+        maintenance_every_s: float = 2.0,
+    ) -> None:
+        self.options = options
+        self.observer = observer
+        self.listener = listener
+        self.clock = clock
+        self.jitter = jitter
+        self.on_ready = on_ready
+        self.maintenance = maintenance
+        self.maintenance_every_s = maintenance_every_s
+        self.project = project
+        self.started = clock()
+        # Every result when the run is bounded (--max-ticks); the latest ones for a daemon.
+        self.results: deque[TickResult] = deque(
+            maxlen=None if options.max_ticks is not None else KEEP_RESULTS
+        )
+        self.ticks = 0
+        self.failed = 0
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._entries: dict[str, _Entry] = {}
+        self._fired = 0
+        self._fatal: BaseException | None = None
+        self._watcher: RepoWatcher | None = None
+        self._threads: list[threading.Thread] = []
+        self._recorder = Engine(project, observer=observer, clock=clock)
+        self._pending_loops: Mapping[str, Scheduled] | None = loops
+
+    # --- configuration -------------------------------------------------------------------
+
+    def set_loops(self, project: Project, loops: Mapping[str, Scheduled]) -> None:
+        """Replace the loops (a definitions reload); a running tick finishes as it began."""
+        last = last_slots(self._recorder.log.read()) if self.options.from_log else {}
+        with self._lock:
+            self.project = project
+            self._recorder = Engine(project, observer=self.observer, clock=self.clock)
+            for name in list(self._entries):
+                if name not in loops:
+                    del self._entries[name]
+            for name, item in loops.items():
+                entry = self._entries.get(name)
+                if entry is None:
+                    # A watch has no slots to catch up: `run` on a watch still ticks at once.
+                    self._entries[name] = _Entry(
+                        item, last.get(name) if item.schedule.timed else None
+                    )
+                else:
+                    if entry.item.schedule != item.schedule:
+                        entry.queued = None
+                        entry.changes.clear()
+                    entry.item = item
+        self._ensure_watcher()
+        self._wake.set()
+
+    @property
+    def loops(self) -> dict[str, Scheduled]:
+        with self._lock:
+            return {name: entry.item for name, entry in self._entries.items()}
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> list[TickResult]:
+        """Schedule until `stop` is set, `max_ticks` ticks ran, or Ctrl-C (re-raised)."""
+        self._stop = stop or threading.Event()
+        if stop is not None:
+            # Setting an outside stop must wake the loop from its sleep; _shutdown sets it too,
+            # so this relay always ends with the run.
+            threading.Thread(
+                target=self._relay_stop, args=(stop,), name="loopctl-stop-relay", daemon=True
+            ).start()
+        interrupted = False
+        try:
+            if self._pending_loops is not None:
+                loops, self._pending_loops = self._pending_loops, None
+                self.set_loops(self.project, loops)
+            self.started = self.clock()
+            if self.on_ready is not None:
+                self.on_ready()
+            self._loop()
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            self._shutdown()
+        if self._fatal is not None and not interrupted:
+            raise self._fatal
+        if interrupted:
+            raise KeyboardInterrupt
+        return list(self.results)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def _relay_stop(self, stop: threading.Event) -> None:
+        stop.wait()
+        self._wake.set()
+
+    def _loop(self) -> None:
+        next_maintenance = time.monotonic() + self.maintenance_every_s
+        while not self._stop.is_set():
+            self._wake.clear()
+            if self._fatal is not None:
+                return
+            watcher = self._watcher
+            if watcher is not None and watcher.error is not None:
+                raise LoopctlError(f"the file watcher stopped: {watcher.error}")
+            now = self.clock()
+            with self._lock:
+                wake_at = self._plan(now)
+                busy = any(e.thread is not None for e in self._entries.values())
+                finished = self._limit_reached() and not busy
+            if finished:
+                return
+            timeout = MAX_SLEEP_S
+            if wake_at is not None:
+                timeout = min(timeout, max(0.0, (wake_at - self.clock()).total_seconds()))
+            if self.maintenance is not None:
+                timeout = min(timeout, max(0.0, next_maintenance - time.monotonic()))
+            if timeout > 0:
+                self._wake.wait(timeout)
+            if self.maintenance is not None and time.monotonic() >= next_maintenance:
+                self.maintenance()
+                next_maintenance = time.monotonic() + self.maintenance_every_s
+
+    def _shutdown(self) -> None:
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.stop()
+        deadline = time.monotonic() + self.options.grace_s
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _record_result(self, result: TickResult) -> None:
+        with self._lock:
+            self.results.append(result)
+            self.ticks += 1
+            self.failed += 0 if result.ok else 1
+
+    def _limit_reached(self) -> bool:
+        limit = self.options.max_ticks
+        return limit is not None and self._fired >= limit
+
+    # --- deciding ------------------------------------------------------------------------
+
+    def _timing(self, entry: _Entry) -> LoopTiming:
+        return LoopTiming(
+            started=self.started,
+            last_slot=entry.last_slot,
+            fire_on_start=self.options.fire_on_start,
+            running=entry.thread is not None,
+            queued=entry.queued,
+            changes=tuple(entry.changes),
+        )
+
+    def _plan(self, now: datetime) -> datetime | None:
+        """Act on every loop's decision at `now`; return the earliest time to look again."""
+        earliest: datetime | None = None
+        for name, entry in list(self._entries.items()):
+            decision = Decision(Action.WAIT)
+            # Past --max-ticks nothing is decided (nor skipped): the run only waits to end.
+            for _ in range(0 if self._limit_reached() else 4):
+                # Each action changes the timing; ask until there is nothing more to do.
+                decision = decide(
+                    name, entry.item.schedule, self._timing(entry), now, jitter=self.jitter
+                )
+                if decision.action is Action.WAIT or not self._apply(name, entry, decision, now):
+                    break
+            wake = decision.wake if decision.action is Action.WAIT else None
+            if self._limit_reached():
+                wake = None
+            if wake is not None and (earliest is None or wake < earliest):
+                earliest = wake
+            if not entry.reported or entry.planned != wake:
+                entry.planned, entry.reported = wake, True
+                if self.listener is not None:
+                    with contextlib.suppress(Exception):  # a broken view must never stop us
+                        self.listener.planned(name, wake)
+        return earliest
+
+    def _apply(self, name: str, entry: _Entry, decision: Decision, now: datetime) -> bool:
+        """Carry out one decision; False when it must wait (the tick limit is reached)."""
+        slot = decision.slot or now
+        if decision.action is Action.QUEUE:
+            entry.queued = slot
+            entry.last_slot = slot
+            return True
+        if decision.action is Action.SKIP:
+            self._record_skip(name, entry, decision, decision.reason)
+            entry.last_slot = max(slot, entry.last_slot) if entry.last_slot else slot
+            entry.changes.clear()
+            return True
+        if self._limit_reached():
+            return False
+        blown = self._fuse_blown(name, now)
+        if entry.queued is not None and decision.fired is Fired.QUEUED:
+            entry.queued = None
+        else:
+            entry.last_slot = max(slot, entry.last_slot) if entry.last_slot else slot
+        entry.changes.clear()
+        self._fired += 1
+        if blown is not None:
+            # A tick that came due and was refused: it counts (for --max-ticks) and failed.
+            self._record_skip(name, entry, decision, blown)
+            result = TickResult(name, slot, (decision.fired or Fired.SCHEDULE).value, skipped=blown)
+            self._record_result(result)
+            if self.listener is not None:
+                with contextlib.suppress(Exception):
+                    self.listener.finished(result)
+            return True
+        thread = threading.Thread(
+            target=self._tick,
+            args=(name, entry.item, slot, decision, self.project),
+            name=f"loopctl-tick-{name}",
+            daemon=True,
+        )
+        entry.thread = thread
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+        return True
+
+    # --- recording -----------------------------------------------------------------------
+
+    def _trigger_data(self, item: Scheduled, slot: datetime, decision: Decision) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "due": slot.astimezone(UTC).isoformat(timespec="microseconds"),
+            "fired": (decision.fired or Fired.SCHEDULE).value,
+            "by": self.options.mode,
+            "schedule": item.schedule.describe(),
+        }
+        if decision.missed:
+            data["missed"] = decision.missed
+        if decision.changed:
+            data["changed"] = list(decision.changed[:MAX_CHANGED])
+            if len(decision.changed) > MAX_CHANGED:
+                data["changed_total"] = len(decision.changed)
+        return data
+
+    def _record_skip(self, name: str, entry: _Entry, decision: Decision, reason: str) -> None:
+        trigger = self._trigger_data(entry.item, decision.slot or self.clock(), decision)
+        if decision.action is Action.SKIP:
+            trigger.pop("fired", None)
+        self._recorder.emit(
+            EventType.TICK_SKIPPED, run=None, loop=name, reason=reason, trigger=trigger
+        )
+
+    def _fuse_blown(self, name: str, now: datetime) -> str | None:
+        config = self.project.config
+        if not fuse.configured(config):
+            return None
+        events = self._recorder.log.read()
+        spent = fuse.day_spend(events, now, zone(None))
+        reason = fuse.fuse_reason(config, spent)
+        if reason is None:
+            return None
+        item_id = fuse.fuse_item_id(spent.day)
+        if not any(
+            e.type == EventType.INBOX_OPENED and e.data.get("id") == item_id for e in events
+        ):
+            self._recorder.emit(
+                EventType.INBOX_OPENED,
+                run=None,
+                loop=name,
+                id=item_id,
+                kind=ItemKind.ESCALATION.value,
+                summary=f"{reason}; scheduled ticks are skipped until tomorrow",
+                evidence={
+                    "reason": reason,
+                    "tokens": spent.tokens,
+                    "usd": round(spent.usd, 6),
+                    "day": spent.day.isoformat(),
+                },
+            )
+            self._recorder.refresh_projections()
+        return reason
+
+    def _open_item_once(self, name: str, summary: str, reason: str) -> None:
+        item_id = new_item_id("tick-error", name, reason)
+        if any(item.id == item_id for item in open_items(self._recorder.log.read())):
+            return
+        self._recorder.emit(
+            EventType.INBOX_OPENED,
+            run=None,
+            loop=name,
+            id=item_id,
+            kind=ItemKind.UNHANDLED.value,
+            summary=summary,
+            evidence={"reason": reason},
+        )
+        self._recorder.refresh_projections()
+
+    # --- one tick ------------------------------------------------------------------------
+
+    def _tick(
+        self, name: str, item: Scheduled, slot: datetime, decision: Decision, project: Project
+    ) -> None:
+        trigger = self._trigger_data(item, slot, decision)
+        fired = trigger["fired"]
+        result = TickResult(name, slot, fired)
+        try:
+            engine = Engine(project, observer=self.observer, clock=self.clock)
+            outcome = engine.run_loop_once(
+                item.loop, changed=decision.changed, trigger=trigger, stop=self._stop
+            )
+            result = TickResult(name, slot, fired, outcome=outcome)
+        except KeyboardInterrupt:
+            result = TickResult(name, slot, fired, interrupted=True)
+        except LockHeld as exc:
+            # Someone else (a `run --once`, another scheduler) is working the loop right now.
+            self._emit_skip(name, trigger, str(exc))
+            result = TickResult(name, slot, fired, skipped=str(exc))
+        except LoopctlError as exc:
+            if self.options.fail_fast:
+                self._fatal = exc
+            else:
+                reason = f"could not start: {exc}"
+                self._emit_skip(name, trigger, reason)
+                # The log itself failing is reported by the next tick.
+                with contextlib.suppress(Exception):
+                    self._open_item_once(name, f"loop {name} cannot tick: {exc}", reason)
+            result = TickResult(name, slot, fired, skipped=str(exc))
+        except Exception as exc:  # a bug in one tick must not take the other loops down
+            if self.options.fail_fast:
+                self._fatal = exc
+            else:
+                reason = f"unexpected error: {type(exc).__name__}: {exc}"
+                self._emit_skip(name, trigger, reason)
+            result = TickResult(name, slot, fired, skipped=str(exc), error=exc)
+        finally:
+            with self._lock:
+                entry = self._entries.get(name)
+                if entry is not None and entry.thread is threading.current_thread():
+                    entry.thread = None
+                self._record_result(result)
+            if self.listener is not None:
+                with contextlib.suppress(Exception):  # a broken view must never stop us
+                    self.listener.finished(result)
+            self._wake.set()
+
+    def _emit_skip(self, name: str, trigger: dict[str, Any], reason: str) -> None:
+        with contextlib.suppress(Exception):  # a failing log is reported by the next tick
+            self._recorder.emit(
+                EventType.TICK_SKIPPED, run=None, loop=name, reason=reason, trigger=trigger
+            )
+
+    # --- file watches --------------------------------------------------------------------
+
+    def _watch_patterns(self) -> tuple[str, ...]:
+        with self._lock:
+            patterns = {
+                p
+                for entry in self._entries.values()
+                if not entry.item.schedule.timed
+                for p in entry.item.schedule.watch
+            }
+        return tuple(sorted(patterns))
+
+    def _ensure_watcher(self) -> None:
+        patterns = self._watch_patterns()
+        current = self._watcher
+        if current is not None and current.patterns == patterns and current.error is None:
+            return
+        if current is not None:
+            current.stop()
+            self._watcher = None
+        if not patterns:
+            return
+        paths = self.project.paths
+        worktrees = self.project.config.worktree_root or paths.default_worktree_root()
+        watcher = RepoWatcher(
+            paths.root,
+            patterns,
+            self._on_change,
+            ignore=[worktrees],
+            probe_dir=paths.loop_dir / "cache",
+            debounce_ms=self.options.debounce_ms,
+        )
+        watcher.start()
+        self._watcher = watcher
+
+    def _on_change(self, paths: Sequence[str]) -> None:
+        with self._lock:
+            for entry in self._entries.values():
+                schedule = entry.item.schedule
+                if schedule.timed:
+                    continue
+                for path in changed_for(schedule.watch, paths):
+                    if path not in entry.changes:
+                        entry.changes.append(path)
+        self._wake.set()
