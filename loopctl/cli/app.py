@@ -16,6 +16,7 @@ from loopctl.cli import (
     run_cmds,
     spend_cmds,
     traces_cmds,
+    ui_cmds,
 )
 
 app = typer.Typer(
@@ -55,3 +56,4 @@ inbox_cmds.register(app)
 remote_cmds.register(app)
 traces_cmds.register(app)
 doctor_cmds.register(app)
+ui_cmds.register(app)

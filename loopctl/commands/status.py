@@ -56,8 +56,10 @@ class LoopStatus:
         }
 
 
-def loop_statuses(project: Project) -> list[LoopStatus]:
-    events = EventLog(project.paths.events_file).read()
+def loop_statuses(project: Project, events: list[Event] | None = None) -> list[LoopStatus]:
+    """One row per loop; `events`: the log already read (the dashboard reads it once)."""
+    if events is None:
+        events = EventLog(project.paths.events_file).read()
     runs = history.fold(events)
     items = open_items(events)
     names = sorted(set(project.loops) | {r.loop for r in runs.values()})

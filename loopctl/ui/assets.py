@@ -1,0 +1,104 @@
+"""The dashboard's stylesheet and script, served by the server itself (nothing from a CDN)."""
+
+from __future__ import annotations
+
+CSS = """
+:root { --fg:#1d2330; --muted:#6b7280; --line:#e5e7eb; --ok:#137333; --bad:#b3261e;
+  --warn:#8a5a00; --live:#1a56db; --bg:#fafafa; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color:var(--fg);
+  background:var(--bg); }
+header { display:flex; gap:16px; align-items:center; padding:10px 24px; background:#111827;
+  color:#f9fafb; }
+header .proj { color:#9ca3af; font-family:ui-monospace, monospace; font-size:12px; }
+header nav { margin-left:auto; display:flex; gap:4px; }
+header nav a { color:#d1d5db; text-decoration:none; padding:4px 10px; border-radius:6px; }
+header nav a.on, header nav a:hover { background:#374151; color:#fff; }
+main { padding:16px 24px 48px; max-width:1280px; }
+h1 { font-size:20px; margin:8px 0 4px; } h2 { font-size:15px; margin:18px 0 6px; }
+h3 { font-size:14px; margin:12px 0 2px; }
+table { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line); }
+th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line);
+  vertical-align:middle; }
+thead th { background:#f3f4f6; font-weight:600; font-size:12px; text-transform:uppercase;
+  letter-spacing:.03em; color:#374151; }
+table.facts th { width:130px; color:var(--muted); font-weight:500; background:#fff; }
+a { color:var(--live); }
+code, pre { font-family:ui-monospace, SFMono-Regular, Menlo, monospace; font-size:12.5px; }
+pre { background:#fff; border:1px solid var(--line); padding:10px; overflow:auto;
+  max-height:70vh; white-space:pre; margin:0; }
+pre.output { white-space:pre-wrap; word-break:break-word; }
+.muted { color:var(--muted); }
+.badge { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px;
+  background:#e5e7eb; color:#374151; white-space:nowrap; }
+.badge.ok { background:#e6f4ea; color:var(--ok); }
+.badge.bad { background:#fce8e6; color:var(--bad); }
+.badge.warn { background:#fef3c7; color:var(--warn); }
+.badge.live { background:#e1effe; color:var(--live); }
+td.runs a { text-decoration:none; margin-right:6px; display:inline-flex; gap:3px;
+  align-items:center; }
+td.runs small { color:var(--muted); }
+svg.chart rect.bar { fill:#60a5fa; } svg.chart rect.zero { fill:#e5e7eb; }
+svg.chart text { font-size:10px; fill:var(--muted); }
+section.total { margin:8px 0 16px; }
+pre.diff .add { color:var(--ok); background:#e6f4ea; display:inline-block; min-width:100%; }
+pre.diff .del { color:var(--bad); background:#fce8e6; display:inline-block; min-width:100%; }
+pre.diff .hunk { color:#6f42c1; } pre.diff .file { color:#111827; font-weight:600; }
+section.actions { display:flex; gap:12px; flex-wrap:wrap; margin:10px 0; align-items:flex-start; }
+form.act { display:flex; gap:6px; align-items:flex-start; }
+form.act input, form.act textarea { font:inherit; padding:5px 8px; border:1px solid #d1d5db;
+  border-radius:6px; min-width:200px; }
+form.act textarea { min-height:60px; }
+button { font:inherit; padding:5px 14px; border-radius:6px; border:1px solid #d1d5db;
+  background:#fff; cursor:pointer; }
+form.approve button { background:var(--ok); color:#fff; border-color:var(--ok); }
+form.reject button { background:#fff; color:var(--bad); border-color:var(--bad); }
+form.retry button, form.reply button { background:var(--live); color:#fff;
+  border-color:var(--live); }
+.notice { padding:8px 12px; border-radius:6px; } .notice.ok { background:#e6f4ea; }
+.notice.bad, p.bad { background:#fce8e6; color:var(--bad); padding:8px 12px; border-radius:6px; }
+p.summary { font-size:15px; }
+ol.timeline { list-style:none; padding:0; margin:0; background:#fff; border:1px solid var(--line);
+  font-family:ui-monospace, monospace; font-size:12.5px; }
+ol.timeline li { padding:3px 10px; border-bottom:1px solid #f3f4f6; white-space:pre-wrap; }
+ol.timeline li.new { background:#eff6ff; }
+ol.timeline .off { color:var(--muted); }
+ul.plain, ol.plain { padding-left:20px; }
+.live-dot { color:var(--live); } .live-dot::before { content:"● "; }
+details { margin:4px 0; } summary { cursor:pointer; }
+.attempt { margin-bottom:12px; }
+.pager { margin-top:10px; }
+"""
+
+# Live updates of a running run's timeline: server-sent events from the log. Text is set with
+# textContent, never as HTML.
+JS = """
+"use strict";
+(function () {
+  const timeline = document.getElementById("timeline");
+  if (!timeline || !timeline.dataset.stream) return;
+  const status = document.getElementById("run-status");
+  const source = new EventSource(timeline.dataset.stream);
+  source.onmessage = function (message) {
+    const event = JSON.parse(message.data);
+    const line = document.createElement("li");
+    line.dataset.seq = String(event.seq);
+    line.className = "new";
+    const offset = document.createElement("span");
+    offset.className = "off";
+    offset.textContent = "+" + event.offset.toFixed(1).padStart(7, " ") + "s";
+    line.appendChild(offset);
+    line.appendChild(document.createTextNode(" " + event.text));
+    timeline.appendChild(line);
+    if (event.finished) {
+      source.close();
+      if (status) {
+        status.dataset.status = event.status;
+        status.textContent = event.status;
+      }
+      const dot = document.querySelector(".live-dot");
+      if (dot) dot.remove();
+    }
+  };
+})();
+"""

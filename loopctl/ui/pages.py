@@ -1,0 +1,387 @@
+"""Server-rendered HTML of each page. Everything not written here is escaped.
+
+Agent text (summaries, check output, prompts, patches, event details) goes through `esc`:
+control sequences stripped (loopctl.text) and HTML-escaped, so nothing an agent wrote becomes
+markup, a link or a script. The pages load only /static/ files of this server (the CSP says so).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from urllib.parse import quote
+
+from loopctl.journal.history import RunView
+from loopctl.journal.inbox import InboxItem, ItemKind
+from loopctl.journal.spending import SpendRow
+from loopctl.text import strip_controls
+from loopctl.ui.views import (
+    AttemptFolder,
+    InboxView,
+    ItemView,
+    LoopsView,
+    RunPage,
+)
+
+
+def esc(value: object) -> str:
+    """`value` as text safe inside HTML (and attribute values)."""
+    return html.escape(strip_controls("" if value is None else str(value)), quote=True)
+
+
+def url(*parts: str) -> str:
+    return "/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def layout(title: str, body: str, *, active: str = "", project: str = "") -> str:
+    nav = "".join(
+        f'<a href="{href}"{" class=on" if name == active else ""}>{name.title()}</a>'
+        for name, href in (("loops", "/loops"), ("inbox", "/inbox"), ("runs", "/runs"))
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)} · loopctl</title>"
+        '<link rel=stylesheet href="/static/app.css"><script defer src="/static/app.js"></script>'
+        f"</head><body><header><b>loopctl</b> <span class=proj>{esc(project)}</span>"
+        f"<nav>{nav}</nav></header><main>{body}</main></body></html>"
+    )
+
+
+def badge(state: str | None) -> str:
+    state = state or "never run"
+    tone = {
+        "done": "ok",
+        "passed": "ok",
+        "approved": "ok",
+        "running": "live",
+        "open": "warn",
+        "awaiting approval": "warn",
+        "approval": "warn",
+        "escalation": "warn",
+    }.get(state, "bad" if state in ("failed", "interrupted", "stopped", "rejected") else "")
+    return f'<span class="badge {tone}">{esc(state)}</span>'
+
+
+def chart(days: Sequence[SpendRow], *, width: int = 280, height: int = 60) -> str:
+    """Per-day spend as SVG bars (USD when any day has a price, else tokens)."""
+    if not days:
+        return '<span class="muted">no spend yet</span>'
+    priced = any(d.usd for d in days)
+    values = [d.usd if priced else float(d.tokens) for d in days]
+    top = max(values) or 1.0
+    step = width / len(days)
+    bars = []
+    for n, (day, value) in enumerate(zip(days, values, strict=True)):
+        h = max(1.0, value / top * (height - 14)) if value else 1.0
+        label = f"{day.key}: ${day.usd:.2f}, {day.tokens} tokens, {day.calls} calls"
+        bars.append(
+            f'<rect x="{n * step + 1:.1f}" y="{height - 12 - h:.1f}" width="{max(step - 2, 1):.1f}"'
+            f' height="{h:.1f}" class="{"bar" if value else "bar zero"}"><title>{esc(label)}'
+            "</title></rect>"
+        )
+    total = f"${sum(d.usd for d in days):.2f}" if priced else f"{sum(values):.0f} tokens"
+    caption = f"{days[0].key[5:]} → {days[-1].key[5:]} · {total}"
+    return (
+        f'<svg class=chart viewBox="0 0 {width} {height}" width="{width}" height="{height}"'
+        f' role=img aria-label="spend per day">{"".join(bars)}'
+        f'<text x="0" y="{height - 1}">{esc(caption)}</text></svg>'
+    )
+
+
+def _when(ts: str | None) -> str:
+    return esc((ts or "-")[:19].replace("T", " "))
+
+
+# --- loops ----------------------------------------------------------------------------------
+
+
+def loops_page(view: LoopsView, project: str) -> str:
+    rows = []
+    for card in view.loops:
+        s = card.status
+        state = f"running (pid {s.running_pid})" if s.running_pid else s.last_status
+        runs = " ".join(
+            f'<a href="{url("runs", r.run)}" title="{esc(r.run)}">{badge(r.status)}'
+            f"<small>{_when(r.started)[5:16]}</small></a>"
+            for r in card.recent
+        )
+        rows.append(
+            f'<tr data-loop="{esc(s.loop)}"><td><b>{esc(s.loop)}</b></td>'
+            f"<td>{esc(s.trigger)}</td><td>{badge(state)}</td>"
+            f"<td>{_when(s.next_tick) if s.next_tick != 'on change' else 'on change'}</td>"
+            f"<td class=runs>{runs or '<span class=muted>none</span>'}</td>"
+            f"<td>{chart(card.days, width=180, height=44)}</td>"
+            f'<td><a href="/inbox?loop={quote(s.loop)}">{s.open_items}</a></td></tr>'
+        )
+    up = f"up: running ({esc(view.up)})" if view.up else "up: not running"
+    table = (
+        "<table class=loops><thead><tr><th>Loop</th><th>Trigger</th><th>State</th>"
+        "<th>Next tick</th><th>Last runs</th><th>Spend per day</th><th>Inbox</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        if rows
+        else "<p class=muted>no loops yet: <code>loopctl init</code>, or <code>loopctl goal"
+        ' "tests green"</code></p>'
+    )
+    body = (
+        f"<h1>Loops</h1><p class=muted>{up}</p>"
+        f"<section class=total><h2>Spend per day, all loops</h2>{chart(view.days, width=560)}"
+        f"</section>{table}"
+    )
+    return layout("Loops", body, active="loops", project=project)
+
+
+# --- inbox ----------------------------------------------------------------------------------
+
+
+def item_state(item: InboxItem) -> str:
+    if not item.is_open:
+        return str(item.resolution or "closed")
+    if item.approved:
+        return "approved"
+    return "refused" if item.refused else "open"
+
+
+def inbox_page(view: InboxView, project: str, now: datetime, loop: str | None) -> str:
+    rows = "".join(
+        f'<tr data-item="{esc(i.id)}"><td><a href="{url("inbox", i.id)}"><code>{esc(i.id)}'
+        f"</code></a></td><td>{badge(i.kind)}</td><td>{badge(item_state(i))}</td>"
+        f"<td>{esc(i.loop or '-')}</td><td>{esc(i.task or '-')}</td>"
+        f"<td>{_age(i.opened, now)}</td><td>{esc(i.summary[:140])}</td></tr>"
+        for i in view.shown
+        if loop is None or i.loop == loop
+    )
+    what = "all items" if view.closed else "open items"
+    toggle = (
+        '<a href="/inbox">open only</a>'
+        if view.closed
+        else '<a href="/inbox?all=1">show closed</a>'
+    )
+    pager = ""
+    if view.pages > 1:
+        extra = "&all=1" if view.closed else ""
+        links = []
+        if view.page > 1:
+            links.append(f'<a href="/inbox?page={view.page - 1}{extra}">← newer</a>')
+        links.append(f"page {view.page} of {view.pages}")
+        if view.page < view.pages:
+            links.append(f'<a href="/inbox?page={view.page + 1}{extra}">older →</a>')
+        pager = f"<p class=pager>{' · '.join(links)}</p>"
+    table = (
+        "<table class=inbox><thead><tr><th>ID</th><th>Kind</th><th>State</th><th>Loop</th>"
+        f"<th>Task</th><th>Age</th><th>Summary</th></tr></thead><tbody>{rows}</tbody></table>"
+        if rows
+        else "<p class=muted>nothing waits for you</p>"
+    )
+    body = f"<h1>Inbox</h1><p class=muted>{view.total} {what} · {toggle}</p>{table}{pager}"
+    return layout("Inbox", body, active="inbox", project=project)
+
+
+def _age(ts: str, now: datetime) -> str:
+    try:
+        seconds = int((now - datetime.fromisoformat(ts)).total_seconds())
+    except ValueError:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def diff_html(patch: str) -> str:
+    """A unified diff, each line classed for colour (added, removed, hunk, file header)."""
+    out = []
+    for line in strip_controls(patch).splitlines():
+        if line.startswith(("+++", "---", "diff --git", "index ")):
+            cls = "file"
+        elif line.startswith("+"):
+            cls = "add"
+        elif line.startswith("-"):
+            cls = "del"
+        elif line.startswith("@@"):
+            cls = "hunk"
+        else:
+            cls = ""
+        out.append(f'<span class="{cls}">{html.escape(line)}</span>' if cls else html.escape(line))
+    return '<pre class="diff">' + "\n".join(out) + "</pre>"
+
+
+def _form(item: str, action: str, label: str, field: tuple[str, str] | None = None) -> str:
+    extra = ""
+    if field is not None:
+        name, hint = field
+        tag = "textarea" if name == "answer" else "input"
+        close = "</textarea>" if tag == "textarea" else ""
+        required = " required" if name == "answer" else ""
+        extra = f'<{tag} name="{name}" placeholder="{esc(hint)}"{required}>{close}'
+    return (
+        f'<form method=post action="{url("inbox", item, action)}" class="act {action}">'
+        f'{extra}<button type=submit name=do value="{action}">{label}</button></form>'
+    )
+
+
+def item_actions(item: InboxItem) -> str:
+    if not item.is_open:
+        return ""
+    if item.kind == ItemKind.APPROVAL:
+        forms = [
+            _form(item.id, "approve", "Approve", ("note", "note (optional)")),
+            _form(item.id, "reject", "Reject", ("reason", "reason (optional)")),
+        ]
+    elif item.kind == ItemKind.ESCALATION:
+        forms = [
+            _form(item.id, "reply", "Reply", ("answer", "your answer to the agent")),
+            _form(item.id, "dismiss", "Dismiss"),
+        ]
+    elif item.kind in (ItemKind.FAILED, ItemKind.UNHANDLED):
+        forms = [_form(item.id, "retry", "Retry"), _form(item.id, "dismiss", "Dismiss")]
+    else:
+        forms = [_form(item.id, "dismiss", "Dismiss")]
+    return f"<section class=actions>{''.join(forms)}</section>"
+
+
+def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> str:
+    d = view.detail
+    item = d.item
+    where = "/".join(p for p in (item.loop, item.task) if p) or "-"
+    parts = [
+        f"<h1><code>{esc(item.id)}</code> {badge(item.kind)} {badge(item_state(item))}</h1>",
+        f"<p class=summary>{esc(item.summary)}</p>",
+    ]
+    if notice is not None:
+        ok, message = notice
+        parts.append(f'<p class="notice {"ok" if ok else "bad"}">{esc(message)}</p>')
+    parts.append(item_actions(item))
+    if d.action:
+        then = "".join(f"<li>then: {esc(t)}</li>" for t in d.then)
+        parts.append(
+            f"<section><h2>Awaiting approval</h2><p><b>{esc(d.action)}</b></p><ul>{then}</ul>"
+            + (f"<p class=bad>Refused: {esc(item.refused)}</p>" if item.refused else "")
+            + "</section>"
+        )
+    if d.question:
+        parts.append(f"<section><h2>The agent asks</h2><pre>{esc(d.question)}</pre></section>")
+    facts = [
+        ("Loop / task", where),
+        ("Run", item.run),
+        ("Task status", d.task_status),
+        ("Branch", d.branch),
+        ("Commit", d.commit),
+        ("Base", d.base_sha),
+        ("Fingerprint", d.fingerprint),
+        ("Reason", item.evidence.get("reason")),
+        ("Worktree", item.evidence.get("worktree")),
+        ("Spend", f"{d.tokens} tokens" + (f", ${d.cost_usd:.2f}" if d.cost_usd else "")),
+        ("Opened", item.opened[:19]),
+    ]
+    rows = "".join(
+        f"<tr><th>{label}</th><td>"
+        + (
+            f'<a href="{url("runs", str(value))}">{esc(value)}</a>'
+            if label == "Run"
+            else esc(value)
+        )
+        + "</td></tr>"
+        for label, value in facts
+        if value
+    )
+    parts.append(f"<section><h2>Evidence</h2><table class=facts>{rows}</table></section>")
+    if d.attempts:
+        lis = "".join(
+            f"<li>{esc(a['number'])}: {badge(str(a['verdict']))} {esc(a.get('reason') or '')}"
+            + (f" <code>{esc(a['fingerprint'])}</code>" if a.get("fingerprint") else "")
+            + "</li>"
+            for a in d.attempts
+        )
+        parts.append(f"<section><h2>Attempts</h2><ol class=plain>{lis}</ol></section>")
+    if view.patch is not None:
+        parts.append(
+            f"<section><h2>Diff</h2><pre class=stat>{esc(d.diff_stat)}</pre>"
+            f"{diff_html(view.patch) if view.patch else '<p class=muted>(empty)</p>'}</section>"
+        )
+    elif d.diff_stat:
+        parts.append(f"<section><h2>Diff</h2><pre class=stat>{esc(d.diff_stat)}</pre></section>")
+    if d.check_output.strip():
+        parts.append(
+            f"<section><h2>Check output</h2><pre class=output>{esc(d.check_output)}</pre></section>"
+        )
+    if d.history:
+        lis = "".join(f"<li>{esc(h)}</li>" for h in d.history)
+        parts.append(f"<section><h2>History</h2><ul class=plain>{lis}</ul></section>")
+    return layout(f"inbox {item.id}", "".join(parts), active="inbox", project=project)
+
+
+# --- runs -----------------------------------------------------------------------------------
+
+
+def runs_page(runs: Iterable[RunView], project: str) -> str:
+    rows = "".join(
+        f'<tr><td><a href="{url("runs", r.run)}"><code>{esc(r.run)}</code></a></td>'
+        f"<td>{esc(r.loop)}</td><td>{badge(r.status)}</td>"
+        f"<td>{_when(r.started)}</td><td>{len(r.tasks)}</td><td>{r.tokens}</td></tr>"
+        for r in runs
+    )
+    table = (
+        "<table><thead><tr><th>Run</th><th>Loop</th><th>Status</th><th>Started</th>"
+        f"<th>Tasks</th><th>Tokens</th></tr></thead><tbody>{rows}</tbody></table>"
+        if rows
+        else "<p class=muted>no runs yet</p>"
+    )
+    return layout("Runs", f"<h1>Runs</h1>{table}", active="runs", project=project)
+
+
+def run_page(view: RunPage, project: str) -> str:
+    run = view.run
+    live = run.status == "running"
+    stream = (
+        f' data-stream="{url("runs", run.run, "stream")}?after={view.last_seq}"' if live else ""
+    )
+    lines = "".join(
+        f'<li data-seq="{t.seq}"><span class=off>+{t.offset_s:7.1f}s</span> {esc(t.text)}</li>'
+        for t in view.timeline
+    )
+    tasks = "".join(
+        f"<li><b>{esc(name)}</b>: {badge(t.status)} after {len(t.attempts)} attempt(s)"
+        + (f" · commit <code>{esc(t.commit[:12])}</code>" if t.commit else "")
+        + (f" · {esc(t.reason)}" if t.reason else "")
+        + "</li>"
+        for name, t in run.tasks.items()
+    )
+    body = (
+        f"<h1>Run <code>{esc(run.run)}</code></h1>"
+        f'<p>loop <b>{esc(run.loop)}</b> · <span id=run-status data-status="{esc(run.status)}">'
+        f"{badge(run.status)}</span> · started {_when(run.started)}"
+        + (" · <span class=live-dot>updating live</span>" if live else "")
+        + f"</p><section><h2>Tasks</h2><ul class=plain>{tasks or '<li>none yet</li>'}</ul>"
+        f"</section><section><h2>Timeline</h2><ol id=timeline class=timeline{stream}>{lines}"
+        f"</ol></section>{_attempts(view.folders)}"
+    )
+    return layout(f"run {run.run}", body, active="runs", project=project)
+
+
+def _attempts(folders: Sequence[AttemptFolder]) -> str:
+    if not folders:
+        return ""
+    parts = ["<section><h2>Attempts</h2>"]
+    for folder in folders:
+        files = "".join(
+            f"<details><summary>{esc(f.name)} <small>({f.size} bytes"
+            + (", last 256 KiB shown" if f.truncated else "")
+            + f")</small></summary><pre class=output>{esc(f.text)}</pre></details>"
+            for f in folder.files
+        )
+        parts.append(
+            f"<div class=attempt><h3>{esc(folder.task)} · {esc(folder.name)}</h3>"
+            f"<p class=muted><code>{esc(folder.path)}</code></p>"
+            f"{files or '<p class=muted>no files</p>'}</div>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def refused_page(reason: str) -> str:
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>refused · loopctl</title>"
+        f"</head><body><h1>Refused</h1><p>{esc(reason)}</p></body></html>"
+    )

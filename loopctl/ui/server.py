@@ -1,0 +1,393 @@
+"""The dashboard's HTTP server: routes, the guard every request passes, and `serve`.
+
+Starlette routes render `pages` from `views`; one ASGI layer in front (`guarded`) checks the
+Host, the session token and, for a change, the origin (see `security`). Inbox actions run
+`loopctl.commands.inbox` — the functions `loopctl inbox approve/…` call — in a worker thread, so
+a delivery or a retried run does not hold the page.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from loopctl.errors import LoopctlError
+from loopctl.journal.events import EventLog, EventType
+from loopctl.ui import assets, pages, views
+from loopctl.ui.security import Guard, is_loopback, query_token
+
+ACTIONS = ("approve", "reject", "retry", "reply", "dismiss")
+# How long a POST waits for its action before the page says it is still working.
+ACTION_WAIT_S = 10.0
+# One server-sent-events response lasts this long; the browser reconnects (Last-Event-ID) after.
+STREAM_S = 60.0
+MAX_FORM_BYTES = 64 * 1024
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",  # "no-referrer" makes a form's Origin "null"
+    "cache-control": "no-store",
+    "x-frame-options": "DENY",
+}
+
+
+class UiUnavailable(LoopctlError):
+    """The `[ui]` extra is not installed (exit 1)."""
+
+
+@dataclass(slots=True)
+class Dashboard:
+    """What the routes share: the project, the guard, and the actions in flight."""
+
+    root: Path
+    guard: Guard
+    stopping: Callable[[], bool] = lambda: False
+    jobs: dict[str, tuple[str, str, Future[Any]]] = field(default_factory=dict)
+    workers: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="ui-action")
+    )
+
+    def project(self) -> Any:
+        from loopctl.definitions import load_project
+
+        return load_project(self.root)
+
+    def events(self) -> list[Any]:
+        from loopctl.paths import ProjectPaths
+
+        return EventLog(ProjectPaths(self.root).events_file).read()
+
+    @property
+    def name(self) -> str:
+        return str(self.root)
+
+
+def _html(text: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status)
+
+
+def _refused(reason: str, status: int = 403) -> HTMLResponse:
+    return HTMLResponse(pages.refused_page(reason), status_code=status)
+
+
+def build_app(board: Dashboard) -> ASGIApp:
+    """The guarded ASGI application."""
+
+    def loops(request: Request) -> Response:
+        from loopctl.scheduling.schedule import zone
+
+        project = board.project()
+        view = views.loops_view(project, board.events(), views.now_utc(), zone(None))
+        return _html(pages.loops_page(view, board.name))
+
+    def inbox(request: Request) -> Response:
+        page = request.query_params.get("page", "1")
+        view = views.inbox_view(
+            board.events(),
+            page=int(page) if page.isdigit() else 1,
+            closed=request.query_params.get("all") == "1",
+        )
+        loop = request.query_params.get("loop") or None
+        return _html(pages.inbox_page(view, board.name, views.now_utc(), loop))
+
+    def item(request: Request) -> Response:
+        ref = request.path_params["item"]
+        try:
+            view = views.item_view(board.project(), ref)
+        except LoopctlError as exc:
+            return _html(pages.layout("not found", f"<p>{pages.esc(exc)}</p>"), 404)
+        notice = _notice(board, request.query_params.get("job"), view.detail.item.id)
+        return _html(pages.item_page(view, board.name, notice))
+
+    async def act(request: Request) -> Response:
+        ref, action = request.path_params["item"], request.path_params["action"]
+        if action not in ACTIONS:
+            return _refused(f"no action {action!r}", 404)
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return _refused("the form is too large", 413)
+        form = dict(parse_qsl(body.decode("utf-8", "replace")))
+        job = _start(board, ref, action, form)
+        from anyio import to_thread
+
+        await to_thread.run_sync(_wait, board.jobs[job][2])
+        return RedirectResponse(
+            pages.url("inbox", board.jobs[job][0]) + "?" + urlencode({"job": job}), 303
+        )
+
+    def runs(request: Request) -> Response:
+        return _html(pages.runs_page(views.recent_runs(board.events()), board.name))
+
+    def run(request: Request) -> Response:
+        try:
+            view = views.run_page(board.project(), board.events(), request.path_params["run"])
+        except LoopctlError as exc:
+            return _html(pages.layout("not found", f"<p>{pages.esc(exc)}</p>"), 404)
+        return _html(pages.run_page(view, board.name))
+
+    def stream(request: Request) -> Response:
+        ref = request.path_params["run"]
+        raw = request.headers.get("last-event-id") or request.query_params.get("after", "0")
+        after = int(raw) if raw.isdigit() else 0
+        try:
+            from loopctl.commands.status import find_run
+
+            found = find_run(board.events(), ref)
+        except LoopctlError as exc:
+            return _refused(str(exc), 404)
+        return StreamingResponse(
+            _follow(board, found.run, found.events[0].ts if found.events else found.started, after),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    def home(request: Request) -> Response:
+        return RedirectResponse("/loops", 303)
+
+    def css(request: Request) -> Response:
+        return Response(assets.CSS, media_type="text/css")
+
+    def js(request: Request) -> Response:
+        return Response(assets.JS, media_type="text/javascript")
+
+    app = Starlette(
+        routes=[
+            Route("/", home),
+            Route("/loops", loops),
+            Route("/inbox", inbox),
+            Route("/inbox/{item}", item),
+            Route("/inbox/{item}/{action}", act, methods=["POST"]),
+            Route("/runs", runs),
+            Route("/runs/{run}", run),
+            Route("/runs/{run}/stream", stream),
+            Route("/static/app.css", css),
+            Route("/static/app.js", js),
+        ]
+    )
+    return guarded(app, board.guard)
+
+
+def guarded(app: ASGIApp, guard: Guard) -> ASGIApp:
+    """`app` behind the checks of `security`: Host, token, and the origin of a change."""
+
+    async def guarded_app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await app(scope, receive, send)
+            return
+        request = Request(scope)
+        response = _check(request, guard)
+        if response is not None:
+            await _secure(response)(scope, receive, send)
+            return
+
+        async def send_secured(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, send_secured)
+
+    return guarded_app
+
+
+def _secure(response: Response) -> Response:
+    for key, value in SECURITY_HEADERS.items():
+        response.headers[key] = value
+    return response
+
+
+def _check(request: Request, guard: Guard) -> Response | None:
+    """A refusal, a login redirect, or None when the request may go on."""
+    host = request.headers.get("host")
+    if not guard.host_ok(host):
+        return _refused("this server answers only to the address it was started on (Host)")
+    presented = query_token(request.query_params.multi_items())
+    if presented is not None:
+        if not guard.token_ok(presented) or request.method not in ("GET", "HEAD"):
+            return _refused("wrong token: open the URL `loopctl ui` printed")
+        # The token leaves the address bar (and the history) for a cookie scripts cannot read.
+        kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+        target = request.url.path + (("?" + urlencode(kept)) if kept else "")
+        response = RedirectResponse(target, 303)
+        response.set_cookie(
+            guard.cookie, guard.token, httponly=True, samesite="strict", path="/", secure=False
+        )
+        return response
+    if not guard.token_ok(request.cookies.get(guard.cookie)):
+        return _refused("no session: open the URL `loopctl ui` printed in your terminal", 401)
+    if request.method not in ("GET", "HEAD"):
+        if request.method != "POST":
+            return _refused("method not allowed", 405)
+        if not guard.origin_ok(
+            request.headers.get("origin"), request.headers.get("sec-fetch-site"), host
+        ):
+            return _refused("a change must come from a page of this dashboard (Origin)")
+    return None
+
+
+# --- actions --------------------------------------------------------------------------------
+
+
+def _start(board: Dashboard, ref: str, action: str, form: dict[str, str]) -> str:
+    """Run an inbox action as `loopctl inbox ACTION` does; returns the job's id."""
+    from loopctl.commands import inbox as commands
+
+    def run() -> Any:
+        project = board.project()
+        if action == "approve":
+            return commands.approve(project, ref, form.get("note") or None)
+        if action == "reject":
+            return commands.reject(project, ref, form.get("reason") or None)
+        if action == "retry":
+            return commands.retry(project, ref)
+        if action == "reply":
+            return commands.reply(project, ref, form.get("answer", ""))
+        return commands.dismiss(project, ref)
+
+    job = secrets.token_hex(8)
+    board.jobs[job] = (ref, action, board.workers.submit(run))
+    return job
+
+
+def _wait(future: Future[Any]) -> None:
+    try:
+        future.result(timeout=ACTION_WAIT_S)
+    except FutureTimeout:
+        pass
+    except Exception:
+        pass  # reported on the item's page by _notice
+
+
+def _notice(board: Dashboard, job: str | None, item: str) -> tuple[bool, str] | None:
+    found = board.jobs.get(job or "")
+    if found is None:
+        return None
+    ref, action, future = found
+    if not future.done():
+        return True, f"{action} is still running (a delivery or a run takes a while); reload"
+    error = future.exception()
+    if isinstance(error, LoopctlError):
+        return False, str(error)
+    if error is not None:
+        print(f"loopctl ui: {action} {ref} failed unexpectedly: {error!r}", file=sys.stderr)
+        return False, f"{action} failed unexpectedly: {error!r}"
+    result = future.result()
+    return bool(result.ok), str(result.message)
+
+
+# --- live run -------------------------------------------------------------------------------
+
+
+def _follow(board: Dashboard, run: str, start: str, after: int) -> Iterator[str]:
+    """Server-sent events: each new event of `run` as a timeline line, until it finishes."""
+    from loopctl.paths import ProjectPaths
+
+    deadline = time.monotonic() + STREAM_S
+    log = EventLog(ProjectPaths(board.root).events_file)
+    yield "retry: 1000\n\n"
+
+    def stop() -> bool:
+        return board.stopping() or time.monotonic() > deadline
+
+    for event in log.follow(after, stop=stop):
+        if event.run != run:
+            continue
+        line = views.timeline_line(event, start)
+        finished = event.type == EventType.TICK_FINISHED
+        payload = {
+            "seq": line.seq,
+            "offset": line.offset_s,
+            "text": line.text,
+            "finished": finished,
+            "status": str(event.data.get("status") or "") if finished else "",
+        }
+        yield f"id: {event.seq}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
+        if finished:
+            return
+
+
+# --- serving --------------------------------------------------------------------------------
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on `host`:`port` (0: a free port)."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise LoopctlError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(64)
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve(
+    root: Path,
+    *,
+    host: str,
+    port: int,
+    token: str,
+    on_ready: Callable[[str], None],
+) -> None:
+    """Serve the dashboard of `root` until interrupted; `on_ready(url)` once it listens."""
+    import uvicorn
+
+    from loopctl.sandbox import harden_self
+
+    # Our /proc files (memory, environ) unreadable to other processes of the user.
+    harden_self()
+    sock = bind(host, port)
+    bound = sock.getsockname()[1]
+    guard = Guard(token=token, host=host, port=bound)
+    board = Dashboard(root=root, guard=guard)
+    config = uvicorn.Config(
+        build_app(board),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    board.stopping = lambda: bool(server.should_exit)
+    shown = host if is_loopback(host) or host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    name = f"[{shown}]" if ":" in shown else shown
+    on_ready(f"http://{name}:{bound}/?token={token}")
+    try:
+        server.run(sockets=[sock])
+    finally:
+        board.workers.shutdown(wait=False, cancel_futures=True)
+        sock.close()
+
+
+def start_browser(url: str) -> None:
+    """Open `url` in the user's browser, off the main thread (it may block on some systems)."""
+    import webbrowser
+
+    threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()

@@ -1,0 +1,197 @@
+"""What each page shows, gathered from the log and the project with the CLI's own folds.
+
+No rendering here: `pages` turns these into HTML. The folds are the CLI's (`commands.status`,
+`journal.spending`, `journal.history`, `commands.inbox.show`), so the page and the terminal
+agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loopctl.commands.status import LoopStatus, describe, find_run, loop_statuses
+from loopctl.journal import history
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.inbox import InboxItem, items
+from loopctl.journal.spending import GroupBy, SpendRow, spend_report
+
+if TYPE_CHECKING:
+    from loopctl.commands.inbox import ItemDetail
+    from loopctl.definitions import Project
+
+CHART_DAYS = 14
+RECENT_RUNS = 5
+PAGE_SIZE = 100
+# An attempt file shown in the page: its tail past this many bytes (the file has the rest).
+FILE_TAIL_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LoopCard:
+    status: LoopStatus
+    recent: tuple[history.RunView, ...]
+    days: tuple[SpendRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopsView:
+    loops: tuple[LoopCard, ...]
+    days: tuple[SpendRow, ...]  # every loop together
+    up: str | None  # "pid N since T" while `loopctl up` runs
+
+
+def loops_view(project: Project, events: list[Event], now: datetime, tz: tzinfo) -> LoopsView:
+    """Each loop's trigger, next tick, last runs and spend per day (as `status` and `spend`)."""
+    from loopctl.scheduling.daemon import up_info
+
+    statuses = loop_statuses(project, events)
+    runs = history.fold(events)
+    by_loop: dict[str, list[history.RunView]] = {}
+    for run in runs.values():
+        by_loop.setdefault(run.loop, []).append(run)
+    since = now - timedelta(days=CHART_DAYS - 1)
+    spent = [e for e in events if e.type == EventType.AGENT_FINISHED]
+    cards = []
+    for status in statuses:
+        mine = [e for e in spent if e.loop == status.loop]
+        report = spend_report(mine, by=GroupBy.DAY, since=since, now=now, tz=tz)
+        recent = sorted(by_loop.get(status.loop, []), key=lambda r: r.started)[-RECENT_RUNS:]
+        cards.append(LoopCard(status, tuple(reversed(recent)), report.days))
+    total = spend_report(spent, by=GroupBy.DAY, since=since, now=now, tz=tz)
+    up = up_info(project.paths, events)
+    return LoopsView(
+        tuple(cards), total.days, f"pid {up.pid} since {str(up.since)[:19]}" if up else None
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class InboxView:
+    shown: tuple[InboxItem, ...]
+    total: int
+    page: int
+    pages: int
+    closed: bool  # closed items included
+
+
+def inbox_view(events: list[Event], *, page: int = 1, closed: bool = False) -> InboxView:
+    """The items `loopctl inbox` lists (with `closed`: `--all`), newest first, one page."""
+    found = [i for i in items(events) if closed or i.is_open]
+    found.reverse()
+    pages = max(1, -(-len(found) // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    start = (page - 1) * PAGE_SIZE
+    return InboxView(tuple(found[start : start + PAGE_SIZE]), len(found), page, pages, closed)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemView:
+    detail: ItemDetail
+    patch: str | None  # an approval's whole patch, undecodable bytes as U+FFFD
+
+
+def item_view(project: Project, ref: str) -> ItemView:
+    """`loopctl inbox show ID`: the evidence, and an approval's whole patch (`inbox diff`)."""
+    from loopctl.commands.inbox import InboxError, patch, show
+    from loopctl.errors import LoopctlError
+    from loopctl.journal.inbox import ItemKind
+
+    detail = show(project, ref)
+    text: str | None = None
+    if detail.item.kind == ItemKind.APPROVAL and detail.commit and detail.base_sha:
+        try:
+            text = patch(project, detail.item.id).decode("utf-8", "replace")
+        except InboxError:
+            text = None
+        except LoopctlError as exc:
+            text = f"(the patch is unavailable: {exc})"
+    return ItemView(detail, text)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineLine:
+    seq: int
+    offset_s: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFile:
+    name: str
+    text: str
+    size: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFolder:
+    task: str
+    name: str  # attempt-N or setup
+    path: Path
+    files: tuple[AttemptFile, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    run: history.RunView
+    timeline: tuple[TimelineLine, ...]
+    folders: tuple[AttemptFolder, ...]
+    last_seq: int
+
+
+def timeline_line(event: Event, start: str) -> TimelineLine:
+    """One line of `loopctl replay`: seconds since the run started, and what happened."""
+    offset = (datetime.fromisoformat(event.ts) - datetime.fromisoformat(start)).total_seconds()
+    return TimelineLine(event.seq, offset, describe(event))
+
+
+def run_page(project: Project, events: list[Event], ref: str) -> RunPage:
+    """`loopctl replay RUN`, and the files of each attempt under .loop/runs/RUN/."""
+    run = find_run(events, ref)
+    start = run.events[0].ts if run.events else run.started
+    lines = tuple(timeline_line(e, start) for e in run.events)
+    return RunPage(run, lines, _folders(project.paths.runs_dir / run.run), events[-1].seq)
+
+
+def _folders(run_dir: Path) -> tuple[AttemptFolder, ...]:
+    found = []
+    if not run_dir.is_dir():
+        return ()
+    for task_dir in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.is_symlink()):
+        for folder in sorted(
+            (p for p in task_dir.iterdir() if p.is_dir() and not p.is_symlink()),
+            key=lambda p: (p.name != "setup", _number(p.name), p.name),
+        ):
+            files = tuple(
+                _read_tail(f)
+                for f in sorted(folder.iterdir())
+                if f.is_file() and not f.is_symlink()
+            )
+            found.append(AttemptFolder(task_dir.name, folder.name, folder, files))
+    return tuple(found)
+
+
+def _number(name: str) -> int:
+    tail = name.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _read_tail(path: Path) -> AttemptFile:
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if size > FILE_TAIL_BYTES:
+            handle.seek(size - FILE_TAIL_BYTES)
+        data = handle.read(FILE_TAIL_BYTES)
+    return AttemptFile(path.name, data.decode("utf-8", "replace"), size, size > FILE_TAIL_BYTES)
+
+
+def recent_runs(events: list[Event], limit: int = 50) -> list[history.RunView]:
+    """The latest runs, newest first."""
+    runs = sorted(history.fold(events).values(), key=lambda r: r.started)
+    return list(reversed(runs[-limit:]))
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
