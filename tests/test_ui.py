@@ -97,11 +97,16 @@ def test_host_and_origin_rules() -> None:
     assert not guard.origin_ok("http://127.0.0.1:8123", "same-site", "127.0.0.1:8123")
     assert not guard.origin_ok(None, "same-origin", "127.0.0.1:8123")
     assert not guard.origin_ok("null", None, "127.0.0.1:8123")
-    assert not guard.token_ok("t" * 42) and guard.token_ok("t" * 43)
+    assert not guard.token_ok("t" * 42)
+    assert guard.token_ok("t" * 43)
     wide = Guard(token="x", host="0.0.0.0", port=80)
-    assert wide.host_ok("10.1.2.3:80") and not wide.host_ok("rebind.example:80")
-    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
-    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2")
+    assert wide.host_ok("10.1.2.3:80")
+    assert not wide.host_ok("rebind.example:80")
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("192.168.1.2")
 
 
 # --- over HTTP ----------------------------------------------------------------------------
@@ -126,7 +131,8 @@ def test_requests_without_the_token_from_another_origin_or_host_are_refused(
         cookie = {f"loopctl_ui_{ui.port}": ui.token}
         with httpx.Client(timeout=20, cookies=cookie) as session:
             page = session.get(f"{ui.base}/inbox")
-            assert page.status_code == 200 and item in page.text
+            assert page.status_code == 200
+            assert item in page.text
             assert "default-src 'none'" in page.headers["content-security-policy"]
             foreign = {"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}
             assert session.post(approve, headers=foreign).status_code == 403
@@ -215,7 +221,8 @@ def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
         page.goto(f"{ui.base}/inbox/{item}")
         diff = page.locator("pre.diff")
         assert "+    return a + b" in diff.inner_text()
-        assert diff.locator("span.add").count() >= 1 and diff.locator("span.del").count() >= 1
+        assert diff.locator("span.add").count() >= 1
+        assert diff.locator("span.del").count() >= 1
         assert f"push {commit.data['sha'][:12]} to origin" in page.inner_text("main")
         screenshot(page, "approval")
         page.fill("form.approve input[name=note]", "looks right")
@@ -227,14 +234,16 @@ def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
         again = page.request.post(
             f"{ui.base}/inbox/{item}/approve", headers={"Origin": ui.base}, form={"note": "again"}
         )
-        assert again.status == 200 and "already closed" in again.text()
+        assert again.status == 200
+        assert "already closed" in again.text()
 
         page.goto(f"{ui.base}/runs")
         page.click("tbody tr a")
         page.wait_for_selector("#timeline li")
         screenshot(page, "run")
     (granted,) = events(repo, "approved")
-    assert granted.data["sha"] == commit.data["sha"] and granted.data["note"] == "looks right"
+    assert granted.data["sha"] == commit.data["sha"]
+    assert granted.data["note"] == "looks right"
     assert len([e for e in events(repo, "action_started") if e.data.get("action") == "push"]) == 1
     assert remote_refs(remote) == {f"refs/heads/{BRANCH}": commit.data["sha"]}
     (closed,) = [i for i in inbox_items(monkeypatch, repo, "--all") if i["id"] == item]
