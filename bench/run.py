@@ -31,6 +31,11 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("parallel", {}, {}),
     ("events_throughput", {"events": 20000}, {"events": 5000}),
     ("spend_scale", {"events": 100_000}, {"events": 20_000}),
+    (
+        "ui_load",
+        {"items": 10_000, "runs": 1_000, "again": 5},
+        {"items": 10_000, "runs": 1_000, "again": 2},
+    ),
     ("schedule_precision", {"ticks": 20, "idle": 30.0}, {"ticks": 10, "idle": 10.0}),
     ("agent_clis", {"runs": 3}, {"runs": 1}),
     ("sandbox_cost", {"runs": 30, "attempts": 5}, {"runs": 10, "attempts": 2}),

@@ -8,7 +8,7 @@ from typing import Any
 from loopctl.definitions import Project
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
-from loopctl.journal.inbox import open_items
+from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.lock import read_holder
 from loopctl.text import strip_controls
 from loopctl.usage import clamp_usd, tokens_of
@@ -56,12 +56,20 @@ class LoopStatus:
         }
 
 
-def loop_statuses(project: Project, events: list[Event] | None = None) -> list[LoopStatus]:
-    """One row per loop; `events`: the log already read (the dashboard reads it once)."""
+def loop_statuses(
+    project: Project,
+    events: list[Event] | None = None,
+    *,
+    runs: dict[str, history.RunView] | None = None,
+    waiting: list[InboxItem] | None = None,
+) -> list[LoopStatus]:
+    """One row per loop. The dashboard passes what it already has of the same log: `events`,
+    `runs` (`history.fold` of them) and `waiting` (their open inbox items)."""
     if events is None:
         events = EventLog(project.paths.events_file).read()
-    runs = history.fold(events)
-    items = open_items(events)
+    if runs is None:
+        runs = history.fold(events)
+    items = open_items(events) if waiting is None else waiting
     names = sorted(set(project.loops) | {r.loop for r in runs.values()})
     scheduled = _scheduled(project, events)
     statuses = []

@@ -62,7 +62,8 @@ ol.timeline { list-style:none; padding:0; margin:0; background:#fff; border:1px 
   font-family:ui-monospace, monospace; font-size:12.5px; }
 ol.timeline li { padding:3px 10px; border-bottom:1px solid #f3f4f6; white-space:pre-wrap; }
 ol.timeline li.new { background:#eff6ff; }
-ol.timeline .off { color:var(--muted); }
+ol.timeline .off { color:var(--muted); display:inline-block; min-width:60px; text-align:right;
+  margin-right:6px; }
 ul.plain, ol.plain { padding-left:20px; }
 .live-dot { color:var(--live); } .live-dot::before { content:"● "; }
 details { margin:4px 0; } summary { cursor:pointer; }
@@ -78,6 +79,22 @@ JS = """
   const timeline = document.getElementById("timeline");
   if (!timeline || !timeline.dataset.stream) return;
   const status = document.getElementById("run-status");
+  // The run ended: the tasks and the attempts' files come from this server's own page.
+  function refresh(finalStatus) {
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (answer) { return answer.text(); })
+      .then(function (text) {
+        const fresh = new DOMParser().parseFromString(text, "text/html");
+        for (const id of ["tasks", "attempts", "run-status"]) {
+          const mine = document.getElementById(id);
+          const theirs = fresh.getElementById(id);
+          if (mine && theirs) mine.replaceWith(document.adoptNode(theirs));
+        }
+      })
+      .catch(function () {
+        if (status) status.dataset.status = finalStatus;
+      });
+  }
   const source = new EventSource(timeline.dataset.stream);
   source.onmessage = function (message) {
     const event = JSON.parse(message.data);
@@ -86,18 +103,15 @@ JS = """
     line.className = "new";
     const offset = document.createElement("span");
     offset.className = "off";
-    offset.textContent = "+" + event.offset.toFixed(1).padStart(7, " ") + "s";
+    offset.textContent = "+" + event.offset.toFixed(1) + "s";
     line.appendChild(offset);
-    line.appendChild(document.createTextNode(" " + event.text));
+    line.appendChild(document.createTextNode(event.text));
     timeline.appendChild(line);
     if (event.finished) {
       source.close();
-      if (status) {
-        status.dataset.status = event.status;
-        status.textContent = event.status;
-      }
       const dot = document.querySelector(".live-dot");
       if (dot) dot.remove();
+      refresh(event.status);
     }
   };
 })();

@@ -338,7 +338,7 @@ def run_page(view: RunPage, project: str) -> str:
         f' data-stream="{url("runs", run.run, "stream")}?after={view.last_seq}"' if live else ""
     )
     lines = "".join(
-        f'<li data-seq="{t.seq}"><span class=off>+{t.offset_s:7.1f}s</span> {esc(t.text)}</li>'
+        f'<li data-seq="{t.seq}"><span class=off>+{t.offset_s:.1f}s</span> {esc(t.text)}</li>'
         for t in view.timeline
     )
     tasks = "".join(
@@ -352,10 +352,10 @@ def run_page(view: RunPage, project: str) -> str:
         f"<h1>Run <code>{esc(run.run)}</code></h1>"
         f'<p>loop <b>{esc(run.loop)}</b> · <span id=run-status data-status="{esc(run.status)}">'
         f"{badge(run.status)}</span> · started {_when(run.started)}"
-        + (" · <span class=live-dot>updating live</span>" if live else "")
-        + f"</p><section><h2>Tasks</h2><ul class=plain>{tasks or '<li>none yet</li>'}</ul>"
-        f"</section><section><h2>Timeline</h2><ol id=timeline class=timeline{stream}>{lines}"
-        f"</ol></section>{_attempts(view.folders)}"
+        + (" <span class=live-dot>updating live</span>" if live else "")
+        + f"</p><section id=tasks><h2>Tasks</h2><ul class=plain>{tasks or '<li>none yet</li>'}"
+        f"</ul></section><section><h2>Timeline</h2><ol id=timeline class=timeline{stream}>"
+        f"{lines}</ol></section><div id=attempts>{_attempts(view.folders)}</div>"
     )
     return layout(f"run {run.run}", body, active="runs", project=project)
 

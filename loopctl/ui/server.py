@@ -8,6 +8,7 @@ a delivery or a retried run does not hold the page.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import socket
@@ -63,6 +64,11 @@ class Dashboard:
     guard: Guard
     stopping: Callable[[], bool] = lambda: False
     jobs: dict[str, tuple[str, str, Future[Any]]] = field(default_factory=dict)
+    # One reader for the server's life: it parses only what was appended since the last read.
+    log: EventLog | None = None
+    # The inbox projection of the log as of its last seq (a pure function of the events).
+    _items: tuple[int, list[Any]] = (-1, [])
+    _runs: tuple[int, dict[str, Any]] = (-1, {})
     workers: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="ui-action")
     )
@@ -73,9 +79,43 @@ class Dashboard:
         return load_project(self.root)
 
     def events(self) -> list[Any]:
-        from loopctl.paths import ProjectPaths
+        if self.log is None:
+            from loopctl.paths import ProjectPaths
 
-        return EventLog(ProjectPaths(self.root).events_file).read()
+            self.log = EventLog(ProjectPaths(self.root).events_file)
+        return self.log.read()
+
+    def items(self) -> list[Any]:
+        from loopctl.journal.inbox import items
+
+        events = self.events()
+        seq = events[-1].seq if events else 0
+        if self._items[0] != seq:
+            self._items = (seq, items(events))
+        return self._items[1]
+
+    def runs(self) -> dict[str, Any]:
+        """`history.fold` of the log as of its last seq."""
+        from loopctl.journal import history
+
+        events = self.events()
+        seq = events[-1].seq if events else 0
+        if self._runs[0] != seq:
+            self._runs = (seq, history.fold(events))
+        return self._runs[1]
+
+    def loops(self) -> views.LoopsView:
+        from loopctl.scheduling.schedule import zone
+
+        events = self.events()
+        return views.loops_view(
+            self.project(),
+            events,
+            views.now_utc(),
+            zone(None),
+            runs=self.runs(),
+            every=self.items(),
+        )
 
     @property
     def name(self) -> str:
@@ -94,16 +134,12 @@ def build_app(board: Dashboard) -> ASGIApp:
     """The guarded ASGI application."""
 
     def loops(request: Request) -> Response:
-        from loopctl.scheduling.schedule import zone
-
-        project = board.project()
-        view = views.loops_view(project, board.events(), views.now_utc(), zone(None))
-        return _html(pages.loops_page(view, board.name))
+        return _html(pages.loops_page(board.loops(), board.name))
 
     def inbox(request: Request) -> Response:
         page = request.query_params.get("page", "1")
         view = views.inbox_view(
-            board.events(),
+            board.items(),
             page=int(page) if page.isdigit() else 1,
             closed=request.query_params.get("all") == "1",
         )
@@ -376,6 +412,8 @@ def serve(
     )
     server = uvicorn.Server(config)
     board.stopping = lambda: bool(server.should_exit)
+    # Parse the log and import what the pages need now, so that the first page is quick.
+    _warm(board)
     shown = host if is_loopback(host) or host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     name = f"[{shown}]" if ":" in shown else shown
     on_ready(f"http://{name}:{bound}/?token={token}")
@@ -384,6 +422,11 @@ def serve(
     finally:
         board.workers.shutdown(wait=False, cancel_futures=True)
         sock.close()
+
+
+def _warm(board: Dashboard) -> None:
+    with contextlib.suppress(LoopctlError):  # the page will say what is wrong
+        board.loops()
 
 
 def start_browser(url: str) -> None:

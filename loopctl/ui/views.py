@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from loopctl.commands.status import LoopStatus, describe, find_run, loop_statuses
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
-from loopctl.journal.inbox import InboxItem, items
+from loopctl.journal.inbox import InboxItem
 from loopctl.journal.spending import GroupBy, SpendRow, spend_report
 
 if TYPE_CHECKING:
@@ -43,12 +43,24 @@ class LoopsView:
     up: str | None  # "pid N since T" while `loopctl up` runs
 
 
-def loops_view(project: Project, events: list[Event], now: datetime, tz: tzinfo) -> LoopsView:
-    """Each loop's trigger, next tick, last runs and spend per day (as `status` and `spend`)."""
+def loops_view(
+    project: Project,
+    events: list[Event],
+    now: datetime,
+    tz: tzinfo,
+    *,
+    runs: dict[str, history.RunView] | None = None,
+    every: list[InboxItem] | None = None,
+) -> LoopsView:
+    """Each loop's trigger, next tick, last runs and spend per day (as `status` and `spend`).
+
+    `runs` and `every`: `history.fold` and `journal.inbox.items` of `events`, when known."""
     from loopctl.scheduling.daemon import up_info
 
-    statuses = loop_statuses(project, events)
-    runs = history.fold(events)
+    if runs is None:
+        runs = history.fold(events)
+    waiting = None if every is None else [i for i in every if i.is_open]
+    statuses = loop_statuses(project, events, runs=runs, waiting=waiting)
     by_loop: dict[str, list[history.RunView]] = {}
     for run in runs.values():
         by_loop.setdefault(run.loop, []).append(run)
@@ -76,9 +88,11 @@ class InboxView:
     closed: bool  # closed items included
 
 
-def inbox_view(events: list[Event], *, page: int = 1, closed: bool = False) -> InboxView:
-    """The items `loopctl inbox` lists (with `closed`: `--all`), newest first, one page."""
-    found = [i for i in items(events) if closed or i.is_open]
+def inbox_view(every: list[InboxItem], *, page: int = 1, closed: bool = False) -> InboxView:
+    """The items `loopctl inbox` lists (with `closed`: `--all`), newest first, one page.
+
+    `every`: `journal.inbox.items` of the log."""
+    found = [i for i in every if closed or i.is_open]
     found.reverse()
     pages = max(1, -(-len(found) // PAGE_SIZE))
     page = min(max(1, page), pages)
