@@ -146,6 +146,40 @@ def test_requests_without_the_token_from_another_origin_or_host_are_refused(
     assert the_approval(monkeypatch, repo)["approved"] is None
 
 
+def test_page_actions_record_what_the_cli_records(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = gated(repo, tmp_path, monkeypatch)
+    question = hostile_item(repo)
+    item = the_approval(monkeypatch, repo)["id"]
+    with dashboard(repo) as ui:
+        cookie = {f"loopctl_ui_{ui.port}": ui.token}
+        origin = {"Origin": ui.base, "Sec-Fetch-Site": "same-origin"}
+        with httpx.Client(timeout=60, cookies=cookie, follow_redirects=True) as session:
+            # The CLI's own refusal, word for word, and nothing recorded.
+            wrong = session.post(f"{ui.base}/inbox/{question}/approve", headers=origin)
+            assert wrong.status_code == 200
+            assert "is a escalation item, not an approval" in wrong.text
+            assert 'class="notice bad"' in wrong.text
+            dismissed = session.post(f"{ui.base}/inbox/{question}/dismiss", headers=origin)
+            assert f"dismissed {question}" in dismissed.text
+            rejected = session.post(
+                f"{ui.base}/inbox/{item}/reject", headers=origin, data={"reason": "not today"}
+            )
+            assert f"rejected {item}: nothing was delivered" in rejected.text
+            listing = session.get(f"{ui.base}/inbox?loop=ship&all=1")
+            assert listing.text.count("<tr data-item=") == 2
+    assert events(repo, "approved") == []
+    closed = {e.data["id"]: e.data for e in events(repo, "inbox_closed")}
+    assert closed[question]["resolution"] == "dismissed"
+    assert closed[item] == {"id": item, "resolution": "rejected", "reason": "not today"}
+    (stopped,) = events(repo, "task_finished", "evil")
+    assert stopped.data["status"] == "stopped"  # what `inbox dismiss` records for a question
+    assert events(repo, "task_finished", "main")[-1].data["status"] == "rejected"
+    assert remote_refs(remote) == {}
+    assert inbox_items(monkeypatch, repo) == []
+
+
 def test_a_sandboxed_agent_cannot_find_the_token_or_approve(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_environment: Path
 ) -> None:
@@ -238,6 +272,7 @@ def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
         assert "already closed" in again.text()
 
         page.goto(f"{ui.base}/runs")
+        screenshot(page, "runs")
         page.click("tbody tr a")
         page.wait_for_selector("#timeline li")
         screenshot(page, "run")

@@ -76,6 +76,14 @@ details { margin:4px 0; } summary { cursor:pointer; }
 JS = """
 "use strict";
 (function () {
+  // One click, one decision: a button is disabled once its form is sent.
+  for (const form of document.querySelectorAll("form.act")) {
+    form.addEventListener("submit", function () {
+      for (const button of form.querySelectorAll("button")) button.disabled = true;
+    });
+  }
+})();
+(function () {
   const timeline = document.getElementById("timeline");
   if (!timeline || !timeline.dataset.stream) return;
   const status = document.getElementById("run-status");

@@ -143,24 +143,24 @@ def item_state(item: InboxItem) -> str:
     return "refused" if item.refused else "open"
 
 
-def inbox_page(view: InboxView, project: str, now: datetime, loop: str | None) -> str:
+def inbox_page(view: InboxView, project: str, now: datetime) -> str:
     rows = "".join(
         f'<tr data-item="{esc(i.id)}"><td><a href="{url("inbox", i.id)}"><code>{esc(i.id)}'
         f"</code></a></td><td>{badge(i.kind)}</td><td>{badge(item_state(i))}</td>"
         f"<td>{esc(i.loop or '-')}</td><td>{esc(i.task or '-')}</td>"
         f"<td>{_age(i.opened, now)}</td><td>{esc(i.summary[:140])}</td></tr>"
         for i in view.shown
-        if loop is None or i.loop == loop
     )
-    what = "all items" if view.closed else "open items"
-    toggle = (
-        '<a href="/inbox">open only</a>'
-        if view.closed
-        else '<a href="/inbox?all=1">show closed</a>'
-    )
+    what = "items" if view.closed else "open items"
+    if view.loop is not None:
+        what += f" of loop {esc(view.loop)}"
+    where = f"&loop={quote(view.loop)}" if view.loop is not None else ""
+    toggle = f'<a href="/inbox?all=1{where}">show closed</a>'
+    if view.closed:
+        toggle = f'<a href="/inbox?all=0{where}">open only</a>'
     pager = ""
     if view.pages > 1:
-        extra = "&all=1" if view.closed else ""
+        extra = ("&all=1" if view.closed else "") + where
         links = []
         if view.page > 1:
             links.append(f'<a href="/inbox?page={view.page - 1}{extra}">← newer</a>')
@@ -255,8 +255,9 @@ def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> 
     parts.append(item_actions(item))
     if d.action:
         then = "".join(f"<li>then: {esc(t)}</li>" for t in d.then)
+        heading = "Awaiting approval" if item.is_open and not item.approved else "The action"
         parts.append(
-            f"<section><h2>Awaiting approval</h2><p><b>{esc(d.action)}</b></p><ul>{then}</ul>"
+            f"<section><h2>{heading}</h2><p><b>{esc(d.action)}</b></p><ul>{then}</ul>"
             + (f"<p class=bad>Refused: {esc(item.refused)}</p>" if item.refused else "")
             + "</section>"
         )

@@ -142,9 +142,9 @@ def build_app(board: Dashboard) -> ASGIApp:
             board.items(),
             page=int(page) if page.isdigit() else 1,
             closed=request.query_params.get("all") == "1",
+            loop=request.query_params.get("loop") or None,
         )
-        loop = request.query_params.get("loop") or None
-        return _html(pages.inbox_page(view, board.name, views.now_utc(), loop))
+        return _html(pages.inbox_page(view, board.name, views.now_utc()))
 
     def item(request: Request) -> Response:
         ref = request.path_params["item"]

@@ -86,18 +86,22 @@ class InboxView:
     page: int
     pages: int
     closed: bool  # closed items included
+    loop: str | None = None  # only this loop's items
 
 
-def inbox_view(every: list[InboxItem], *, page: int = 1, closed: bool = False) -> InboxView:
+def inbox_view(
+    every: list[InboxItem], *, page: int = 1, closed: bool = False, loop: str | None = None
+) -> InboxView:
     """The items `loopctl inbox` lists (with `closed`: `--all`), newest first, one page.
 
     `every`: `journal.inbox.items` of the log."""
-    found = [i for i in every if closed or i.is_open]
+    found = [i for i in every if (closed or i.is_open) and (loop is None or i.loop == loop)]
     found.reverse()
     pages = max(1, -(-len(found) // PAGE_SIZE))
     page = min(max(1, page), pages)
     start = (page - 1) * PAGE_SIZE
-    return InboxView(tuple(found[start : start + PAGE_SIZE]), len(found), page, pages, closed)
+    shown = tuple(found[start : start + PAGE_SIZE])
+    return InboxView(shown, len(found), page, pages, closed, loop)
 
 
 @dataclass(frozen=True, slots=True)
