@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,8 @@ from engine_helpers import (
     run_loopctl,
     spawn_loopctl,
     wait_for,
+    write_agent,
+    write_loop,
 )
 from inbox_helpers import add_remote, inbox_items, remote_refs, ship_loop, the_approval
 from ui_helpers import browser, dashboard, screenshot
@@ -178,6 +181,53 @@ def test_page_actions_record_what_the_cli_records(
     assert events(repo, "task_finished", "main")[-1].data["status"] == "rejected"
     assert remote_refs(remote) == {}
     assert inbox_items(monkeypatch, repo) == []
+
+
+def test_retry_from_the_page_runs_the_task_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "never_fixes.py")
+    write_loop(
+        repo, "tidy", 'goal = "tests green"\nprompt = "fix add"\n\n[budget]\nmax_iterations = 1\n'
+    )
+    assert invoke(monkeypatch, repo, "run", "tidy", "--once").exit_code == 1
+    (item,) = inbox_items(monkeypatch, repo)
+    write_agent(repo, "maker", "fixer.py")  # the human fixed what made it fail
+    port = free_port()
+    with dashboard(repo, "--port", str(port)) as ui:
+        assert ui.port == port
+        cookie = {f"loopctl_ui_{ui.port}": ui.token}
+        with httpx.Client(timeout=120, cookies=cookie, follow_redirects=True) as session:
+            page = session.get(f"{ui.base}/inbox/{item['id']}")
+            assert 'action="/inbox/' + item["id"] + '/retry"' in page.text
+            done = session.post(f"{ui.base}/inbox/{item['id']}/retry", headers={"Origin": ui.base})
+            assert "retried" in done.text, done.text
+    assert [r.data["kind"] for r in events(repo, "tick_started")] == ["tick", "requeue"]
+    (requeued,) = events(repo, "task_requeued")
+    assert requeued.data["reason"] == "retry"
+    assert events(repo, "task_finished", "main")[-1].data["status"] == "done"
+    assert inbox_items(monkeypatch, repo) == []
+
+
+def test_without_the_ui_extra_it_says_how_to_install_it(repo: Path) -> None:
+    blocked = (
+        "import sys; sys.modules['starlette'] = None; sys.argv = ['loopctl', 'ui', '--no-open'];"
+        " from loopctl.__main__ import main; raise SystemExit(main())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert_clean_exit(done, 1)
+    assert done.stderr.strip() == (
+        "loopctl: `loopctl ui` needs the ui extra (starlette is missing):"
+        " pip install 'loopctl-runtime[ui]'"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def test_a_sandboxed_agent_cannot_find_the_token_or_approve(

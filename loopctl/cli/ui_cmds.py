@@ -50,8 +50,9 @@ def ui(
     except ImportError as exc:
         from loopctl.errors import LoopctlError
 
+        missing = (exc.name or "its web stack").split(".")[0]
         raise LoopctlError(
-            f"`loopctl ui` needs the ui extra ({exc.name} is missing):"
+            f"`loopctl ui` needs the ui extra ({missing} is missing):"
             " pip install 'loopctl-runtime[ui]'"
         ) from None
     from loopctl.ui.security import is_loopback, new_token
