@@ -126,6 +126,10 @@ def test_requests_without_the_token_from_another_origin_or_host_are_refused(
         with httpx.Client(timeout=20) as plain:
             assert plain.get(f"{ui.base}/inbox").status_code == 401
             assert plain.get(f"{ui.base}/inbox?token=wrong").status_code == 403
+            # The sign-in redirect stays on this server, whatever the path looks like.
+            login = httpx.get(f"{ui.base}//evil.example/x?token={ui.token}")
+            assert login.status_code == 303
+            assert login.headers["location"] == "/evil.example/x"
             assert plain.post(approve, headers=origin).status_code == 401
             assert plain.post(f"{approve}?token={ui.token}", headers=origin).status_code == 403
             # A rebound DNS name reaches the port but names itself in Host.

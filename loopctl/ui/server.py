@@ -266,7 +266,9 @@ def _check(request: Request, guard: Guard) -> Response | None:
             return _refused("wrong token: open the URL `loopctl ui` printed")
         # The token leaves the address bar (and the history) for a cookie scripts cannot read.
         kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        target = request.url.path + (("?" + urlencode(kept)) if kept else "")
+        # "/" + the path without its leading slashes: "//host" would send the browser away.
+        path = "/" + request.url.path.lstrip("/")
+        target = path + (("?" + urlencode(kept)) if kept else "")
         response = RedirectResponse(target, 303)
         response.set_cookie(
             guard.cookie, guard.token, httponly=True, samesite="strict", path="/", secure=False
