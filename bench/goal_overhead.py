@@ -100,10 +100,11 @@ def reset(root: Path) -> None:
 def with_engine(root: Path) -> float:
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine, GoalOptions
+    from loopctl.journal.recorder import Recorder
 
     reset(root)
     start = time.perf_counter()
-    outcome = Engine(load_project(root)).run_goal(
+    outcome = Engine(Recorder(load_project(root))).run_goal(
         GoalOptions("fixed", check=(sys.executable, "tools/check.py"))
     )
     took = time.perf_counter() - start

@@ -50,11 +50,12 @@ def make_repo(root: Path, parallel: int) -> Path:
 def tick(root: Path, home: Path) -> float:
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
+    from loopctl.journal.recorder import Recorder
 
     os.environ["LOOPCTL_HOME"] = str(home)
     project = load_project(root)
     start = time.perf_counter()
-    outcome = Engine(project).run_loop_once(project.loop("par"))
+    outcome = Engine(Recorder(project)).run_loop_once(project.loop("par"))
     took = time.perf_counter() - start
     assert outcome.ok, outcome
     return took

@@ -70,10 +70,11 @@ def make_repo(root: Path, mode: str) -> Path:
 def attempt(root: Path) -> float:
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
+    from loopctl.journal.recorder import Recorder
 
     project = load_project(root)
     start = time.perf_counter()
-    outcome = Engine(project).run_loop_once(project.loop("fix"))
+    outcome = Engine(Recorder(project)).run_loop_once(project.loop("fix"))
     took = time.perf_counter() - start
     assert outcome.ok, outcome
     return took

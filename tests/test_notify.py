@@ -16,7 +16,7 @@ from engine_helpers import PY, all_text_under, events, invoke, make_project, run
 
 from loopctl.definitions import load_project
 from loopctl.journal.notify import build_digest, digest_slot, send_digest_if_due, send_webhook
-from loopctl.paths import ProjectPaths
+from loopctl.journal.recorder import Recorder
 
 HOOK_PATH = "/services/T000/B000/hooksecretpath"
 
@@ -188,15 +188,15 @@ def test_the_digest_is_sent_once_per_daily_slot(
     failing_goal(
         repo, monkeypatch, f'webhook = {toml_value(receiver.url)}\ndigest = "08:00"\non = []'
     )
-    paths = ProjectPaths(repo)
+    rec = Recorder(load_project(repo))
     receiver.requests.clear()
     day = datetime(2026, 11, 30, 8, 30, tzinfo=UTC)
 
-    assert send_digest_if_due(paths, day, tz=UTC) is True
-    assert send_digest_if_due(paths, day.replace(hour=23), tz=UTC) is False
+    assert send_digest_if_due(rec, day, tz=UTC) is True
+    assert send_digest_if_due(rec, day.replace(hour=23), tz=UTC) is False
     # Before 08:00 the latest slot is still yesterday's, already sent.
-    assert send_digest_if_due(paths, datetime(2026, 12, 1, 7, 59, tzinfo=UTC), tz=UTC) is False
-    assert send_digest_if_due(paths, datetime(2026, 12, 1, 8, 0, tzinfo=UTC), tz=UTC) is True
+    assert send_digest_if_due(rec, datetime(2026, 12, 1, 7, 59, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(rec, datetime(2026, 12, 1, 8, 0, tzinfo=UTC), tz=UTC) is True
 
     assert len(receiver.requests) == 2
     first = receiver.requests[0]["json"]
@@ -217,19 +217,19 @@ def test_the_first_up_before_the_digest_time_sends_one_digest_at_that_time(
         monkeypatch,
         f'webhook = {toml_value(receiver.url)}\ndigest = "09:00"\non = []',
     )
-    paths = ProjectPaths(repo)
+    rec = Recorder(load_project(repo))
     receiver.requests.clear()
 
     # The first `up` starts at 08:00: yesterday's 09:00 was never sent, and is not sent now.
-    assert send_digest_if_due(paths, datetime(2026, 11, 30, 8, 0, tzinfo=UTC), tz=UTC) is False
-    assert send_digest_if_due(paths, datetime(2026, 11, 30, 8, 59, tzinfo=UTC), tz=UTC) is False
-    assert send_digest_if_due(paths, datetime(2026, 11, 30, 9, 0, 2, tzinfo=UTC), tz=UTC) is True
-    assert send_digest_if_due(paths, datetime(2026, 11, 30, 9, 0, 4, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(rec, datetime(2026, 11, 30, 8, 0, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(rec, datetime(2026, 11, 30, 8, 59, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(rec, datetime(2026, 11, 30, 9, 0, 2, tzinfo=UTC), tz=UTC) is True
+    assert send_digest_if_due(rec, datetime(2026, 11, 30, 9, 0, 4, tzinfo=UTC), tz=UTC) is False
     # `up` down at 09:00 the next day and back at 09:40: that day's digest goes out, late.
-    assert send_digest_if_due(paths, datetime(2026, 12, 1, 9, 40, tzinfo=UTC), tz=UTC) is True
+    assert send_digest_if_due(rec, datetime(2026, 12, 1, 9, 40, tzinfo=UTC), tz=UTC) is True
     # Down over 09:00 on the 2nd, back on the 3rd at 08:00: nothing until the 3rd's 09:00.
-    assert send_digest_if_due(paths, datetime(2026, 12, 3, 8, 0, tzinfo=UTC), tz=UTC) is False
-    assert send_digest_if_due(paths, datetime(2026, 12, 3, 9, 0, tzinfo=UTC), tz=UTC) is True
+    assert send_digest_if_due(rec, datetime(2026, 12, 3, 8, 0, tzinfo=UTC), tz=UTC) is False
+    assert send_digest_if_due(rec, datetime(2026, 12, 3, 9, 0, tzinfo=UTC), tz=UTC) is True
 
     assert len(receiver.requests) == 3
     assert [e.data["slot"] for e in events(repo, "digest_sent")] == [

@@ -565,10 +565,10 @@ def test_without_the_extra_tracing_on_is_a_one_line_error_and_off_costs_nothing(
     probe = (
         "import sys\n"
         "from loopctl.definitions import load_project\n"
-        "from loopctl.engine.runner import Engine\n"
-        "engine = Engine(load_project(__import__('pathlib').Path.cwd()))\n"
-        "engine.emit('note', run='r', loop='l', what='x')\n"
-        "assert engine._traces is None\n"
+        "from loopctl.journal.recorder import Recorder\n"
+        "rec = Recorder(load_project(__import__('pathlib').Path.cwd()))\n"
+        "rec.emit('note', run='r', loop='l', what='x')\n"
+        "assert rec.traces is None\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
     )
     done = subprocess.run(

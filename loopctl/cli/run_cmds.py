@@ -81,6 +81,7 @@ def _engine(json_out: bool) -> Any:
     from loopctl.cli.live import RunView
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
+    from loopctl.journal.recorder import Recorder
     from loopctl.paths import find_repo_root
 
     project = load_project(find_repo_root())
@@ -88,7 +89,7 @@ def _engine(json_out: bool) -> Any:
     warn_skipped(project)
     warn_if_unconfined(project.config)
     view = RunView(live=False if json_out else None)
-    return Engine(project, observer=view), view
+    return Engine(Recorder(project, observer=view)), view
 
 
 DryRun = Annotated[
@@ -116,12 +117,13 @@ def _print_preview(preview: Any, json_out: bool) -> None:
 def _preview_engine() -> Any:
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
+    from loopctl.journal.recorder import Recorder
     from loopctl.paths import find_repo_root
 
     project = load_project(find_repo_root())
     project.raise_for_errors()
     warn_skipped(project)
-    return Engine(project)
+    return Engine(Recorder(project))
 
 
 def goal(

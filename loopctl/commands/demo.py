@@ -147,6 +147,7 @@ def _run_demo(parent: Path, loopctl: str, *, keep: bool, say: Callable[[str], No
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine, GoalOptions
     from loopctl.errors import AgentUnavailable
+    from loopctl.journal.recorder import Recorder
 
     detected = detect_agent_clis()
     root = make_demo_repo(parent, detected[0] if detected else None)
@@ -165,7 +166,9 @@ def _run_demo(parent: Path, loopctl: str, *, keep: bool, say: Callable[[str], No
     from loopctl.cli.live import RunView
 
     with RunView(live=False) as view:
-        outcome = Engine(project, observer=view).run_goal(GoalOptions("tests green", agent=maker))
+        outcome = Engine(Recorder(project, observer=view)).run_goal(
+            GoalOptions("tests green", agent=maker)
+        )
     say("")
     for task in outcome.tasks:
         say(f"task {task.task}: {task.status} after {task.attempts} attempt(s)")

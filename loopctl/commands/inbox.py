@@ -23,15 +23,15 @@ from loopctl.delivery.gates import (
     TaskStatus,
     approval_problem,
     delivery_view,
-    requeued_tasks,
 )
 from loopctl.delivery.pipeline import Checkpoint, DeliveryResult, complete, resume
 from loopctl.errors import LockHeld, LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.recorder import Recorder
 from loopctl.lock import RunnerLock, read_holder
-from loopctl.tasks.spec import TaskSpec
+from loopctl.tasks.spec import requeued_specs
 
 if TYPE_CHECKING:
     from loopctl.definitions import Project
@@ -173,7 +173,7 @@ def _holder(paths: ProjectPaths, name: str) -> str:
 def _engine(project: Project) -> Engine:
     from loopctl.engine.runner import Engine
 
-    return Engine(project)
+    return Engine(Recorder(project))
 
 
 # --- show ---------------------------------------------------------------------------------------
@@ -311,12 +311,14 @@ def _is_gate(item: InboxItem) -> bool:
     return isinstance(item.evidence.get("step"), int)
 
 
-def _item_event(rec: Engine, item: InboxItem, type_: str, /, **data: Any) -> None:
+def _item_event(rec: Recorder, item: InboxItem, type_: str, /, **data: Any) -> None:
     """An event about `item`, filed under the run, loop and task the item belongs to."""
     rec.emit(type_, run=item.run, loop=item.loop, task=item.task, **data)
 
 
-def _decide_plain(rec: Engine, item: InboxItem, resolution: str, note: str | None) -> ActionResult:
+def _decide_plain(
+    rec: Recorder, item: InboxItem, resolution: str, note: str | None
+) -> ActionResult:
     """Record a decision on an approval that gates no delivery, e.g. a command an agent asked
     to run: the agent's next turn (the loop's next run) finds it in the log."""
     if resolution == "approved":
@@ -368,7 +370,7 @@ def approve(
     project: Project, ref: str, note: str | None = None, *, checkpoint: Checkpoint | None = None
 ) -> ActionResult:
     """Approve an item and deliver what it covers (here, or in the loop's running tick)."""
-    rec = _engine(project)
+    rec = Recorder(project)
     paths = project.paths
     with inbox_lock(paths):
         events = rec.log.read()
@@ -467,7 +469,7 @@ def _delivery_message(item: InboxItem, result: DeliveryResult) -> str:
 
 def reject(project: Project, ref: str, reason: str | None = None) -> ActionResult:
     """Close an approval without delivering; the task ends `rejected`."""
-    rec = _engine(project)
+    rec = Recorder(project)
     paths = project.paths
     with inbox_lock(paths):
         events = rec.log.read()
@@ -515,7 +517,7 @@ def reject(project: Project, ref: str, reason: str | None = None) -> ActionResul
 
 def dismiss(project: Project, ref: str) -> ActionResult:
     """Close an item that needs nothing more (approvals are approved or rejected instead)."""
-    rec = _engine(project)
+    rec = Recorder(project)
     with inbox_lock(project.paths):
         item = find_item(items(rec.log.read()), ref)
         if item.kind == ItemKind.APPROVAL:
@@ -558,7 +560,7 @@ def reply(project: Project, ref: str, answer: str) -> ActionResult:
 
 
 def _requeue(project: Project, ref: str, action: str, answer: str | None) -> ActionResult:
-    rec = _engine(project)
+    rec = Recorder(project)
     with inbox_lock(project.paths):
         events = rec.log.read()
         listed = items(events)
@@ -631,7 +633,7 @@ def _is_ask(item: InboxItem) -> bool:
 
 
 def _allowance(
-    rec: Engine, project: Project, events: Sequence[Event], item: InboxItem
+    rec: Recorder, project: Project, events: Sequence[Event], item: InboxItem
 ) -> Allowance:
     """The daily fuse, for a task run again by hand: counted like any tick (loopctl.fuse)."""
     from loopctl.journal.fuse import retry_allowance
@@ -709,22 +711,3 @@ def _goal_options(events: Sequence[Event], item: InboxItem) -> Any:
         agent=data.get("maker"),
         in_place=data.get("in_place") is True,
     )
-
-
-def requeued_specs(events: Sequence[Event], loop: str) -> list[TaskSpec]:
-    """The tasks `retry`/`reply` queued for `loop`, as the engine's next run should find them."""
-    specs = []
-    for event in requeued_tasks(events, loop):
-        data = event.data
-        fields = data.get("fields")
-        specs.append(
-            TaskSpec(
-                id=str(event.task),
-                raw_id=str(data.get("raw_id") or event.task),
-                prompt=str(data.get("prompt") or ""),
-                title=str(data.get("title") or ""),
-                base_ref=data.get("base_ref") if isinstance(data.get("base_ref"), str) else None,
-                fields=dict(fields) if isinstance(fields, dict) else {},
-            )
-        )
-    return specs

@@ -267,35 +267,6 @@ def delivery_view(events: Iterable[Event], run: str, task: str) -> DeliveryView:
     return view
 
 
-def requeued_tasks(events: Iterable[Event], loop: str) -> list[Event]:
-    """`task_requeued` events of `loop` that no run has picked up yet (oldest first)."""
-    pending: dict[str, Event] = {}
-    for event in events:
-        if event.loop != loop or event.task is None:
-            continue
-        if event.type == EventType.TASK_REQUEUED:
-            pending[event.task] = event
-        elif event.type == EventType.TASK_FOUND:
-            pending.pop(event.task, None)
-    return list(pending.values())
-
-
-def human_answers(events: Iterable[Event]) -> dict[tuple[str, str], tuple[str, str]]:
-    """(run, task) -> (question, answer): a reply goes to the first run that finds the task."""
-    waiting: dict[tuple[str, str], tuple[str, str]] = {}
-    given: dict[tuple[str, str], tuple[str, str]] = {}
-    for event in events:
-        if event.task is None or event.loop is None:
-            continue
-        key = (event.loop, event.task)
-        if event.type == EventType.TASK_REQUEUED and event.data.get("answer") is not None:
-            question = str(event.data.get("question") or "")
-            waiting[key] = (question, str(event.data["answer"]))
-        elif event.type == EventType.TASK_FOUND and event.run is not None and key in waiting:
-            given[(event.run, event.task)] = waiting.pop(key)
-    return given
-
-
 def asked_question(escalate: object, text: str) -> str | None:
     """The question an agent's turn ended with, if any.
 

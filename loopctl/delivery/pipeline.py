@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from loopctl import git
 from loopctl.definitions import Loop, Project
@@ -32,9 +32,9 @@ from loopctl.delivery.gates import (
     plan_steps,
 )
 from loopctl.errors import LoopctlError
-from loopctl.journal.events import Event, EventLog, EventType
-from loopctl.journal.inbox import ItemKind, items, unique_item_id
-from loopctl.paths import ProjectPaths
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.inbox import ItemKind, items
+from loopctl.journal.recorder import Recorder
 
 if TYPE_CHECKING:
     from loopctl.process import Completed
@@ -56,25 +56,6 @@ GH_TIMEOUT = 120.0
 CUSTOM_TIMEOUT = 1800.0
 
 Checkpoint = Callable[[str, Step], None]
-
-
-class Recorder(Protocol):
-    """What delivery needs from its caller: the project, the log, and a redacting emit."""
-
-    @property
-    def project(self) -> Project: ...
-
-    @property
-    def paths(self) -> ProjectPaths: ...
-
-    @property
-    def log(self) -> EventLog: ...
-
-    def emit(
-        self, type_: str, *, run: str | None, loop: str | None, task: str | None = None, **data: Any
-    ) -> Event: ...
-
-    def refresh_projections(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,38 +432,10 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
         # The approver sees where the push goes: the URL recorded before the agent ran.
         pin = remotes.run_pin(events, plan.run)
         evidence["remote_url"] = pin.url if pin is not None and pin.name == plan.remote else None
-    return open_item(rec, plan.run, plan.loop, plan.task, ItemKind.APPROVAL, summary, evidence)
-
-
-def open_item(
-    rec: Recorder,
-    run: str | None,
-    loop: str | None,
-    task: str | None,
-    kind: ItemKind,
-    summary: str,
-    evidence: dict[str, Any],
-) -> str:
-    """Append an inbox item (with a collision-free short id) and tell whoever is listening."""
-    from loopctl.text import clean_data, strip_controls
-
-    # Summaries and evidence carry agent text (questions, check output) to a human's terminal.
-    summary = strip_controls(summary)
-    evidence = clean_data(evidence)
-    item_id = unique_item_id(rec.log.read(), run or "", loop or "", task or "", kind.value, summary)
-    event = rec.emit(
-        EventType.INBOX_OPENED,
-        run=run,
-        loop=loop,
-        task=task,
-        id=item_id,
-        kind=kind.value,
-        summary=summary,
-        evidence=evidence,
+    item_id = rec.open_item(
+        ItemKind.APPROVAL, summary, evidence, run=plan.run, loop=plan.loop, task=plan.task
     )
-    from loopctl.journal import notify
-
-    notify.item_opened(rec, event)
+    assert item_id is not None  # an item without a fixed id always opens
     return item_id
 
 
@@ -551,11 +504,7 @@ def complete(rec: Recorder, plan: Plan, result: DeliveryResult) -> None:
     status = str(result.status)
     reason = result.reason or "delivered"
     if status == "failed":
-        open_item(
-            rec,
-            plan.run,
-            plan.loop,
-            plan.task,
+        rec.open_item(
             ItemKind.FAILED,
             f"{plan.task}: {reason}",
             {
@@ -565,6 +514,9 @@ def complete(rec: Recorder, plan: Plan, result: DeliveryResult) -> None:
                 "commit": plan.commit,
                 "worktree": plan.worktree,
             },
+            run=plan.run,
+            loop=plan.loop,
+            task=plan.task,
         )
     rec.emit(
         EventType.TASK_FINISHED,
@@ -747,7 +699,7 @@ def _push_to_pr_head(rec: Recorder, plan: Plan, target: str, url: str) -> StepOu
 
 def _gh(rec: Recorder, plan: Plan, args: list[str], stdin: str | None = None) -> Completed:
     from loopctl import process
-    from loopctl.secrets import Redactor, build_env, withheld_values
+    from loopctl.secrets import build_env
 
     env = build_env(
         allow=(*rec.project.config.env_allow, *GH_ALLOW), extra={"GH_PROMPT_DISABLED": "1"}
@@ -763,7 +715,7 @@ def _gh(rec: Recorder, plan: Plan, args: list[str], stdin: str | None = None) ->
             stdin=stdin,
             stdout_path=folder / "deliver-gh.out",
             stderr_path=folder / "deliver-gh.err",
-            redactor=Redactor(withheld_values(allow=())),
+            redactor=rec.redactor,
         )
     except process.ProgramNotFound as exc:
         raise LoopctlError(
@@ -861,7 +813,7 @@ def _merge(rec: Recorder, plan: Plan) -> StepOutcome:
 
 def _custom(rec: Recorder, plan: Plan, step: Step) -> StepOutcome:
     from loopctl import process
-    from loopctl.secrets import Redactor, build_env, withheld_values
+    from loopctl.secrets import build_env
     from loopctl.worktrees import ensure_worktree
 
     config = rec.project.config
@@ -894,7 +846,7 @@ def _custom(rec: Recorder, plan: Plan, step: Step) -> StepOutcome:
         timeout=CUSTOM_TIMEOUT,
         stdout_path=folder / f"deliver-{step.index}-{step.name}.out",
         stderr_path=folder / f"deliver-{step.index}-{step.name}.err",
-        redactor=Redactor(withheld_values(allow=())),
+        redactor=rec.redactor,
     )
     tail = done.output_tail(600).strip()
     if done.ok:

@@ -4,9 +4,17 @@ from loopctl.engine.runner import (
     GOAL_LOOP,
     Engine,
     GoalOptions,
-    Observer,
     RunOutcome,
     TaskOutcome,
 )
+from loopctl.journal.recorder import Observer, Recorder
 
-__all__ = ["GOAL_LOOP", "Engine", "GoalOptions", "Observer", "RunOutcome", "TaskOutcome"]
+__all__ = [
+    "GOAL_LOOP",
+    "Engine",
+    "GoalOptions",
+    "Observer",
+    "Recorder",
+    "RunOutcome",
+    "TaskOutcome",
+]

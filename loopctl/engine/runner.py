@@ -28,12 +28,11 @@ from loopctl.definitions.sandbox import SandboxMode
 from loopctl.engine.prompts import AttemptSummary, MakerContext, judge_prompt, maker_prompt
 from loopctl.errors import GitError, LoopctlError, UsageError
 from loopctl.journal import budgets, history
-from loopctl.journal.events import Event, EventLog, EventType
-from loopctl.journal.inbox import ItemKind, open_items, render_inbox_md
-from loopctl.journal.state import write_state
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.inbox import ItemKind, open_items
+from loopctl.journal.recorder import Recorder
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
-from loopctl.secrets import Redactor, withheld_values
 from loopctl.tasks.spec import TaskSourceError, TaskSpec, discover
 from loopctl.worktrees import (
     Workspace,
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from loopctl.engine.preview import Preview
     from loopctl.sandbox import Sandbox
 
-Observer = Callable[[Event], None]
 GOAL_LOOP = "goal"
 
 
@@ -146,53 +144,16 @@ def _author(text: str) -> tuple[str, str]:
 class Engine:
     """Runs loops and goals for one project, recording everything in its event log."""
 
-    def __init__(
-        self,
-        project: Project,
-        *,
-        observer: Observer | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.project = project
-        self.paths = project.paths
-        self.clock = clock
-        self.observer = observer
-        self.log = EventLog(self.paths.events_file, clock=clock)
-        self._projection_lock = threading.Lock()
-        self._redact: Redactor | None = None
-        from loopctl.journal.otel import live_traces
-
-        # None unless [traces] or OTEL_TRACES_EXPORTER turns tracing on: then every event feeds it.
-        self._traces = live_traces(project, self.log)
-
-    # --- events and projections ----------------------------------------------------------------
-
-    def emit(
-        self, type_: str, *, run: str | None, loop: str | None, task: str | None = None, **data: Any
-    ) -> Event:
-        # Task text, agent output and check output can all carry a secret: scrub before writing.
-        clean = _redact_values(data, self._redactor())
-        event = self.log.append(type_, run=run, loop=loop, task=task, data=clean)
-        if self.observer is not None:
-            with contextlib.suppress(Exception):  # a broken view must never stop the work
-                self.observer(event)
-        if self._traces is not None:
-            with contextlib.suppress(Exception):  # nor may telemetry
-                self._traces(event)
-        return event
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.project = rec.project
+        self.paths = rec.paths
+        self.clock = rec.clock
+        self.log = rec.log
 
     def _event(self, ctx: _RunContext, task: str | None, type_: str, **data: Any) -> Event:
         """An event of the run in `ctx`, about `task`."""
-        return self.emit(type_, run=ctx.run_id, loop=ctx.loop.name, task=task, **data)
-
-    def refresh_projections(self) -> None:
-        """Re-render STATE.md and INBOX.md from the log (atomic writes)."""
-        from loopctl.atomicfile import write_atomic
-
-        with self._projection_lock:
-            events = self.log.read()
-            write_state(self.paths.state_md, history.fold(events).values())
-            write_atomic(self.paths.inbox_md, render_inbox_md(open_items(events)))
+        return self.rec.emit(type_, run=ctx.run_id, loop=ctx.loop.name, task=task, **data)
 
     # --- entry points --------------------------------------------------------------------------
 
@@ -415,7 +376,7 @@ class Engine:
         )
         if previous is not None and listed:
             run_id = previous.run
-            self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
+            self.rec.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
             specs = [
                 TaskSpec(t.task, t.task, t.prompt, t.title, t.base_ref, t.fields)
                 for t in previous.tasks.values()
@@ -424,12 +385,12 @@ class Engine:
             if previous is not None:
                 # Killed before its task list was complete: resume the run, list tasks again.
                 run_id = previous.run
-                self.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
+                self.rec.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
             else:
                 from loopctl.delivery import remotes
 
                 run_id = new_run_id(self.clock())
-                self.emit(
+                self.rec.emit(
                     EventType.TICK_STARTED,
                     run=run_id,
                     loop=loop.name,
@@ -455,7 +416,7 @@ class Engine:
             for spec in specs[: loop.budget.max_tasks]:
                 if spec.id in already:
                     continue
-                self.emit(
+                self.rec.emit(
                     EventType.TASK_FOUND,
                     run=run_id,
                     loop=loop.name,
@@ -467,14 +428,14 @@ class Engine:
                     fields=spec.fields,
                 )
             specs = specs[: loop.budget.max_tasks]
-            self.emit(
+            self.rec.emit(
                 EventType.TASKS_LISTED,
                 run=run_id,
                 loop=loop.name,
                 count=len(specs),
                 found=len(specs) if len(specs) < loop.budget.max_tasks else None,
             )
-        self.refresh_projections()
+        self.rec.refresh_projections()
         ctx = _RunContext(
             project=self.project,
             loop=loop,
@@ -492,8 +453,8 @@ class Engine:
             outcomes = self._work_all(ctx, specs)
         except KeyboardInterrupt:
             ctx.stop.set()
-            self.emit(EventType.RUN_INTERRUPTED, run=run_id, loop=loop.name)
-            self.refresh_projections()
+            self.rec.emit(EventType.RUN_INTERRUPTED, run=run_id, loop=loop.name)
+            self.rec.refresh_projections()
             raise
         statuses = {o.status for o in outcomes}
         if not outcomes or statuses <= {"done", "skipped", "awaiting_approval"}:
@@ -541,7 +502,7 @@ class Engine:
         )
         # Tasks `loopctl inbox retry/reply` queued come first (max_tasks never cuts them);
         # their text was scrubbed when it was first found.
-        from loopctl.commands.inbox import requeued_specs
+        from loopctl.tasks.spec import requeued_specs
 
         again = requeued_specs(self.log.read(), loop.name)
         ids = {spec.id for spec in again}
@@ -627,7 +588,7 @@ class Engine:
                 env=env,
                 stdout_path=folder / "maker.out",
                 stderr_path=folder / "maker.err",
-                redactor=self._redactor(),
+                redactor=self.rec.redactor,
                 loop=loop.name,
                 task=spec.id,
                 attempt=1,
@@ -693,7 +654,7 @@ class Engine:
         counts: dict[str, int] = {}
         for outcome in outcomes:
             counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        self.emit(
+        self.rec.emit(
             EventType.TICK_FINISHED,
             run=run_id,
             loop=loop.name,
@@ -701,7 +662,7 @@ class Engine:
             reason=reason,
             tasks=counts,
         )
-        self.refresh_projections()
+        self.rec.refresh_projections()
         run = history.fold(self.log.read()).get(run_id)
         return RunOutcome(
             run=run_id,
@@ -1084,7 +1045,7 @@ class Engine:
                 timeout=1800,
                 stdout_path=run_dir / f"setup-{index}.out",
                 stderr_path=run_dir / f"setup-{index}.err",
-                redactor=self._redactor(),
+                redactor=self.rec.redactor,
                 cancel=ctx.stop,
                 sandbox=self._sandbox_for(ctx, workspace, None),
             )
@@ -1118,12 +1079,12 @@ class Engine:
         from loopctl import sandbox
 
         if self.project.config.sandbox is SandboxMode.OFF:
-            self.emit(
+            self.rec.emit(
                 EventType.NOTE, run=ctx.run_id, loop=ctx.loop.name, what="sandbox", mode="off"
             )
             return
         mechanism, program, _ = sandbox.probe()
-        self.emit(
+        self.rec.emit(
             EventType.NOTE,
             run=ctx.run_id,
             loop=ctx.loop.name,
@@ -1173,22 +1134,15 @@ class Engine:
     def _agent_allow(self, agent: Agent) -> tuple[str, ...]:
         return (*agent.env_allow, *self.project.config.env_allow)
 
-    def _redactor(self) -> Redactor:
-        # Every secret-looking value is redacted from captured output, allowed or not:
-        # an agent may be given a key, but it must never land in a log.
-        if self._redact is None:
-            self._redact = Redactor(withheld_values(allow=()))
-        return self._redact
-
     def _scrub(self, spec: TaskSpec) -> TaskSpec:
-        redact = self._redactor().redact
+        redact = self.rec.redactor.redact
         return replace(
             spec,
             prompt=redact(spec.prompt),
             title=redact(spec.title),
             raw_id=redact(spec.raw_id),
             base_ref=redact(spec.base_ref) if spec.base_ref else None,
-            fields=_redact_values(spec.fields, self._redactor()),
+            fields=self.rec.redact_values(spec.fields),
         )
 
     def _check_env(self) -> dict[str, str]:
@@ -1265,7 +1219,7 @@ class Engine:
                 timeout=self._wall_cap(ctx, ctx.loop.checker.timeout_s)[0],
                 stdout_path=folder / f"{name}.out",
                 stderr_path=folder / f"{name}.err",
-                redactor=self._redactor(),
+                redactor=self.rec.redactor,
                 cancel=ctx.stop,
                 sandbox=self._sandbox_for(ctx, workspace, None),
             )
@@ -1332,7 +1286,7 @@ class Engine:
                     timeout=timeout,
                     stdout_path=folder / f"check-{index}.out",
                     stderr_path=folder / f"check-{index}.err",
-                    redactor=self._redactor(),
+                    redactor=self.rec.redactor,
                     cancel=ctx.stop,
                     sandbox=self._sandbox_for(ctx, workspace, None),
                 )
@@ -1563,7 +1517,7 @@ class Engine:
             env=env,
             stdout_path=folder / f"{role}.out",
             stderr_path=folder / f"{role}.err",
-            redactor=self._redactor(),
+            redactor=self.rec.redactor,
             loop=ctx.loop.name,
             task=spec.id,
             attempt=number,
@@ -1686,7 +1640,7 @@ class Engine:
         baseline: Any,
     ) -> None:
         loop = ctx.loop
-        self.emit(
+        self.rec.emit(
             EventType.ATTEMPT_STARTED, run=ctx.run_id, loop=loop.name, task=spec.id, attempt=number
         )
         summaries = [
@@ -1724,7 +1678,7 @@ class Engine:
                 fingerprint=None,
                 fatal=True,
             )
-            self.refresh_projections()
+            self.rec.refresh_projections()
             return
         from loopctl.backends.base import auth_failure
         from loopctl.delivery.gates import asked_question
@@ -1732,7 +1686,7 @@ class Engine:
         question = asked_question(getattr(maker_result, "escalate", None), maker_result.text)
         if question:
             # The maker asked for a human: no check runs; the task waits for `inbox reply`.
-            self.emit(
+            self.rec.emit(
                 EventType.ATTEMPT_FINISHED,
                 run=ctx.run_id,
                 loop=loop.name,
@@ -1743,7 +1697,7 @@ class Engine:
                 fingerprint=None,
                 question=question,
             )
-            self.refresh_projections()
+            self.rec.refresh_projections()
             return
         if maker_result.status == "approval":
             # The maker stopped before a command that needs a human (its inbox item is open):
@@ -1757,7 +1711,7 @@ class Engine:
                 reason=f"the maker waits for approval: {' '.join(maker_result.text.split())[:200]}",
                 fingerprint=None,
             )
-            self.refresh_projections()
+            self.rec.refresh_projections()
             return
         refused = auth_failure(maker_result)
         if refused is not None:
@@ -1773,7 +1727,7 @@ class Engine:
                 fingerprint=None,
                 fatal=True,
             )
-            self.refresh_projections()
+            self.rec.refresh_projections()
             return
         self._reattach(ctx, spec, workspace)
         ran: list[dict[str, Any]] = []
@@ -1806,7 +1760,7 @@ class Engine:
             fatal=verdict.fatal,
             tree=snapshot.tree if snapshot is not None else None,  # what passing commits
         )
-        self.refresh_projections()
+        self.rec.refresh_projections()
 
     def _approved_commands(self, loop: str, task: str) -> dict[str, tuple[str, ...]]:
         """Commands this task's maker asked to run and a human approved, not yet used."""
@@ -1917,7 +1871,7 @@ class Engine:
         from loopctl.tasks.github import push_branch
 
         result = delivery.deliver_task(
-            self,
+            self.rec,
             loop,
             ctx.run_id,
             spec.id,
@@ -1980,7 +1934,7 @@ class Engine:
         if status == "done":
             from loopctl.delivery.pipeline import close_stale_failures
 
-            close_stale_failures(self, ctx.run_id, loop.name, spec.id)  # its old failures
+            close_stale_failures(self.rec, ctx.run_id, loop.name, spec.id)  # its old failures
         if workspace is not None and not ctx.in_place:
             keep = loop.worktree.keep
             remove = keep is KeepPolicy.NEVER or (
@@ -1989,7 +1943,7 @@ class Engine:
             if remove:
                 with self._worktree_lock(), contextlib.suppress(LoopctlError):
                     remove_worktree(self.paths.root, workspace.path)
-        self.refresh_projections()
+        self.rec.refresh_projections()
         return TaskOutcome(
             spec.id,
             status,
@@ -2009,9 +1963,9 @@ class Engine:
         summary: str,
         evidence: dict[str, Any],
     ) -> str:
-        from loopctl.delivery.pipeline import open_item
-
-        return open_item(self, run_id, loop, task, kind, summary, evidence)
+        item_id = self.rec.open_item(kind, summary, evidence, run=run_id, loop=loop, task=task)
+        assert item_id is not None  # an item without a fixed id always opens
+        return item_id
 
     def _escalate(
         self,
@@ -2066,7 +2020,7 @@ class Engine:
 
     def _human_answer(self, run_id: str, task_id: str) -> tuple[str, str] | None:
         """The answer `loopctl inbox reply` gave to this task's question, for this run."""
-        from loopctl.delivery.gates import human_answers
+        from loopctl.journal.history import human_answers
 
         return human_answers(self.log.read()).get((run_id, task_id))
 
@@ -2076,7 +2030,7 @@ class Engine:
             return
         from loopctl.delivery import pipeline as delivery
 
-        delivery.deliver_approved(self, loop.name)
+        delivery.deliver_approved(self.rec, loop.name)
 
     # --- invariant 12: commit what was checked; a turn leaves refs and definitions alone -------
 
@@ -2180,7 +2134,7 @@ class Engine:
             fatal=True,
             tampering=evidence,
         )
-        self.refresh_projections()
+        self.rec.refresh_projections()
 
     def _placed(self, ctx: _RunContext, spec: TaskSpec) -> dict[str, str | None]:
         """Files loopctl put in this run's worktree (copy, setup), with their digests then."""
@@ -2387,16 +2341,6 @@ def _file_hashes(root: Path, paths: Sequence[str]) -> dict[str, str | None]:
         except OSError:
             hashes[relative] = None
     return hashes
-
-
-def _redact_values(value: Any, redactor: Redactor) -> Any:
-    if isinstance(value, str):
-        return redactor.redact(value)
-    if isinstance(value, dict):
-        return {key: _redact_values(item, redactor) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact_values(item, redactor) for item in value]
-    return value
 
 
 def ctx_events(events: Sequence[Event], run_id: str, task: str, type_: str) -> list[Event]:

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl.definitions.config import Notify
 from loopctl.errors import LoopctlError
-from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
 
 if TYPE_CHECKING:
-    from loopctl.delivery.pipeline import Recorder
-    from loopctl.paths import ProjectPaths
+    from loopctl.journal.recorder import Recorder
 
 BACKOFF = (0.25, 0.5, 1.0)  # seconds before the 2nd, 3rd and 4th try
 WEBHOOK_TIMEOUT = 5.0  # a hanging receiver may delay a loop by at most ~4 x this
@@ -34,8 +33,6 @@ DIGEST_WINDOW = timedelta(hours=24)
 # it would read as an early digest, and a second one would follow at the set time.
 DIGEST_GRACE = timedelta(hours=1)
 PLACEHOLDERS = ("id", "kind", "loop", "task", "summary", "text")
-
-Emit = Callable[..., Event]
 
 
 class NotifyError(LoopctlError):
@@ -183,9 +180,11 @@ def item_text(item: InboxItem) -> str:
     )
 
 
-def item_opened(rec: Recorder, event: Event) -> list[Sent]:
-    """Notify about a freshly opened inbox item, and record how that went."""
-    config = rec.project.config.notify
+def item_opened(config: Notify, root: Path, allow: Iterable[str], event: Event) -> list[Sent]:
+    """Notify about the inbox item `event` opened (when `config` asks for its kind).
+
+    Sending only: the caller (`Recorder.open_item`) records how each channel took it.
+    """
     kind = str(event.data.get("kind", ""))
     if not configured(config) or kind not in config.on:
         return []
@@ -193,7 +192,6 @@ def item_opened(rec: Recorder, event: Event) -> list[Sent]:
     if not found:
         return []
     item = found[0]
-    text = item_text(item)
     values = {
         "id": item.id,
         "kind": item.kind,
@@ -201,26 +199,9 @@ def item_opened(rec: Recorder, event: Event) -> list[Sent]:
         "task": item.task or "",
         "summary": item.summary,
     }
-    results = send(
-        config,
-        rec.paths.root,
-        rec.project.config.env_allow,
-        text,
-        {"version": 1, "item": item.to_json()},
-        values,
+    return send(
+        config, root, allow, item_text(item), {"version": 1, "item": item.to_json()}, values
     )
-    for result in results:
-        rec.emit(
-            EventType.NOTIFIED if result.ok else EventType.NOTIFY_FAILED,
-            run=event.run,
-            loop=event.loop,
-            task=event.task,
-            item=item.id,
-            channel=result.channel,
-            attempts=result.attempts,
-            error=result.error or None,
-        )
-    return results
 
 
 # --- the digest ----------------------------------------------------------------------------------
@@ -347,7 +328,7 @@ def digest_slot(now: datetime, at: str, tz: tzinfo | None = None) -> datetime:
 
 
 def send_digest_if_due(
-    paths: ProjectPaths,
+    rec: Recorder,
     now: datetime,
     *,
     tz: tzinfo | None = None,
@@ -362,7 +343,9 @@ def send_digest_if_due(
     from loopctl.definitions.config import load_config
     from loopctl.definitions.source import Problems
 
+    paths = rec.paths
     problems = Problems()
+    # Read afresh: `up` runs for days, and the digest settings may have changed meanwhile.
     config = load_config(paths.config, problems)
     notify = config.notify
     if problems.errors or not notify.digest or not configured(notify):
@@ -371,8 +354,7 @@ def send_digest_if_due(
     if now - slot_time > DIGEST_GRACE:
         return False  # the time passed while nothing ran; the next one goes out at its time
     slot = slot_time.astimezone(UTC).isoformat()
-    log = EventLog(paths.events_file)
-    events = log.read()
+    events = rec.log.read()
     if any(e.type == EventType.DIGEST_SENT and e.data.get("slot") == slot for e in events):
         return False
     digest = build_digest(events, now)
@@ -386,33 +368,24 @@ def send_digest_if_due(
         {"summary": text.splitlines()[0]},
         sleep=sleep,
     )
-    emit = _log_emitter(log)
     for result in results:
         if not result.ok:
-            emit(
+            rec.emit(
                 EventType.NOTIFY_FAILED,
+                run=None,
+                loop=None,
                 channel=result.channel,
                 attempts=result.attempts,
                 error=result.error,
                 digest=slot,
             )
     # Recorded even when a channel failed: a broken webhook must not be retried every minute.
-    emit(
+    rec.emit(
         EventType.DIGEST_SENT,
+        run=None,
+        loop=None,
         slot=slot,
         channels={r.channel: r.ok for r in results},
         waiting=len(digest.waiting),
     )
     return True
-
-
-def _log_emitter(log: EventLog) -> Emit:
-    from loopctl.secrets import Redactor, withheld_values
-
-    redactor = Redactor(withheld_values(allow=()))
-
-    def emit(type_: str, **data: Any) -> Event:
-        clean = {k: redactor.redact(v) if isinstance(v, str) else v for k, v in data.items()}
-        return log.append(type_, data=clean)
-
-    return emit

@@ -22,10 +22,10 @@ from typing import Any
 
 from loopctl.definitions import Project, Trigger, load_project
 from loopctl.definitions.project import DefinitionKind
-from loopctl.engine.runner import Engine, Observer
 from loopctl.errors import LockHeld, LoopctlError, UsageError
 from loopctl.journal.events import Event, EventLog, EventType
-from loopctl.journal.inbox import ItemKind, new_item_id, open_items
+from loopctl.journal.inbox import ItemKind, new_item_id
+from loopctl.journal.recorder import Observer, Recorder
 from loopctl.lock import RunnerLock, read_holder
 from loopctl.paths import ProjectPaths
 from loopctl.scheduling.schedule import Schedule
@@ -148,17 +148,15 @@ def run_foreground(
             f"loop {name!r} is scheduled by `loopctl up` (pid {info.pid}); stop it with"
             f" `loopctl down`, or run one tick now with `loopctl run {name} --once`"
         )
-    recorder = Engine(project, observer=observer, clock=clock)
+    recorder = Recorder(project, observer=observer, clock=clock)
     scheduler = Scheduler(
-        project,
+        recorder,
         {name: Scheduled(loop, schedule)},
         Options(
             mode="run", fire_on_start=start, from_log=True, max_ticks=max_ticks, fail_fast=True
         ),
-        observer=observer,
         listener=listener,
         on_ready=lambda: _started(recorder, "run", {name: schedule}, ()),
-        clock=clock,
     )
     results: list[TickResult] = []
     try:
@@ -169,7 +167,7 @@ def run_foreground(
 
 
 def _started(
-    recorder: Engine, by: str, schedules: Mapping[str, Schedule], only: Sequence[str]
+    recorder: Recorder, by: str, schedules: Mapping[str, Schedule], only: Sequence[str]
 ) -> None:
     recorder.emit(
         EventType.SCHEDULER_STARTED,
@@ -182,7 +180,7 @@ def _started(
     )
 
 
-def _stopped(recorder: Engine, by: str, scheduler: Scheduler) -> None:
+def _stopped(recorder: Recorder, by: str, scheduler: Scheduler) -> None:
     # Stopping must not fail because the log cannot take one more line.
     with contextlib.suppress(Exception):
         recorder.emit(
@@ -223,7 +221,7 @@ class _Reloader:
     """Re-reads definitions when their files change; bad new versions do not replace good ones."""
 
     def __init__(
-        self, scheduler: Scheduler, project: Project, only: Sequence[str], recorder: Engine
+        self, scheduler: Scheduler, project: Project, only: Sequence[str], recorder: Recorder
     ) -> None:
         self.scheduler = scheduler
         self.project = project
@@ -257,7 +255,7 @@ class _Reloader:
         from loopctl.journal.notify import send_digest_if_due
 
         try:
-            send_digest_if_due(self.project.paths, datetime.now(UTC))
+            send_digest_if_due(self.recorder, datetime.now(UTC))
         except Exception as exc:  # a digest that fails must not stop the loops
             self._item(None, f"the daily digest could not be sent: {exc}")
 
@@ -297,6 +295,7 @@ class _Reloader:
         selected = select_loops(project, self.only, strict=False)
         previous = self.project
         self.project = project
+        self.recorder = self.recorder.for_project(project)
         self.scheduler.set_loops(project, selected)
         changed = sorted(
             n for n in set(selected) & before if previous.loops.get(n) != project.loops.get(n)
@@ -317,19 +316,14 @@ class _Reloader:
         self._item(name, f"loop {name} is invalid and not scheduled: {first_error}")
 
     def _item(self, loop: str | None, summary: str) -> None:
-        item_id = new_item_id("definition-invalid", loop or "", summary)
-        if any(item.id == item_id for item in open_items(self.recorder.log.read())):
-            return
-        self.recorder.emit(
-            EventType.INBOX_OPENED,
+        self.recorder.open_item(
+            ItemKind.UNHANDLED,
+            summary,
+            {"reason": summary},
             run=None,
             loop=loop,
-            id=item_id,
-            kind=ItemKind.UNHANDLED.value,
-            summary=summary,
-            evidence={"reason": summary},
+            item_id=new_item_id("definition-invalid", loop or "", summary),
         )
-        self.recorder.refresh_projections()
 
 
 def serve(
@@ -350,12 +344,11 @@ def serve(
     except LockHeld:
         raise UpRunning(_held_message(up_info(project.paths))) from None
     try:
-        recorder = Engine(project, observer=observer)
+        recorder = Recorder(project, observer=observer)
         scheduler = Scheduler(
-            project,
+            recorder,
             selected,
             Options(mode="up", from_log=True),
-            observer=observer,
             listener=listener,
             maintenance_every_s=reload_every_s,
         )

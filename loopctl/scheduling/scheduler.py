@@ -19,11 +19,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from loopctl.definitions import Loop, Project
-from loopctl.engine.runner import Engine, Observer, RunOutcome
+from loopctl.engine.runner import Engine, RunOutcome
 from loopctl.errors import LockHeld, LoopctlError
 from loopctl.journal import fuse
 from loopctl.journal.events import EventType
-from loopctl.journal.inbox import ItemKind, new_item_id, open_items
+from loopctl.journal.inbox import ItemKind, new_item_id
+from loopctl.journal.recorder import Recorder
 from loopctl.scheduling.schedule import (
     Action,
     Decision,
@@ -109,28 +110,25 @@ class Scheduler:
 
     def __init__(
         self,
-        project: Project,
+        rec: Recorder,
         loops: Mapping[str, Scheduled],
         options: Options,
         *,
-        observer: Observer | None = None,
         listener: Listener | None = None,
-        clock: Callable[[], datetime] = _utc_now,
         jitter: JitterFn = stable_jitter,
         on_ready: Callable[[], None] | None = None,
         maintenance: Callable[[], None] | None = None,
         maintenance_every_s: float = 2.0,
     ) -> None:
         self.options = options
-        self.observer = observer
         self.listener = listener
-        self.clock = clock
+        self.clock = rec.clock
         self.jitter = jitter
         self.on_ready = on_ready
         self.maintenance = maintenance
         self.maintenance_every_s = maintenance_every_s
-        self.project = project
-        self.started = clock()
+        self.project = rec.project
+        self.started = self.clock()
         # Every result when the run is bounded (--max-ticks); the latest ones for a daemon.
         self.results: deque[TickResult] = deque(
             maxlen=None if options.max_ticks is not None else KEEP_RESULTS
@@ -145,7 +143,7 @@ class Scheduler:
         self._fatal: BaseException | None = None
         self._watcher: RepoWatcher | None = None
         self._threads: list[threading.Thread] = []
-        self._recorder = Engine(project, observer=observer, clock=clock)
+        self._recorder = rec
         self._pending_loops: Mapping[str, Scheduled] | None = loops
 
     # --- configuration -------------------------------------------------------------------
@@ -155,7 +153,7 @@ class Scheduler:
         last = last_slots(self._recorder.log.read()) if self.options.from_log else {}
         with self._lock:
             self.project = project
-            self._recorder = Engine(project, observer=self.observer, clock=self.clock)
+            self._recorder = self._recorder.for_project(project)
             for name in list(self._entries):
                 if name not in loops:
                     del self._entries[name]
@@ -369,46 +367,36 @@ class Scheduler:
         config = self.project.config
         if not fuse.configured(config):
             return None
-        events = self._recorder.log.read()
-        spent = fuse.day_spend(events, now, zone(None))
+        spent = fuse.day_spend(self._recorder.log.read(), now, zone(None))
         reason = fuse.fuse_reason(config, spent)
         if reason is None:
             return None
-        item_id = fuse.fuse_item_id(spent.day)
-        if not any(
-            e.type == EventType.INBOX_OPENED and e.data.get("id") == item_id for e in events
-        ):
-            self._recorder.emit(
-                EventType.INBOX_OPENED,
-                run=None,
-                loop=name,
-                id=item_id,
-                kind=ItemKind.ESCALATION.value,
-                summary=f"{reason}; scheduled ticks are skipped until tomorrow",
-                evidence={
-                    "reason": reason,
-                    "tokens": spent.tokens,
-                    "usd": round(spent.usd, 6),
-                    "day": spent.day.isoformat(),
-                },
-            )
-            self._recorder.refresh_projections()
+        # One item a day, whichever loop hit the fuse first; dismissed, it stays dismissed.
+        self._recorder.open_item(
+            ItemKind.ESCALATION,
+            f"{reason}; scheduled ticks are skipped until tomorrow",
+            {
+                "reason": reason,
+                "tokens": spent.tokens,
+                "usd": round(spent.usd, 6),
+                "day": spent.day.isoformat(),
+            },
+            run=None,
+            loop=name,
+            item_id=fuse.fuse_item_id(spent.day),
+            again_once_closed=False,
+        )
         return reason
 
     def _open_item_once(self, name: str, summary: str, reason: str) -> None:
-        item_id = new_item_id("tick-error", name, reason)
-        if any(item.id == item_id for item in open_items(self._recorder.log.read())):
-            return
-        self._recorder.emit(
-            EventType.INBOX_OPENED,
+        self._recorder.open_item(
+            ItemKind.UNHANDLED,
+            summary,
+            {"reason": reason},
             run=None,
             loop=name,
-            id=item_id,
-            kind=ItemKind.UNHANDLED.value,
-            summary=summary,
-            evidence={"reason": reason},
+            item_id=new_item_id("tick-error", name, reason),
         )
-        self._recorder.refresh_projections()
 
     # --- one tick ------------------------------------------------------------------------
 
@@ -419,7 +407,8 @@ class Scheduler:
         fired = trigger["fired"]
         result = TickResult(name, slot, fired)
         try:
-            engine = Engine(project, observer=self.observer, clock=self.clock)
+            # A recorder of its own: the tick's project is the one it began with.
+            engine = Engine(self._recorder.for_project(project))
             outcome = engine.run_loop_once(
                 item.loop, changed=decision.changed, trigger=trigger, stop=self._stop
             )

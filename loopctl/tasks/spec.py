@@ -231,3 +231,24 @@ def discover(
         tail = done.stderr_tail.strip().splitlines()[-1:] or [""]
         raise TaskSourceError(f"task command exited {done.exit_code}: {tail[0][:300]}")
     return tasks_from_items(loop, parse_task_output(done.stdout_tail), changed)
+
+
+def requeued_specs(events: Sequence[Event], loop: str) -> list[TaskSpec]:
+    """The tasks `retry`/`reply` queued for `loop`, as the engine's next run should find them."""
+    specs = []
+    from loopctl.journal.history import requeued_tasks
+
+    for event in requeued_tasks(events, loop):
+        data = event.data
+        fields = data.get("fields")
+        specs.append(
+            TaskSpec(
+                id=str(event.task),
+                raw_id=str(data.get("raw_id") or event.task),
+                prompt=str(data.get("prompt") or ""),
+                title=str(data.get("title") or ""),
+                base_ref=data.get("base_ref") if isinstance(data.get("base_ref"), str) else None,
+                fields=dict(fields) if isinstance(fields, dict) else {},
+            )
+        )
+    return specs

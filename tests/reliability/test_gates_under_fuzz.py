@@ -29,10 +29,10 @@ from loopctl.definitions.config import KeepPolicy
 from loopctl.definitions.loops import Action, DeliverSpec, WorktreeSpec
 from loopctl.delivery import pipeline as delivery
 from loopctl.delivery.gates import Step
-from loopctl.engine.runner import Engine
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import items
+from loopctl.journal.recorder import Recorder
 from loopctl.lock import RunnerLock
 from loopctl.worktrees import branch_name
 
@@ -104,7 +104,7 @@ def hook_for(rng: random.Random) -> delivery.Checkpoint | None:
 
 def play(case: Case, rng: random.Random, root: Path, ledger: Path, base: str) -> None:
     project = load_project(root)
-    rec = Engine(project)
+    rec = Recorder(project)
     actions = [Action("commit")]
     for name in case.steps:
         if name in ("push", "merge"):
@@ -250,7 +250,7 @@ def run_chunk(tmp_path: Path, chunk: int) -> int:
         case = Case(number, steps, gated, failing, sha)
         play(case, rng, root, ledger, base)
         cases.append(case)
-    log = Engine(load_project(root)).log.read()
+    log = Recorder(load_project(root)).log.read()
     text = ledger.read_text() if ledger.exists() else ""
     lines = [tuple(line.split()) for line in text.splitlines()]
     listed = git(remote, "for-each-ref", "--format=%(objectname) %(refname)").splitlines()
