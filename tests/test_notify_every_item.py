@@ -90,9 +90,7 @@ def assert_notified(repo: Path, hook: Hook, received: Path, item_id: str, kind: 
     assert not [e for e in events(repo, "notify_failed") if e.data.get("item") == item_id]
 
 
-def test_a_blown_daily_fuse_notifies_its_escalation(
-    repo: Path, tmp_path: Path, hook: Hook
-) -> None:
+def test_a_blown_daily_fuse_notifies_its_escalation(repo: Path, tmp_path: Path, hook: Hook) -> None:
     received = tmp_path / "received.jsonl"
     # The fixer reports 1200 tokens a tick: the first tick blows a 1000-token day.
     make_project(
@@ -139,8 +137,9 @@ def test_up_notifies_a_tick_that_cannot_start_and_an_invalid_loop(
     assert set(by_loop) == {"nocheck", "broken"}
     tick_error = by_loop["nocheck"]
     assert tick_error.data["kind"] == "unhandled"
-    assert "loop nocheck cannot tick: check program 'no-such-check-program'" in (
-        tick_error.data["summary"]
+    assert (
+        "loop nocheck cannot tick: check program 'no-such-check-program'"
+        in (tick_error.data["summary"])
     )
     invalid = by_loop["broken"]
     assert invalid.data["kind"] == "unhandled"
