@@ -177,7 +177,7 @@ def loop_agents(project: Project, loop: Loop) -> list[Agent]:
         )
     names.append(maker)
     from loopctl.checks.conditions import resolve_condition
-    from loopctl.engine.runner import judge_name
+    from loopctl.engine.context import judge_name
 
     condition = None
     if loop.goal:

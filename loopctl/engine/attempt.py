@@ -1,0 +1,198 @@
+"""One attempt of the maker on a task: prompt, turn, early endings, then the verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
+from loopctl.journal import history
+from loopctl.journal.events import EventType
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import (
+    Workspace,
+)
+
+if TYPE_CHECKING:
+    pass
+from loopctl.engine.agents import run_agent
+from loopctl.engine.context import (
+    RunContext,
+    check_commands,
+    out_of_wall,
+    wall_capped,
+)
+from loopctl.engine.snapshot import integrity_baseline, tampered
+from loopctl.engine.verdict import check_turn
+from loopctl.engine.workspace import earlier_changes, reattach
+
+
+def maker_context(
+    ctx: RunContext,
+    spec: TaskSpec,
+    number: int,
+    summaries: Sequence[AttemptSummary],
+    changed: Sequence[str],
+) -> MakerContext:
+    """Everything the maker's prompt is assembled from, for attempt `number` of `spec`."""
+    loop = ctx.loop
+    check = " && ".join(" ".join(c) for c in check_commands(ctx)) or None
+    return MakerContext(
+        task_id=spec.id,
+        task_prompt=spec.prompt,
+        goal=loop.goal,
+        check=check,
+        instructions=ctx.maker.instructions,
+        rules=loop.rules,
+        protected=ctx.protected,
+        scope=loop.maker.scope,
+        skills=list(ctx.project.skills.values()),
+        full_skills=[ctx.project.skills[n] for n in loop.maker.skills if n in ctx.project.skills],
+        attempts=summaries,
+        attempt_number=number,
+        human=human_answer(ctx.rec, ctx.run_id, spec.id),
+        changed=changed,
+    )
+
+
+def run_attempt(
+    ctx: RunContext,
+    spec: TaskSpec,
+    workspace: Workspace,
+    number: int,
+    earlier: list[history.AttemptView],
+    baseline: Any,
+) -> None:
+    loop = ctx.loop
+    ctx.rec.emit(
+        EventType.ATTEMPT_STARTED, run=ctx.run_id, loop=loop.name, task=spec.id, attempt=number
+    )
+    summaries = [
+        AttemptSummary(a.number, a.verdict or "interrupted", a.reason, a.fingerprint, a.output_tail)
+        for a in earlier
+        if a.number < number
+    ]
+    changed = earlier_changes(ctx, spec, workspace) if earlier else ()
+    prompt = maker_prompt(maker_context(ctx, spec, number, summaries, changed))
+    session = None
+    if ctx.maker.resume:
+        session = next((s for s in reversed(maker_sessions(ctx.rec, ctx.run_id, spec.id))), None)
+    before = integrity_baseline(ctx, spec, number)
+    if before is None:
+        return
+    maker = wall_capped(ctx, ctx.maker)
+    maker_result = run_agent(ctx, spec, workspace, number, maker, "maker", prompt, session)
+    if maker_result.status == "interrupted" or ctx.stop.is_set():
+        raise KeyboardInterrupt
+    if tampered(ctx, spec, number, before):
+        return
+    if maker_result.status == "timeout" and maker.timeout_s < ctx.maker.timeout_s:
+        # Cut short by max_wall, not by its own timeout: what it left is not checked.
+        ctx.event(
+            spec.id,
+            EventType.ATTEMPT_FINISHED,
+            attempt=number,
+            verdict="failed",
+            reason=out_of_wall(ctx, spec, f"the maker {ctx.maker.name!r}'s turn"),
+            fingerprint=None,
+            fatal=True,
+        )
+        ctx.rec.refresh_projections()
+        return
+    from loopctl.backends.base import auth_failure
+    from loopctl.delivery.gates import asked_question
+
+    question = asked_question(getattr(maker_result, "escalate", None), maker_result.text)
+    if question:
+        # The maker asked for a human: no check runs; the task waits for `inbox reply`.
+        ctx.rec.emit(
+            EventType.ATTEMPT_FINISHED,
+            run=ctx.run_id,
+            loop=loop.name,
+            task=spec.id,
+            attempt=number,
+            verdict="escalated",
+            reason=f"the maker asks: {question}",
+            fingerprint=None,
+            question=question,
+        )
+        ctx.rec.refresh_projections()
+        return
+    if maker_result.status == "approval":
+        # The maker stopped before a command that needs a human (its inbox item is open):
+        # nothing to check yet, and not a failure to count against the task.
+        ctx.event(
+            spec.id,
+            EventType.ATTEMPT_FINISHED,
+            attempt=number,
+            verdict="awaiting_approval",
+            reason=f"the maker waits for approval: {' '.join(maker_result.text.split())[:200]}",
+            fingerprint=None,
+        )
+        ctx.rec.refresh_projections()
+        return
+    refused = auth_failure(maker_result)
+    if refused is not None:
+        # A refused credential fails every attempt the same way: stop, and ask a human.
+        ctx.event(
+            spec.id,
+            EventType.ATTEMPT_FINISHED,
+            attempt=number,
+            verdict="failed",
+            reason=f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
+            " (fix its credentials, then `loopctl inbox retry`)",
+            fingerprint=None,
+            fatal=True,
+        )
+        ctx.rec.refresh_projections()
+        return
+    reattach(ctx, spec, workspace)
+    ran: list[dict[str, Any]] = []
+    snapshot, verdict = check_turn(ctx, spec, workspace, number, baseline, maker_result, ran)
+    if tampered(ctx, spec, number, before):
+        return  # the checks and the checker agent ran after the maker: they are watched too
+    ctx.event(
+        spec.id,
+        EventType.CHECK_FINISHED,
+        attempt=number,
+        passed=verdict.passed,
+        reason=verdict.reason,
+        fingerprint=verdict.fingerprint,
+        exit_code=verdict.exit_code,
+        source=verdict.source,
+        failing_tests=list(verdict.failing_tests),
+        output_tail=verdict.output_tail[-2000:],
+        commands=ran,
+    )
+    ctx.event(
+        spec.id,
+        EventType.ATTEMPT_FINISHED,
+        attempt=number,
+        verdict="passed" if verdict.passed else "failed",
+        reason=verdict.reason,
+        fingerprint=verdict.fingerprint,
+        output_tail=verdict.output_tail[-1500:],
+        fatal=verdict.fatal,
+        tree=snapshot.tree if snapshot is not None else None,  # what passing commits
+    )
+    ctx.rec.refresh_projections()
+
+
+def maker_sessions(rec: Recorder, run_id: str, task_id: str) -> list[str]:
+    return [
+        str(e.data["session_id"])
+        for e in rec.log.read()
+        if e.run == run_id
+        and e.task == task_id
+        and e.type == EventType.AGENT_FINISHED
+        and e.data.get("role") == "maker"
+        and e.data.get("session_id")
+    ]
+
+
+def human_answer(rec: Recorder, run_id: str, task_id: str) -> tuple[str, str] | None:
+    """The answer `loopctl inbox reply` gave to this task's question, for this run."""
+    from loopctl.journal.history import human_answers
+
+    return human_answers(rec.log.read()).get((run_id, task_id))

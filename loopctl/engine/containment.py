@@ -1,0 +1,91 @@
+"""Containment (DESIGN §5 invariant 11): the sandbox each agent turn and check runs in."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loopctl import git
+from loopctl.definitions import Agent
+from loopctl.definitions.sandbox import SandboxMode
+from loopctl.errors import GitError
+from loopctl.journal.events import EventType
+from loopctl.journal.recorder import Recorder
+from loopctl.worktrees import (
+    Workspace,
+)
+
+if TYPE_CHECKING:
+    from loopctl.sandbox import Sandbox
+from loopctl.engine.context import (
+    RunContext,
+)
+
+
+def sandbox_preflight(rec: Recorder) -> None:
+    """Refuse before any worktree exists when agents cannot be confined and must be."""
+    from loopctl import sandbox
+
+    sandbox.harden_self()
+    if rec.project.config.sandbox is SandboxMode.REQUIRED:
+        mechanism, _, why = sandbox.probe()
+        if mechanism is None:
+            raise sandbox.SandboxUnavailable(
+                f'no sandbox for agents: {why}; or set `[sandbox] mode = "off"` in'
+                " .loop/config.toml to run agents unconfined (not recommended)"
+            )
+
+
+def record_sandbox(ctx: RunContext) -> None:
+    from loopctl import sandbox
+
+    if ctx.project.config.sandbox is SandboxMode.OFF:
+        ctx.rec.emit(EventType.NOTE, run=ctx.run_id, loop=ctx.loop.name, what="sandbox", mode="off")
+        return
+    mechanism, program, _ = sandbox.probe()
+    ctx.rec.emit(
+        EventType.NOTE,
+        run=ctx.run_id,
+        loop=ctx.loop.name,
+        what="sandbox",
+        mode="required",
+        mechanism=mechanism,
+        program=program,
+    )
+
+
+def sandbox_for(
+    ctx: RunContext,
+    workspace: Workspace,
+    agent: Agent | None,
+    state_dir: Path | None = None,
+) -> Sandbox | None:
+    """The confinement for one agent turn (`agent`) or one check command (None)."""
+    from loopctl import sandbox
+
+    if ctx.project.config.sandbox is SandboxMode.OFF:
+        return None
+    rules = agent.sandbox if agent is not None else None
+    backend = agent.backend.value if agent is not None else ""
+    cli = backend if backend in sandbox.CLI_STATE else None
+    return sandbox.make_sandbox(
+        root=ctx.paths.root,
+        worktree=workspace.path,
+        cli=cli,
+        writable=(*(rules.write if rules else ()), *([str(state_dir)] if state_dir else [])),
+        readable=rules.read if rules else (),
+        objects_layer=state_dir / "git-objects" if state_dir else None,
+        network=rules.network if rules else True,
+    )
+
+
+def forget_private_objects(rec: Recorder, workspace: Workspace) -> None:
+    """Point the worktree's index back at objects the repository holds.
+
+    What the agent staged went into its turn's private object layer, which loopctl's own
+    git does not read; loopctl snapshots the files themselves, never that index.
+    """
+    head = git.branch_head(rec.paths.root, workspace.branch) or workspace.base_sha
+    with contextlib.suppress(GitError):
+        git.reset_index(workspace.path, head)

@@ -1,0 +1,156 @@
+"""How a task ends: its outcome recorded, an inbox item opened, its worktree kept or removed."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from loopctl.definitions import Loop
+from loopctl.definitions.config import KeepPolicy
+from loopctl.errors import LoopctlError
+from loopctl.journal import history
+from loopctl.journal.events import EventType
+from loopctl.journal.inbox import ItemKind, open_items
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import (
+    Workspace,
+    remove_worktree,
+)
+
+if TYPE_CHECKING:
+    pass
+from loopctl.engine.context import (
+    GOAL_LOOP,
+    RunContext,
+    ctx_events,
+    open_item,
+)
+from loopctl.engine.outcomes import TaskOutcome
+from loopctl.engine.workspace import worktree_lock
+
+
+def unchanged_since_success(
+    rec: Recorder, loop: str, task: str, base_sha: str, current_run: str
+) -> bool:
+    for run in history.fold(rec.log.read()).values():
+        if run.loop != loop or run.run == current_run:
+            continue
+        done = run.tasks.get(task)
+        if done is not None and done.status == "done" and done.base_ref_sha == base_sha:
+            return True
+    return False
+
+
+def finish_task(
+    ctx: RunContext,
+    spec: TaskSpec,
+    status: str,
+    reason: str,
+    workspace: Workspace | None,
+    attempts: int,
+    last: history.AttemptView | None,
+    *,
+    commit: str | None = None,
+) -> TaskOutcome:
+    loop = ctx.loop
+    if status in ("failed", "stopped"):
+        open_item(
+            ctx.rec,
+            ctx.run_id,
+            loop.name,
+            spec.id,
+            ItemKind.FAILED,
+            f"{spec.id}: {reason}",
+            {
+                "reason": reason,
+                "branch": workspace.branch if workspace else None,
+                "worktree": str(workspace.path) if workspace else None,
+                "fingerprint": last.fingerprint if last else None,
+                "attempts": attempts,
+                "check_tail": (last.output_tail[-1500:] if last else ""),
+            },
+        )
+    ctx.event(
+        spec.id,
+        EventType.TASK_FINISHED,
+        status=status,
+        reason=reason,
+        commit=commit,
+        attempts=attempts,
+    )
+    if status == "done":
+        from loopctl.delivery.pipeline import close_stale_failures
+
+        close_stale_failures(ctx.rec, ctx.run_id, loop.name, spec.id)  # its old failures
+    if workspace is not None and not ctx.in_place:
+        keep = loop.worktree.keep
+        remove = keep is KeepPolicy.NEVER or (
+            keep is KeepPolicy.ON_FAILURE and status in ("done", "skipped")
+        )
+        if remove:
+            with worktree_lock(ctx.rec), contextlib.suppress(LoopctlError):
+                remove_worktree(ctx.paths.root, workspace.path)
+    ctx.rec.refresh_projections()
+    return TaskOutcome(
+        spec.id,
+        status,
+        reason,
+        attempts,
+        commit,
+        workspace.branch if workspace else None,
+        str(workspace.path) if workspace else None,
+    )
+
+
+def escalate(
+    ctx: RunContext,
+    spec: TaskSpec,
+    workspace: Workspace,
+    last: history.AttemptView,
+    attempts: int,
+) -> TaskOutcome:
+    """The maker asked a question: open an escalation item and pause the task."""
+    asked = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
+    question = next(
+        (str(e.data["question"]) for e in reversed(asked) if e.data.get("question")),
+        last.reason,
+    )
+    item = open_item(
+        ctx.rec,
+        ctx.run_id,
+        ctx.loop.name,
+        spec.id,
+        ItemKind.ESCALATION,
+        f"{spec.id} asks: {' '.join(question.split())[:200]}",
+        {
+            "question": question,
+            "branch": workspace.branch,
+            "worktree": str(workspace.path),
+            "attempts": attempts,
+        },
+    )
+    return finish_task(
+        ctx,
+        spec,
+        "awaiting_reply",
+        f'waiting for a human\'s answer: loopctl inbox reply {item} "…"',
+        workspace,
+        attempts,
+        last,
+    )
+
+
+def waiting_item(rec: Recorder, loop: Loop, task_id: str, run_id: str) -> Any:
+    """An open approval or question from an earlier run of this loop's task, if any."""
+    if loop.name == GOAL_LOOP:
+        return None  # `loopctl goal` is asked for by hand: run it
+    for item in open_items(rec.log.read()):
+        if (
+            item.loop == loop.name
+            and item.task == task_id
+            and item.run != run_id
+            and item.kind in (ItemKind.APPROVAL, ItemKind.ESCALATION)
+        ):
+            return item
+    return None

@@ -1,0 +1,43 @@
+"""What a run returns to its caller: each task's outcome and the run's, and a goal's options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    task: str
+    status: str  # done | failed | stopped | skipped
+    reason: str
+    attempts: int
+    commit: str | None = None
+    branch: str | None = None
+    worktree: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    run: str
+    loop: str
+    status: str  # done | failed | stopped
+    reason: str
+    tasks: tuple[TaskOutcome, ...] = ()
+    resumed: bool = False
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+
+@dataclass(frozen=True, slots=True)
+class GoalOptions:
+    condition: str
+    check: tuple[str, ...] | None = None
+    agent: str | None = None
+    max_iterations: int | None = None
+    in_place: bool = False
+    base: str = "HEAD"
+    checker_agent: str | None = None  # judges the goal; with --check it runs once the check passes

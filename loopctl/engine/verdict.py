@@ -1,0 +1,356 @@
+"""Checks: the baseline on the base commit, the verdict on a snapshot, the judge agent."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
+
+from loopctl import git
+from loopctl.checks import integrity
+from loopctl.checks import verdicts as checks
+from loopctl.engine.prompts import judge_prompt
+from loopctl.errors import LoopctlError
+from loopctl.journal.events import EventType
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import (
+    Workspace,
+)
+
+if TYPE_CHECKING:
+    from loopctl.checks.conditions import TestCounts
+from loopctl.engine.agents import run_agent
+from loopctl.engine.containment import sandbox_for
+from loopctl.engine.context import (
+    RunContext,
+    attempt_dir,
+    check_commands,
+    check_env,
+    ctx_events,
+    out_of_wall,
+    task_view,
+    wall_cap,
+    wall_capped,
+)
+from loopctl.engine.snapshot import take_snapshot
+from loopctl.engine.workspace import changed_in_place, placed_unchanged
+
+
+def check_first(
+    ctx: RunContext, spec: TaskSpec, workspace: Workspace, baseline: Any
+) -> checks.Verdict | None:
+    """The goal's checks on the base, before any agent runs: a passing verdict (the goal
+    already holds) or a fatal one (it cannot be checked) ends the task; None: work it.
+
+    A goal is each task's success condition, for `loopctl goal` and for a loop's `goal`
+    alike: a task whose goal holds on its base has nothing left to do, and a heartbeat loop
+    would otherwise pay a maker turn on every green tick. Without a goal, checker commands
+    only verify the maker's work, so the maker works the task; a judged goal is not checked
+    first either, as deciding it would call an agent. Tasks from a `[tasks]` source (a PR
+    with new review comments, an issue) carry work of their own beyond the goal, so they
+    are always worked.
+    """
+    condition = ctx.condition
+    if condition is None or condition.judged or ctx.judge is not None:
+        return None
+    if ctx.loop.tasks is not None:
+        return None
+    recorded = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
+    runs = recorded[0].data.get("commands") if recorded else None
+    if isinstance(runs, list) and any(
+        isinstance(run, dict) and run.get("exit_code") != 0 for run in runs
+    ):
+        return None  # a counted check already failed on the base: nothing to run again
+    ran: list[dict[str, Any]] = []
+    verdict = verdict_of(ctx, spec, workspace, 0, baseline, None, ran)
+    if not verdict.passed:
+        return verdict if verdict.fatal else None
+    shown = " && ".join(" ".join(run["argv"]) for run in ran)
+    reason = f"the goal already holds: `{shown}` passes on the base; no agent was called"
+    ctx.event(spec.id, EventType.NOTE, what="goal_already_holds", reason=reason, commands=ran)
+    return replace(verdict, reason=reason)
+
+
+def check_baseline(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> Any:
+    """What the task's checks are held to (a `checks.Baseline`), recorded before its first
+    maker turn: test counts on the base commit, so a maker cannot pass by running fewer
+    tests, and the protected files `git diff` does not show that already differ from the
+    base (ignored files a setup step made, an in-place run's own), so only new ones fail."""
+    from loopctl.checks.conditions import parse_test_counts, runner_of
+
+    recorded = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
+    if recorded:
+        return checks.baseline_from(recorded[0].data, ctx.condition)
+    view = task_view(ctx.rec, ctx.run_id, spec.id)
+    if view is not None and view.attempts:
+        return None  # attempts already ran against this worktree; the base is gone
+    from loopctl import process
+
+    folder = attempt_dir(ctx, spec.id, 0)
+    runs: list[tuple[tuple[str, ...], int | None, TestCounts | None]] = []
+    for index, argv in enumerate(checks.counted_commands(ctx.loop.checker, ctx.condition)):
+        name = "baseline" if index == 0 else f"baseline-{index + 1}"
+        done = process.run(
+            list(argv),
+            cwd=workspace.path,
+            # No cached bytecode is read: only the sources are what was checked.
+            env={**check_env(ctx.rec), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
+            timeout=wall_cap(ctx, ctx.loop.checker.timeout_s)[0],
+            stdout_path=folder / f"{name}.out",
+            stderr_path=folder / f"{name}.err",
+            redactor=ctx.rec.redactor,
+            cancel=ctx.stop,
+            sandbox=sandbox_for(ctx, workspace, None),
+        )
+        if done.interrupted:
+            raise KeyboardInterrupt
+        counts = parse_test_counts(runner_of(argv), done.output_tail(200_000))
+        runs.append((argv, done.exit_code, counts))
+    # After the base's own test run: what that run leaves behind is not the maker's doing.
+    hidden = checks.hidden_changes(workspace.path, workspace.base_sha, ctx.protected)
+    if not runs and not hidden:
+        return None
+    data = checks.baseline_data(runs, hidden)
+    ctx.event(spec.id, EventType.BASELINE_CHECKED, **data)
+    return checks.baseline_from(data, ctx.condition)
+
+
+def verdict_of(
+    ctx: RunContext,
+    spec: TaskSpec,
+    workspace: Workspace,
+    number: int,
+    baseline: Any,
+    maker_result: Any,
+    ran: list[dict[str, Any]] | None = None,
+    snapshot: integrity.Snapshot | None = None,
+) -> checks.Verdict:
+    """The attempt's verdict; each check command run is appended to `ran` (for traces)."""
+    from loopctl import process
+    from loopctl.checks.conditions import unproven_pass
+
+    changed = git.changed_paths(workspace.path, workspace.base_sha)
+    if ctx.in_place:
+        changed = changed_in_place(ctx, spec, changed)
+    placed = set(placed_unchanged(ctx, spec, workspace))
+    changed = [path for path in changed if path not in placed]
+    if snapshot is not None:  # what would be committed, whatever the worktree's index says
+        changed += [path for path in snapshot.changed if path not in changed]
+    # What git does not list (ignored files, edits an index entry hides) counts as well,
+    # unless it was already so before the first maker turn.
+    base = baseline if isinstance(baseline, checks.Baseline) else checks.Baseline()
+    hidden = checks.hidden_changes(workspace.path, workspace.base_sha, ctx.protected)
+    changed += [
+        path
+        for path, digest in hidden.items()
+        if path not in changed and (path not in base.hidden or base.hidden[path] != digest)
+    ]
+    violations = checks.protected_violations(
+        changed, protected=ctx.protected, scope=ctx.loop.maker.scope
+    )
+    if violations:
+        return checks.protection_verdict(violations)
+    folder = attempt_dir(ctx, spec.id, number)
+    outputs: list[str] = []
+    commands = check_commands(ctx)
+    for index, argv in enumerate(commands, start=1):
+        started = ctx.clock().astimezone(UTC).isoformat(timespec="microseconds")
+        timeout, capped = wall_cap(ctx, ctx.loop.checker.timeout_s)
+        try:
+            done = process.run(
+                list(argv),
+                cwd=workspace.path,
+                # No cached bytecode is read: a planted .pyc would stand in for its source.
+                env={**check_env(ctx.rec), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
+                timeout=timeout,
+                stdout_path=folder / f"check-{index}.out",
+                stderr_path=folder / f"check-{index}.err",
+                redactor=ctx.rec.redactor,
+                cancel=ctx.stop,
+                sandbox=sandbox_for(ctx, workspace, None),
+            )
+        except LoopctlError as exc:  # the check itself cannot run: no attempt can fix that
+            return checks.Verdict(
+                False,
+                f"the check cannot run: {exc}",
+                "check-cannot-run",
+                source="environment",
+                fatal=True,
+            )
+        if done.interrupted:
+            raise KeyboardInterrupt
+        if ran is not None:
+            ran.append(
+                {
+                    "argv": list(argv),
+                    "started": started,
+                    "duration_s": round(done.duration_s, 3),
+                    "exit_code": done.exit_code,
+                    "timed_out": done.timed_out,
+                }
+            )
+        output = done.output_tail(200_000)
+        outputs.append(output)
+        if done.timed_out and capped:
+            why = out_of_wall(ctx, spec, f"the check `{' '.join(argv)}`")
+            return checks.Verdict(False, why, None, None, output[-4000:], "budget", fatal=True)
+        verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
+        if not verdict.passed:
+            return replace(verdict, output_tail=output[-4000:])
+        # The code under test can force the exit status: a test run's counts decide too.
+        unproven = unproven_pass(
+            argv,
+            output,
+            base.counts.get(tuple(argv)),
+            baselined=tuple(argv) in base.counts,
+            repo=ctx.paths.root,
+        )
+        if unproven is not None:
+            from loopctl.checks.fingerprint import fingerprint
+
+            source, reason = unproven
+            return checks.Verdict(
+                False,
+                reason,
+                fingerprint(1, reason).digest,
+                done.exit_code,
+                output[-4000:],
+                source,
+            )
+    if ctx.judge is not None:
+        return ask_judge(ctx, spec, workspace, number, "\n".join(outputs))
+    if not commands:
+        if maker_result.status != "ok":
+            return checks.Verdict(
+                False,
+                f"the maker's turn ended with {maker_result.status} and no check is configured",
+                f"agent-{maker_result.status}",
+                maker_result.exit_code,
+                maker_result.output_tail,
+                "agent",
+            )
+        return checks.Verdict(
+            True, "no check configured; the maker finished its turn", None, 0, "", "none"
+        )
+    return checks.Verdict(
+        True, "every check passed", None, 0, outputs[-1][-4000:] if outputs else "", "command"
+    )
+
+
+def ask_judge(
+    ctx: RunContext, spec: TaskSpec, workspace: Workspace, number: int, check_output: str
+) -> checks.Verdict:
+
+    judge = ctx.judge
+    assert judge is not None
+    condition = ctx.condition.text if ctx.condition else (ctx.loop.goal or spec.prompt)
+    diff = git.diff_text(workspace.path, workspace.base_sha, 40_000)
+    prompt = judge_prompt(
+        condition=condition,
+        task_prompt=spec.prompt,
+        instructions=judge.instructions,
+        diff=diff,
+        check_output=check_output,
+    )
+    limited = wall_capped(ctx, judge)
+    result = run_agent(ctx, spec, workspace, number, limited, "checker", prompt, None)
+    if result.status == "timeout" and limited.timeout_s < judge.timeout_s:
+        why = out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
+        return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)
+    from loopctl.backends.base import auth_failure
+
+    refused = auth_failure(result)
+    if refused is not None:
+        # As for a maker: a refused credential fails every verdict alike, so no maker turn
+        # is spent again; the task stops at once and a human is asked.
+        return checks.Verdict(
+            False,
+            f"the checker {judge.name!r} could not authenticate: {refused}"
+            " (fix its credentials, then `loopctl inbox retry`)",
+            None,
+            result.exit_code,
+            result.output_tail,
+            "judge",
+            fatal=True,
+        )
+    answer = checks.parse_judge_answer(result.text) or checks.parse_judge_answer(result.output_tail)
+    if answer is None:
+        from loopctl.checks.fingerprint import fingerprint
+
+        # An answer loopctl cannot read is never taken as "met".
+        said = " ".join(result.text.split())[-160:]
+        return checks.Verdict(
+            False,
+            f"not met: the checker agent {judge.name!r} gave no parsable verdict"
+            f' ({result.status}); it must end with {{"met": true or false, "reason": …}}'
+            + (f"; it said: {said!r}" if said else ""),
+            fingerprint(result.exit_code, "no verdict").digest,
+            result.exit_code,
+            result.output_tail,
+            "judge",
+        )
+    met, reason = answer
+    if met:
+        return checks.Verdict(
+            True, reason or "the checker judged the condition met", None, 0, "", "judge"
+        )
+    from loopctl.checks.fingerprint import fingerprint
+
+    return checks.Verdict(
+        False,
+        f"not met: {reason}",
+        fingerprint(1, reason).digest,
+        1,
+        result.output_tail,
+        "judge",
+    )
+
+
+def check_turn(
+    ctx: RunContext,
+    spec: TaskSpec,
+    workspace: Workspace,
+    number: int,
+    baseline: Any,
+    maker_result: Any,
+    ran: list[dict[str, Any]],
+) -> tuple[integrity.Snapshot | None, checks.Verdict]:
+    """The verdict on one snapshot of the worktree, taken once the maker's tree has ended.
+
+    The checks run in the worktree itself (tools expect their caches and installed
+    dependencies there). A passing verdict stands only if the worktree is still that snapshot
+    afterwards: a process the agent left behind may have changed it meanwhile, and then the
+    verdict is about something else. Failing the attempt says so plainly, where checking out a
+    clean copy would hide the process still at work.
+    """
+    if ctx.in_place:  # nothing is committed in place: the checkout is the human's
+        return None, verdict_of(ctx, spec, workspace, number, baseline, maker_result, ran)
+    from loopctl.checks.fingerprint import fingerprint
+
+    try:
+        snapshot = take_snapshot(ctx, spec, workspace)
+    except LoopctlError as exc:
+        why = f"cannot snapshot the worktree: {exc}"
+        return None, checks.Verdict(False, why, fingerprint(1, why).digest, source="snapshot")
+    verdict = verdict_of(
+        ctx, spec, workspace, number, baseline, maker_result, ran, snapshot=snapshot
+    )
+    if not verdict.passed:
+        return snapshot, verdict
+    try:
+        moved = integrity.snapshot_changes(
+            workspace.path, snapshot, take_snapshot(ctx, spec, workspace)
+        )
+    except LoopctlError as exc:
+        moved = [f"(it cannot be read again: {exc})"]
+    if not moved:
+        return snapshot, verdict
+    shown = ", ".join(moved[:10]) + (f" and {len(moved) - 10} more" if len(moved) > 10 else "")
+    why = (
+        f"the worktree changed while it was being checked ({shown}): the verdict is not about"
+        " what would be committed, so nothing is (a process the agent started may still be"
+        " running; if the check itself writes these files, add them to .gitignore)"
+    )
+    return snapshot, checks.Verdict(
+        False, why, fingerprint(1, why).digest, verdict.exit_code, "", "snapshot"
+    )

@@ -1,0 +1,269 @@
+"""The worktree a task is worked in: `prepare` (create, resume or work in place), archiving what
+an earlier run left, setup steps, and what changed in it outside the agent's turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loopctl import git
+from loopctl.errors import LoopctlError
+from loopctl.journal import history
+from loopctl.journal.events import EventType
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import (
+    Workspace,
+    branch_name,
+    ensure_worktree,
+    remove_worktree,
+    worktree_path,
+)
+
+if TYPE_CHECKING:
+    pass
+from loopctl.engine.containment import sandbox_for
+from loopctl.engine.context import (
+    RunContext,
+    attempt_dir,
+    check_env,
+    ctx_events,
+    file_hashes,
+)
+from loopctl.engine.snapshot import archive_leftovers, snapshot_seed
+
+
+def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> Workspace:
+    root = ctx.paths.root
+    if ctx.in_place:
+        head = git.head_sha(root)
+        base = view.base_sha if view and view.base_sha else head
+        if view is None or view.worktree is None:
+            ctx.event(
+                spec.id,
+                EventType.WORKTREE_CREATED,
+                path=str(root),
+                branch=git.current_branch(root),
+                base_sha=base,
+                in_place=True,
+                dirty_at_start=file_hashes(root, git.changed_paths(root, base)),
+            )
+        return Workspace(root, git.current_branch(root) or "HEAD", base, False)
+    worktree_root = ctx.project.config.worktree_root or ctx.paths.default_worktree_root()
+    if view is not None and view.worktree is not None and view.base_sha:
+        # Resuming this run: the same worktree, and the base the log recorded (the copy in
+        # the worktree's git dir is writable by the agent, so it is never trusted).
+        with worktree_lock(ctx.rec):
+            workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, view.base_sha)
+        return replace(workspace, base_sha=view.base_sha)
+    base_sha = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
+    with worktree_lock(ctx.rec):
+        retire_previous(ctx, spec, worktree_root, base_sha)
+        workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_sha)
+    workspace = replace(workspace, base_sha=base_sha)
+    if workspace.created and git.head_sha(workspace.path) == base_sha:
+        # Untouched by any agent yet: its index is a trustworthy stat cache of the base.
+        with contextlib.suppress(LoopctlError, OSError):
+            git.seed_snapshot_index(workspace.path, snapshot_seed(ctx, spec, workspace))
+    ctx.event(
+        spec.id,
+        EventType.WORKTREE_CREATED,
+        path=str(workspace.path),
+        branch=workspace.branch,
+        base_sha=base_sha,
+        base_ref_sha=base_sha,
+    )
+    prepare_worktree(ctx, spec, workspace)
+    placed = git.changed_paths(workspace.path, base_sha)
+    if placed:
+        ctx.event(
+            spec.id,
+            EventType.WORKTREE_PREPARED,
+            files=file_hashes(workspace.path, placed),
+        )
+    return workspace
+
+
+def retire_previous(ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_sha: str) -> None:
+    """Clear the way for a fresh worktree at `base_sha` without losing earlier work.
+
+    A task worked again in a new run starts from its base ref's current commit. Whatever an
+    earlier run left (uncommitted changes, commits not in the base) is committed and kept on
+    an archive branch `loop/<loop>/<task>-<sha>`.
+    """
+    root = ctx.paths.root
+    branch = branch_name(ctx.loop.name, spec.id)
+    head = git.branch_head(root, branch)
+    path = worktree_path(worktree_root, ctx.loop.name, spec.id)
+    registered = any(
+        entry.branch == branch and entry.path.resolve() == path.resolve()
+        for entry in git.worktree_list(root)
+        if entry.path.exists()
+    )
+    if head is None:
+        if registered:
+            remove_worktree(root, path)
+        return
+    if registered:
+        head = archive_leftovers(ctx, spec, path, branch) or head
+        remove_worktree(root, path)
+    if head == base_sha or git.is_ancestor(root, head, base_sha):
+        git.delete_branch(root, branch)  # everything on it is already in the base
+        return
+    archive = f"{branch}-{head[:8]}"
+    suffix = 1
+    while git.branch_head(root, archive) is not None:
+        suffix += 1
+        archive = f"{branch}-{head[:8]}-{suffix}"
+    git.rename_branch(root, branch, archive)
+    ctx.event(
+        spec.id,
+        EventType.NOTE,
+        what="branch_archived",
+        branch=branch,
+        archive=archive,
+        head=head,
+    )
+
+
+def worktree_lock(rec: Recorder) -> contextlib.AbstractContextManager[None]:
+    """git's worktree bookkeeping races under concurrent adds and removals: one at a time."""
+    from loopctl.lock import short_lock
+
+    return short_lock(rec.paths.locks_dir, "worktrees")
+
+
+def resolve_base(rec: Recorder, ref: str) -> str:
+    root = rec.paths.root
+    if ref.startswith("-"):
+        raise LoopctlError(f"refusing base ref {ref!r}: it looks like an option")
+    try:
+        return git.resolve_commit(root, ref)
+    except LoopctlError:
+        if ref != "HEAD":
+            with contextlib.suppress(LoopctlError):
+                return git.resolve_commit(root, f"origin/{ref}")
+        raise
+
+
+def prepare_worktree(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
+    from loopctl import process
+    from loopctl.globs import compile_glob
+
+    spec_worktree = ctx.loop.worktree
+    root = ctx.paths.root
+    for pattern in spec_worktree.copy:
+        regex = compile_glob(pattern)
+        for source in sorted(root.rglob("*")):
+            if ".git" in source.parts or not source.is_file():
+                continue
+            relative = source.relative_to(root)
+            if not regex.match(relative.as_posix()):
+                continue
+            target = workspace.path / relative
+            if target.resolve().is_relative_to(workspace.path.resolve()):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+    run_dir = attempt_dir(ctx, spec.id, 0)
+    for index, argv in enumerate(spec_worktree.setup, start=1):
+        done = process.run(
+            list(argv),
+            cwd=workspace.path,
+            env=check_env(ctx.rec),
+            timeout=1800,
+            stdout_path=run_dir / f"setup-{index}.out",
+            stderr_path=run_dir / f"setup-{index}.err",
+            redactor=ctx.rec.redactor,
+            cancel=ctx.stop,
+            sandbox=sandbox_for(ctx, workspace, None),
+        )
+        ctx.event(
+            spec.id,
+            EventType.NOTE,
+            what="setup",
+            argv=list(argv),
+            exit_code=done.exit_code,
+        )
+        if not done.ok:
+            raise LoopctlError(f"worktree setup `{' '.join(argv)}` exited {done.exit_code}")
+
+
+def placed_unchanged(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> list[str]:
+    """Files loopctl put in the worktree (copy, setup) that nobody has changed since."""
+    events = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_PREPARED)
+    if not events:
+        return []
+    placed = events[-1].data.get("files", {})
+    now = file_hashes(workspace.path, list(placed))
+    return [path for path, digest in placed.items() if now.get(path) == digest]
+
+
+def reattach(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
+    """Put the worktree back on the task's branch if the maker switched away or detached."""
+    if ctx.in_place:
+        return
+    current = git.current_branch(workspace.path)
+    if current == workspace.branch:
+        return
+    head = git.head_sha(workspace.path)
+    git.point_branch(ctx.paths.root, workspace.branch, head)
+    git.switch_branch(workspace.path, workspace.branch)
+    ctx.event(
+        spec.id,
+        EventType.NOTE,
+        what="reattached",
+        left_on=current or "detached HEAD",
+        head=head,
+    )
+
+
+def earlier_changes(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> list[str]:
+    """What the worktree holds changed against the base when an attempt starts: attempts
+    build on each other (nothing is reset), so the next maker is told. Files loopctl placed
+    (copy, setup) and, in place, the human's own edits are not the attempts' doing."""
+    changed = git.changed_paths(workspace.path, workspace.base_sha)
+    if ctx.in_place:
+        changed = changed_in_place(ctx, spec, changed)
+    placed = set(placed_unchanged(ctx, spec, workspace))
+    return [
+        path
+        if (workspace.path / path).exists() or (workspace.path / path).is_symlink()
+        else f"{path} (deleted)"
+        for path in changed
+        if path not in placed
+    ]
+
+
+def changed_in_place(ctx: RunContext, spec: TaskSpec, changed: list[str]) -> list[str]:
+    """In place, only what changed since the run began is the maker's doing."""
+    events = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_CREATED)
+    before = events[0].data.get("dirty_at_start", {}) if events else {}
+    now = file_hashes(ctx.paths.root, changed)
+    own = {".loop/STATE.md", ".loop/INBOX.md", ".loop/.gitignore"}
+    return [
+        path
+        for path in changed
+        if path not in own and not (path in before and before[path] == now.get(path))
+    ]
+
+
+def stop_orphans(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
+    """Kill agents a killed runner left behind in this task's worktree."""
+    from loopctl.process import kill_leftover_group
+
+    events = ctx.log.read()
+    started = ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_STARTED)
+    finished = {
+        (e.data.get("attempt"), e.data.get("role"))
+        for e in ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_FINISHED)
+    }
+    for event in started:
+        if (event.data.get("attempt"), event.data.get("role")) in finished:
+            continue
+        pid = event.data.get("pid")
+        if isinstance(pid, int) and kill_leftover_group(pid, workspace.path):
+            ctx.event(spec.id, EventType.NOTE, what="orphan_killed", pid=pid)
