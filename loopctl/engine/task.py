@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from loopctl.checks import integrity
 from loopctl.errors import LoopctlError
-from loopctl.journal import budgets
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.tasks.spec import TaskSpec
@@ -21,6 +20,7 @@ from loopctl.engine.context import (
 )
 from loopctl.engine.finish import escalate, finish_task, unchanged_since_success, waiting_item
 from loopctl.engine.outcomes import TaskOutcome
+from loopctl.engine.steps import Do, RunBudget, next_step
 from loopctl.engine.verdict import check_baseline, check_first
 from loopctl.engine.workspace import prepare, resolve_base, stop_orphans
 
@@ -84,14 +84,15 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         if ctx.stop.is_set():
             raise KeyboardInterrupt
         view = task_view(ctx.rec, ctx.run_id, spec.id)
+        run_events = [e for e in ctx.log.read() if e.run == ctx.run_id]
+        step = next_step(view, RunBudget(loop.budget, run_events), ctx.clock())
         attempts = view.attempts if view else []
-        finished = [a for a in attempts if a.verdict is not None]
-        fingerprints = [a.fingerprint if a.verdict == "failed" else None for a in finished]
-        if finished and finished[-1].verdict == "passed":
-            return deliver(ctx, spec, workspace, finished[-1].number)
-        if finished and finished[-1].verdict == "escalated":
-            return escalate(ctx, spec, workspace, finished[-1], len(attempts))
-        if finished and finished[-1].verdict == "awaiting_approval":
+        if step.do is Do.DELIVER:
+            return deliver(ctx, spec, workspace, step.number)
+        if step.do is Do.ESCALATE:
+            assert step.last is not None
+            return escalate(ctx, spec, workspace, step.last, step.attempts)
+        if step.do is Do.PAUSE:
             # Not "awaiting_approval" (a met goal whose delivery waits): the work isn't done.
             asked = next(
                 (
@@ -101,83 +102,31 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 ),
                 "ID",
             )
-            return finish_task(
-                ctx,
-                spec,
-                "paused",
-                finished[-1].reason
-                + f" (approve it with `loopctl inbox approve {asked}`; then `loopctl inbox"
-                f" retry {asked}` runs the task again now)",
-                workspace,
-                len(attempts),
-                finished[-1],
+            reason = (
+                step.reason + f" (approve it with `loopctl inbox approve {asked}`; then `loopctl"
+                f" inbox retry {asked}` runs the task again now)"
             )
-        if finished and finished[-1].fatal:
-            return finish_task(
-                ctx,
-                spec,
-                "stopped",
-                finished[-1].reason,
-                workspace,
-                len(attempts),
-                finished[-1],
-            )
-        streak = budgets.identical_failure_streak(fingerprints)
-        if streak >= loop.budget.stop_after_identical_failures:
-            last = finished[-1]
-            return finish_task(
-                ctx,
-                spec,
-                "stopped",
-                f"{streak} identical failures in a row"
-                f" (fingerprint {last.fingerprint}): {last.reason}",
-                workspace,
-                len(attempts),
-                last,
-            )
-        pending = next((a for a in attempts if a.verdict is None), None)
-        if pending is not None and pending.starts >= 2:
-            # Interrupted twice: redoing it once was the promise; record it as failed.
+            return finish_task(ctx, spec, "paused", reason, workspace, step.attempts, step.last)
+        if step.do is Do.ABANDON:
             ctx.event(
                 spec.id,
                 EventType.ATTEMPT_FINISHED,
-                attempt=pending.number,
+                attempt=step.number,
                 verdict="failed",
-                reason="interrupted twice",
+                reason=step.reason,
                 fingerprint=None,
             )
             continue
-        number = pending.number if pending is not None else len(attempts) + 1
-        if pending is None and number > loop.budget.max_iterations:
-            final = finished[-1] if finished else None
-            return finish_task(
-                ctx,
-                spec,
-                "failed",
-                f"not met after {loop.budget.max_iterations} attempts:"
-                f" {final.reason if final else ''}",
-                workspace,
-                len(attempts),
-                final,
-            )
-        run_events = [e for e in ctx.log.read() if e.run == ctx.run_id]
-        reason = budgets.stop_reason(loop.budget, run_events, ctx.clock())
-        if reason is not None:
-            ctx.event(spec.id, EventType.BUDGET_STOPPED, reason=reason)
-            return finish_task(
-                ctx,
-                spec,
-                "stopped",
-                reason,
-                workspace,
-                len(attempts),
-                finished[-1] if finished else None,
-            )
+        if step.do in (Do.STOP, Do.FAIL):
+            if step.budget_stop:
+                ctx.event(spec.id, EventType.BUDGET_STOPPED, reason=step.reason)
+            status = "stopped" if step.do is Do.STOP else "failed"
+            return finish_task(ctx, spec, status, step.reason, workspace, step.attempts, step.last)
         held = integrity.held_by(ctx.log.read())
         if held:
             # Another task's turn changed a definition: no attempt starts until a human looks.
             return finish_task(
-                ctx, spec, "paused", integrity.held_reason(held), workspace, len(attempts), None
+                ctx, spec, "paused", integrity.held_reason(held), workspace, step.attempts, None
             )
         with integrity.turn():
-            run_attempt(ctx, spec, workspace, number, attempts, baseline)
+            run_attempt(ctx, spec, workspace, step.number, attempts, baseline)
