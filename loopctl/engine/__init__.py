@@ -1,5 +1,7 @@
 """The run: tasks found, a worktree each, maker and checker turns, verdicts, then delivery."""
 
+from __future__ import annotations
+
 from loopctl.engine.runner import (
     GOAL_LOOP,
     Engine,

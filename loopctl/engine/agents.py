@@ -3,19 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl.definitions import Agent
-from loopctl.journal.events import EventType
-from loopctl.journal.inbox import ItemKind
-from loopctl.journal.recorder import Recorder
-from loopctl.tasks.spec import TaskSpec
-from loopctl.worktrees import (
-    Workspace,
-)
-
-if TYPE_CHECKING:
-    pass
 from loopctl.engine.containment import forget_private_objects, sandbox_for
 from loopctl.engine.context import (
     RunContext,
@@ -23,6 +13,11 @@ from loopctl.engine.context import (
     attempt_dir,
     open_item,
 )
+from loopctl.journal.events import EventType
+from loopctl.journal.inbox import ItemKind
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import Workspace
 
 
 def run_agent(

@@ -3,19 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
-from loopctl.journal import history
-from loopctl.journal.events import EventType
-from loopctl.journal.recorder import Recorder
-from loopctl.tasks.spec import TaskSpec
-from loopctl.worktrees import (
-    Workspace,
-)
-
-if TYPE_CHECKING:
-    pass
 from loopctl.engine.agents import run_agent
 from loopctl.engine.context import (
     RunContext,
@@ -23,9 +12,15 @@ from loopctl.engine.context import (
     out_of_wall,
     wall_capped,
 )
+from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
 from loopctl.engine.snapshot import integrity_baseline, tampered
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
+from loopctl.journal import history
+from loopctl.journal.events import EventType
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import Workspace
 
 
 def maker_context(

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from loopctl.definitions import Loop
-from loopctl.errors import LoopctlError
-from loopctl.journal.recorder import Recorder
-from loopctl.tasks.spec import TaskSpec
-from loopctl.worktrees import (
-    Workspace,
-)
-
-if TYPE_CHECKING:
-    pass
 from loopctl.engine.context import (
     GOAL_LOOP,
     RunContext,
@@ -25,6 +14,10 @@ from loopctl.engine.finish import finish_task
 from loopctl.engine.outcomes import TaskOutcome
 from loopctl.engine.snapshot import commit_checked, makers_commit
 from loopctl.engine.workspace import reattach
+from loopctl.errors import LoopctlError
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import Workspace
 
 
 def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int) -> TaskOutcome:

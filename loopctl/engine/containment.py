@@ -9,18 +9,14 @@ from typing import TYPE_CHECKING
 from loopctl import git
 from loopctl.definitions import Agent
 from loopctl.definitions.sandbox import SandboxMode
+from loopctl.engine.context import RunContext
 from loopctl.errors import GitError
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
-from loopctl.worktrees import (
-    Workspace,
-)
+from loopctl.worktrees import Workspace
 
 if TYPE_CHECKING:
     from loopctl.sandbox import Sandbox
-from loopctl.engine.context import (
-    RunContext,
-)
 
 
 def sandbox_preflight(rec: Recorder) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl.checks import verdicts as checks
 from loopctl.checks.conditions import ResolvedCondition
@@ -21,14 +21,9 @@ from loopctl.journal import budgets, history
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
-from loopctl.tasks.spec import TaskSpec
-from loopctl.worktrees import (
-    sanitize_task_id,
-)
-
-if TYPE_CHECKING:
-    pass
 from loopctl.paths import ProjectPaths
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import sanitize_task_id
 
 GOAL_LOOP = "goal"
 

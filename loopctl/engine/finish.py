@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl.definitions import Loop
 from loopctl.definitions.config import KeepPolicy
+from loopctl.engine.context import (
+    GOAL_LOOP,
+    RunContext,
+    ctx_events,
+    open_item,
+)
+from loopctl.engine.outcomes import TaskOutcome
+from loopctl.engine.workspace import worktree_lock
 from loopctl.errors import LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import EventType
@@ -17,17 +25,6 @@ from loopctl.worktrees import (
     Workspace,
     remove_worktree,
 )
-
-if TYPE_CHECKING:
-    pass
-from loopctl.engine.context import (
-    GOAL_LOOP,
-    RunContext,
-    ctx_events,
-    open_item,
-)
-from loopctl.engine.outcomes import TaskOutcome
-from loopctl.engine.workspace import worktree_lock
 
 
 def unchanged_since_success(

@@ -17,7 +17,34 @@ from typing import TYPE_CHECKING, Any
 from loopctl import git
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.definitions import Agent, Loop
+from loopctl.engine.agents import agent_env
+from loopctl.engine.attempt import maker_context
+from loopctl.engine.commit import deliver_approved
+from loopctl.engine.containment import record_sandbox, sandbox_for, sandbox_preflight
+from loopctl.engine.context import (
+    GOAL_LOOP,
+    RunContext,
+    Tick,
+    check_commands,
+    from_github,
+    goal_task_id,
+    new_run_id,
+    open_item,
+)
+from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome
 from loopctl.engine.prompts import maker_prompt
+from loopctl.engine.setup import (
+    check_available,
+    check_programs,
+    find_specs,
+    goal_setup,
+    loop_setup,
+    protected_paths,
+    resumable,
+)
+from loopctl.engine.snapshot import refuse_if_held
+from loopctl.engine.task import work_task
+from loopctl.engine.workspace import resolve_base
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.journal import history
 from loopctl.journal.events import EventType
@@ -35,33 +62,7 @@ from loopctl.worktrees import (
 if TYPE_CHECKING:
     from loopctl.engine.preview import Preview
     from loopctl.sandbox import Sandbox
-from loopctl.engine.agents import agent_env
-from loopctl.engine.attempt import maker_context
-from loopctl.engine.commit import deliver_approved
-from loopctl.engine.containment import record_sandbox, sandbox_for, sandbox_preflight
-from loopctl.engine.context import (
-    GOAL_LOOP,
-    RunContext,
-    Tick,
-    check_commands,
-    from_github,
-    goal_task_id,
-    new_run_id,
-    open_item,
-)
-from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome
-from loopctl.engine.setup import (
-    check_available,
-    check_programs,
-    find_specs,
-    goal_setup,
-    loop_setup,
-    protected_paths,
-    resumable,
-)
-from loopctl.engine.snapshot import refuse_if_held
-from loopctl.engine.task import work_task
-from loopctl.engine.workspace import resolve_base
+
 
 __all__ = ["GOAL_LOOP", "Engine", "GoalOptions", "RunOutcome", "TaskOutcome"]
 

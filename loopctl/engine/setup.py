@@ -5,19 +5,11 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from loopctl.checks import verdicts as checks
 from loopctl.checks.conditions import ResolvedCondition, resolve_condition, runner_protect
 from loopctl.definitions import Agent, Loop
 from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
-from loopctl.errors import LoopctlError, UsageError
-from loopctl.journal import history
-from loopctl.journal.recorder import Recorder
-from loopctl.tasks.spec import TaskSpec, discover
-
-if TYPE_CHECKING:
-    pass
 from loopctl.engine.context import (
     GOAL_LOOP,
     Tick,
@@ -28,6 +20,10 @@ from loopctl.engine.context import (
     scrub,
 )
 from loopctl.engine.outcomes import GoalOptions
+from loopctl.errors import LoopctlError, UsageError
+from loopctl.journal import history
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec, discover
 
 
 def loop_setup(rec: Recorder, loop: Loop) -> tuple[ResolvedCondition | None, Agent, Agent | None]:

@@ -8,21 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl import git
 from loopctl.checks import integrity
-from loopctl.errors import LoopctlError
-from loopctl.journal.events import Event, EventType
-from loopctl.journal.inbox import ItemKind
-from loopctl.journal.recorder import Recorder
-from loopctl.tasks.spec import TaskSpec
-from loopctl.worktrees import (
-    Workspace,
-)
-
-if TYPE_CHECKING:
-    pass
 from loopctl.engine.context import (
     RunContext,
     attempt_dir,
@@ -32,6 +21,12 @@ from loopctl.engine.context import (
     git_date,
     open_item,
 )
+from loopctl.errors import LoopctlError
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.inbox import ItemKind
+from loopctl.journal.recorder import Recorder
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import Workspace
 
 
 def refuse_if_held(rec: Recorder) -> None:

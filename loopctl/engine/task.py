@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from loopctl.checks import integrity
-from loopctl.errors import LoopctlError
-from loopctl.journal.events import EventType
-from loopctl.journal.inbox import ItemKind, open_items
-from loopctl.tasks.spec import TaskSpec
-
-if TYPE_CHECKING:
-    pass
 from loopctl.engine.attempt import run_attempt
 from loopctl.engine.commit import deliver
 from loopctl.engine.context import (
@@ -23,6 +14,10 @@ from loopctl.engine.outcomes import TaskOutcome
 from loopctl.engine.steps import Do, RunBudget, next_step
 from loopctl.engine.verdict import check_baseline, check_first
 from loopctl.engine.workspace import prepare, resolve_base, stop_orphans
+from loopctl.errors import LoopctlError
+from loopctl.journal.events import EventType
+from loopctl.journal.inbox import ItemKind, open_items
+from loopctl.tasks.spec import TaskSpec
 
 
 def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:

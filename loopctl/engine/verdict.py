@@ -9,16 +9,6 @@ from typing import TYPE_CHECKING, Any
 from loopctl import git
 from loopctl.checks import integrity
 from loopctl.checks import verdicts as checks
-from loopctl.engine.prompts import judge_prompt
-from loopctl.errors import LoopctlError
-from loopctl.journal.events import EventType
-from loopctl.tasks.spec import TaskSpec
-from loopctl.worktrees import (
-    Workspace,
-)
-
-if TYPE_CHECKING:
-    from loopctl.checks.conditions import TestCounts
 from loopctl.engine.agents import run_agent
 from loopctl.engine.containment import sandbox_for
 from loopctl.engine.context import (
@@ -32,8 +22,16 @@ from loopctl.engine.context import (
     wall_cap,
     wall_capped,
 )
+from loopctl.engine.prompts import judge_prompt
 from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
+from loopctl.errors import LoopctlError
+from loopctl.journal.events import EventType
+from loopctl.tasks.spec import TaskSpec
+from loopctl.worktrees import Workspace
+
+if TYPE_CHECKING:
+    from loopctl.checks.conditions import TestCounts
 
 
 def check_first(

@@ -8,9 +8,17 @@ import contextlib
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from loopctl import git
+from loopctl.engine.containment import sandbox_for
+from loopctl.engine.context import (
+    RunContext,
+    attempt_dir,
+    check_env,
+    ctx_events,
+    file_hashes,
+)
+from loopctl.engine.snapshot import archive_leftovers, snapshot_seed
 from loopctl.errors import LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import EventType
@@ -23,18 +31,6 @@ from loopctl.worktrees import (
     remove_worktree,
     worktree_path,
 )
-
-if TYPE_CHECKING:
-    pass
-from loopctl.engine.containment import sandbox_for
-from loopctl.engine.context import (
-    RunContext,
-    attempt_dir,
-    check_env,
-    ctx_events,
-    file_hashes,
-)
-from loopctl.engine.snapshot import archive_leftovers, snapshot_seed
 
 
 def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> Workspace:
