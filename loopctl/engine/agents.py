@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopctl.definitions import Agent
 from loopctl.engine.containment import forget_private_objects, sandbox_for
@@ -19,6 +19,9 @@ from loopctl.journal.recorder import Recorder
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
+if TYPE_CHECKING:
+    from loopctl.backends.base import AgentResult
+
 
 def run_agent(
     ctx: RunContext,
@@ -29,7 +32,7 @@ def run_agent(
     role: str,
     prompt: str,
     session: str | None,
-) -> Any:
+) -> AgentResult:
     from loopctl.atomicfile import write_atomic
     from loopctl.backends import AgentRequest, backend_for
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loopctl.checks import verdicts as checks
 from loopctl.engine.agents import run_agent
 from loopctl.engine.context import (
     RunContext,
@@ -57,7 +58,7 @@ def run_attempt(
     workspace: Workspace,
     number: int,
     earlier: list[history.AttemptView],
-    baseline: Any,
+    baseline: checks.Baseline | None,
 ) -> None:
     loop = ctx.loop
     ctx.rec.emit(
@@ -98,7 +99,7 @@ def run_attempt(
     from loopctl.backends.base import auth_failure
     from loopctl.delivery.gates import asked_question
 
-    question = asked_question(getattr(maker_result, "escalate", None), maker_result.text)
+    question = asked_question(maker_result.escalate, maker_result.text)
     if question:
         # The maker asked for a human: no check runs; the task waits for `inbox reply`.
         ctx.rec.emit(

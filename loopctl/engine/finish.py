@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopctl.definitions import Loop
 from loopctl.definitions.config import KeepPolicy
@@ -25,6 +25,9 @@ from loopctl.worktrees import (
     Workspace,
     remove_worktree,
 )
+
+if TYPE_CHECKING:
+    from loopctl.journal.inbox import InboxItem
 
 
 def unchanged_since_success(
@@ -138,7 +141,7 @@ def escalate(
     )
 
 
-def waiting_item(rec: Recorder, loop: Loop, task_id: str, run_id: str) -> Any:
+def waiting_item(rec: Recorder, loop: Loop, task_id: str, run_id: str) -> InboxItem | None:
     """An open approval or question from an earlier run of this loop's task, if any."""
     if loop.name == GOAL_LOOP:
         return None  # `loopctl goal` is asked for by hand: run it

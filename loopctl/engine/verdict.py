@@ -31,11 +31,12 @@ from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
 if TYPE_CHECKING:
+    from loopctl.backends.base import AgentResult
     from loopctl.checks.conditions import TestCounts
 
 
 def check_first(
-    ctx: RunContext, spec: TaskSpec, workspace: Workspace, baseline: Any
+    ctx: RunContext, spec: TaskSpec, workspace: Workspace, baseline: checks.Baseline | None
 ) -> checks.Verdict | None:
     """The goal's checks on the base, before any agent runs: a passing verdict (the goal
     already holds) or a fatal one (it cannot be checked) ends the task; None: work it.
@@ -69,7 +70,7 @@ def check_first(
     return replace(verdict, reason=reason)
 
 
-def check_baseline(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> Any:
+def check_baseline(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> checks.Baseline | None:
     """What the task's checks are held to (a `checks.Baseline`), recorded before its first
     maker turn: test counts on the base commit, so a maker cannot pass by running fewer
     tests, and the protected files `git diff` does not show that already differ from the
@@ -118,8 +119,8 @@ def verdict_of(
     spec: TaskSpec,
     workspace: Workspace,
     number: int,
-    baseline: Any,
-    maker_result: Any,
+    baseline: checks.Baseline | None,
+    maker_result: AgentResult | None,
     ran: list[dict[str, Any]] | None = None,
     snapshot: integrity.Snapshot | None = None,
 ) -> checks.Verdict:
@@ -218,7 +219,7 @@ def verdict_of(
     if ctx.judge is not None:
         return ask_judge(ctx, spec, workspace, number, "\n".join(outputs))
     if not commands:
-        if maker_result.status != "ok":
+        if maker_result is not None and maker_result.status != "ok":
             return checks.Verdict(
                 False,
                 f"the maker's turn ended with {maker_result.status} and no check is configured",
@@ -309,8 +310,8 @@ def check_turn(
     spec: TaskSpec,
     workspace: Workspace,
     number: int,
-    baseline: Any,
-    maker_result: Any,
+    baseline: checks.Baseline | None,
+    maker_result: AgentResult | None,
     ran: list[dict[str, Any]],
 ) -> tuple[integrity.Snapshot | None, checks.Verdict]:
     """The verdict on one snapshot of the worktree, taken once the maker's tree has ended.
