@@ -136,6 +136,7 @@ class ScheduleView:
 
     def finished(self, result: TickResult) -> None:
         with self._lock:
+            status: str
             if result.outcome is not None:
                 outcome = result.outcome
                 status, reason = outcome.status, outcome.reason

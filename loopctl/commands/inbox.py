@@ -20,7 +20,6 @@ from loopctl import git
 from loopctl.delivery.gates import (
     GateView,
     Plan,
-    TaskStatus,
     approval_problem,
     delivery_view,
 )
@@ -30,6 +29,7 @@ from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, items
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.statuses import TaskStatus
 from loopctl.lock import RunnerLock, read_holder
 from loopctl.tasks.spec import requeued_specs
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from loopctl.definitions.loops import DeliverSpec
@@ -16,14 +15,6 @@ from loopctl.journal.events import Event, EventType
 
 PLAN_FORMAT = 1
 BUILTIN_STEPS = ("push", "pr", "merge")
-
-
-class TaskStatus(StrEnum):
-    """Task statuses the inbox adds to the engine's open | done | failed | stopped | skipped."""
-
-    AWAITING_APPROVAL = "awaiting_approval"
-    AWAITING_REPLY = "awaiting_reply"
-    REJECTED = "rejected"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,6 @@ from loopctl.delivery.gates import (
     GateView,
     Plan,
     Step,
-    TaskStatus,
     approval_problem,
     delivery_view,
     plan_steps,
@@ -35,6 +34,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.statuses import TaskStatus
 
 if TYPE_CHECKING:
     from loopctl.process import Completed
@@ -62,7 +62,7 @@ Checkpoint = Callable[[str, Step], None]
 class DeliveryResult:
     """Where a task's delivery stopped: done | failed | awaiting_approval | rejected | stopped."""
 
-    status: str
+    status: TaskStatus
     reason: str
     item: str | None = None  # the approval item it waits for
 
@@ -188,9 +188,9 @@ def deliver_task(
     `push_branch`: a pull request task's head branch, which `push` updates instead of `branch`.
     """
     if not plan_steps(loop.deliver):
-        return DeliveryResult("done", "")
+        return DeliveryResult(TaskStatus.DONE, "")
     if commit is None:
-        return DeliveryResult("done", "checks passed; nothing new to deliver (no commit)")
+        return DeliveryResult(TaskStatus.DONE, "checks passed; nothing new to deliver (no commit)")
     plan_delivery(
         rec,
         loop,
@@ -217,11 +217,11 @@ def advance(
         view = delivery_view(rec.log.read(), run, task)
         plan = view.plan
         if plan is None:
-            return DeliveryResult("done", "")
+            return DeliveryResult(TaskStatus.DONE, "")
         _close_finished_gates(rec, plan, view)
         step = view.next_step()
         if step is None:
-            return DeliveryResult("done", "")
+            return DeliveryResult(TaskStatus.DONE, "")
         state = view.state(step.index)
         if state.starts:
             # Started but never finished: the process died mid-action. Look before re-running.
@@ -229,7 +229,7 @@ def advance(
             if outcome is not None:
                 _finish_step(rec, plan, step, outcome, view.gates.get(step.index))
                 if outcome.ok is not True:
-                    return DeliveryResult("failed", f"{step.name}: {outcome.detail}")
+                    return DeliveryResult(TaskStatus.FAILED, f"{step.name}: {outcome.detail}")
                 continue
         gate = view.gates.get(step.index)
         # A push that would replace what the remote has (a re-run's new commit on a branch an
@@ -262,7 +262,7 @@ def advance(
             checkpoint("ran", step)
         _finish_step(rec, plan, step, outcome, gate if asks else None)
         if not outcome.ok:
-            return DeliveryResult("failed", f"{step.name} failed: {outcome.detail}")
+            return DeliveryResult(TaskStatus.FAILED, f"{step.name} failed: {outcome.detail}")
 
 
 def _force_target(rec: Recorder, plan: Plan) -> str | None:
@@ -317,7 +317,9 @@ def _gate_check(
         )
     if gate.resolution is not None and not gate.approved:
         if gate.resolution == "superseded":
-            return DeliveryResult("stopped", "a newer run of the task superseded this delivery")
+            return DeliveryResult(
+                TaskStatus.STOPPED, "a newer run of the task superseded this delivery"
+            )
         return DeliveryResult(TaskStatus.REJECTED, f"`{step.name}` was {gate.resolution}")
     if not gate.approved:
         why = f"; the last approval was refused: {gate.refused}" if gate.refused else ""
@@ -568,7 +570,7 @@ def resume(
     """Advance a planned delivery outside the engine and record where it ended."""
     view = delivery_view(rec.log.read(), run, task)
     if view.plan is None:
-        return DeliveryResult("done", "")
+        return DeliveryResult(TaskStatus.DONE, "")
     _check_plan_tools(rec, view.plan, view)
     result = advance(rec, run, task, checkpoint=checkpoint)
     complete(rec, view.plan, result)

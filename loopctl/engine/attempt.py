@@ -20,6 +20,7 @@ from loopctl.engine.workspace import earlier_changes, reattach
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -89,7 +90,7 @@ def run_attempt(
             spec.id,
             EventType.ATTEMPT_FINISHED,
             attempt=number,
-            verdict="failed",
+            verdict=Verdict.FAILED,
             reason=out_of_wall(ctx, spec, f"the maker {ctx.maker.name!r}'s turn"),
             fingerprint=None,
             fatal=True,
@@ -108,7 +109,7 @@ def run_attempt(
             loop=loop.name,
             task=spec.id,
             attempt=number,
-            verdict="escalated",
+            verdict=Verdict.ESCALATED,
             reason=f"the maker asks: {question}",
             fingerprint=None,
             question=question,
@@ -122,7 +123,7 @@ def run_attempt(
             spec.id,
             EventType.ATTEMPT_FINISHED,
             attempt=number,
-            verdict="awaiting_approval",
+            verdict=Verdict.AWAITING_APPROVAL,
             reason=f"the maker waits for approval: {' '.join(maker_result.text.split())[:200]}",
             fingerprint=None,
         )
@@ -135,7 +136,7 @@ def run_attempt(
             spec.id,
             EventType.ATTEMPT_FINISHED,
             attempt=number,
-            verdict="failed",
+            verdict=Verdict.FAILED,
             reason=f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
             " (fix its credentials, then `loopctl inbox retry`)",
             fingerprint=None,
@@ -165,7 +166,7 @@ def run_attempt(
         spec.id,
         EventType.ATTEMPT_FINISHED,
         attempt=number,
-        verdict="passed" if verdict.passed else "failed",
+        verdict=Verdict.PASSED if verdict.passed else Verdict.FAILED,
         reason=verdict.reason,
         fingerprint=verdict.fingerprint,
         output_tail=verdict.output_tail[-1500:],

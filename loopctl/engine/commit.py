@@ -16,6 +16,7 @@ from loopctl.engine.snapshot import commit_checked, makers_commit
 from loopctl.engine.workspace import reattach
 from loopctl.errors import LoopctlError
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.statuses import TaskStatus
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -27,7 +28,7 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         return finish_task(
             ctx,
             spec,
-            "done",
+            TaskStatus.DONE,
             "condition met (changes left in the working tree)",
             workspace,
             attempt,
@@ -47,13 +48,13 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
             commit = commit_checked(ctx, spec, workspace, attempt, message, name, email)
         except LoopctlError as exc:  # one task's delivery failing must not end the tick
             return finish_task(
-                ctx, spec, "failed", f"commit failed: {exc}", workspace, attempt, None
+                ctx, spec, TaskStatus.FAILED, f"commit failed: {exc}", workspace, attempt, None
             )
     elif commit is None:
         try:
             commit = makers_commit(ctx, spec, workspace, attempt)
         except LoopctlError as exc:
-            return finish_task(ctx, spec, "failed", str(exc), workspace, attempt, None)
+            return finish_task(ctx, spec, TaskStatus.FAILED, str(exc), workspace, attempt, None)
     # Push, PR, merge and custom actions: gated ones wait in the inbox (loopctl.delivery).
     from loopctl.delivery import pipeline as delivery
     from loopctl.tasks.github import push_branch
@@ -73,7 +74,7 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
     return finish_task(
         ctx,
         spec,
-        str(result.status),
+        result.status,
         result.reason or ("condition met" if loop.goal else "checks passed"),
         workspace,
         attempt,

@@ -20,6 +20,7 @@ from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.statuses import TaskStatus
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
     Workspace,
@@ -37,7 +38,7 @@ def unchanged_since_success(
         if run.loop != loop or run.run == current_run:
             continue
         done = run.tasks.get(task)
-        if done is not None and done.status == "done" and done.base_ref_sha == base_sha:
+        if done is not None and done.status == TaskStatus.DONE and done.base_ref_sha == base_sha:
             return True
     return False
 
@@ -45,7 +46,7 @@ def unchanged_since_success(
 def finish_task(
     ctx: RunContext,
     spec: TaskSpec,
-    status: str,
+    status: TaskStatus,
     reason: str,
     workspace: Workspace | None,
     attempts: int,
@@ -54,7 +55,7 @@ def finish_task(
     commit: str | None = None,
 ) -> TaskOutcome:
     loop = ctx.loop
-    if status in ("failed", "stopped"):
+    if status in (TaskStatus.FAILED, TaskStatus.STOPPED):
         open_item(
             ctx.rec,
             ctx.run_id,
@@ -79,14 +80,14 @@ def finish_task(
         commit=commit,
         attempts=attempts,
     )
-    if status == "done":
+    if status == TaskStatus.DONE:
         from loopctl.delivery.pipeline import close_stale_failures
 
         close_stale_failures(ctx.rec, ctx.run_id, loop.name, spec.id)  # its old failures
     if workspace is not None and not ctx.in_place:
         keep = loop.worktree.keep
         remove = keep is KeepPolicy.NEVER or (
-            keep is KeepPolicy.ON_FAILURE and status in ("done", "skipped")
+            keep is KeepPolicy.ON_FAILURE and status in (TaskStatus.DONE, TaskStatus.SKIPPED)
         )
         if remove:
             with worktree_lock(ctx.rec), contextlib.suppress(LoopctlError):
@@ -133,7 +134,7 @@ def escalate(
     return finish_task(
         ctx,
         spec,
-        "awaiting_reply",
+        TaskStatus.AWAITING_REPLY,
         f'waiting for a human\'s answer: loopctl inbox reply {item} "…"',
         workspace,
         attempts,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loopctl.journal.statuses import RunStatus, TaskStatus
+
 
 @dataclass(frozen=True, slots=True)
 class TaskOutcome:
     task: str
-    status: str  # done | failed | stopped | skipped
+    status: TaskStatus
     reason: str
     attempts: int
     commit: str | None = None
@@ -20,7 +22,7 @@ class TaskOutcome:
 class RunOutcome:
     run: str
     loop: str
-    status: str  # done | failed | stopped
+    status: RunStatus
     reason: str
     tasks: tuple[TaskOutcome, ...] = ()
     resumed: bool = False
@@ -29,7 +31,7 @@ class RunOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.status == "done"
+        return self.status is RunStatus.DONE
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.statuses import RunStatus, TaskStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
 from loopctl.tasks.spec import TaskSourceError, TaskSpec
@@ -215,7 +216,7 @@ class Engine:
                 specs = find_specs(self.rec, loop, condition, base_ref, tick)
             except TaskSourceError as exc:
                 return self._finish_run(
-                    run_id, loop, [], "failed", str(exc), resumed, with_item=True
+                    run_id, loop, [], RunStatus.FAILED, str(exc), resumed, with_item=True
                 )
             already = set(previous.tasks) if previous is not None else set()
             for spec in specs[: loop.budget.max_tasks]:
@@ -263,16 +264,18 @@ class Engine:
             self.rec.refresh_projections()
             raise
         statuses = {o.status for o in outcomes}
-        if not outcomes or statuses <= {"done", "skipped", "awaiting_approval"}:
-            status, reason = "done", ""
-        elif statuses & {"stopped", "awaiting_reply", "paused"}:
-            status = "stopped"
-            reason = next(
-                o.reason for o in outcomes if o.status in ("stopped", "awaiting_reply", "paused")
-            )
+        ok = {TaskStatus.DONE, TaskStatus.SKIPPED, TaskStatus.AWAITING_APPROVAL}
+        halted = {TaskStatus.STOPPED, TaskStatus.AWAITING_REPLY, TaskStatus.PAUSED}
+        status: RunStatus
+        if not outcomes or statuses <= ok:
+            status, reason = RunStatus.DONE, ""
+        elif statuses & halted:
+            status = RunStatus.STOPPED
+            reason = next(o.reason for o in outcomes if o.status in halted)
         else:
-            status = "failed"
-            reason = next(o.reason for o in outcomes if o.status not in ("done", "skipped"))
+            status = RunStatus.FAILED
+            done = (TaskStatus.DONE, TaskStatus.SKIPPED)
+            reason = next(o.reason for o in outcomes if o.status not in done)
         return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
 
     def _preview(
@@ -404,7 +407,7 @@ class Engine:
         run_id: str,
         loop: Loop,
         outcomes: list[TaskOutcome],
-        status: str,
+        status: RunStatus,
         reason: str,
         resumed: bool,
         *,

@@ -25,6 +25,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -119,7 +120,7 @@ def finish_tampered(
         spec.id,
         EventType.ATTEMPT_FINISHED,
         attempt=number,
-        verdict="failed",
+        verdict=Verdict.FAILED,
         reason=f"tampering: the agent's turn changed {what} (look, then `loopctl inbox"
         f" approve {item}`{held})",
         fingerprint=None,
@@ -159,7 +160,7 @@ def checked_tree(ctx: RunContext, spec: TaskSpec, attempt: int) -> tuple[str | N
     found = [
         e
         for e in ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
-        if e.data.get("attempt") == attempt and e.data.get("verdict") == "passed"
+        if e.data.get("attempt") == attempt and e.data.get("verdict") == Verdict.PASSED
     ]
     passed = found[-1] if found else None
     tree = passed.data.get("tree") if passed else None

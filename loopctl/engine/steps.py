@@ -19,6 +19,7 @@ from loopctl.definitions.config import Budget
 from loopctl.journal import budgets
 from loopctl.journal.events import Event
 from loopctl.journal.history import AttemptView, TaskView
+from loopctl.journal.statuses import Verdict
 
 
 class Do(StrEnum):
@@ -56,15 +57,15 @@ def next_step(view: TaskView | None, budget: RunBudget, now: datetime) -> Step:
     finished = [a for a in attempts if a.verdict is not None]
     last = finished[-1] if finished else None
     if last is not None:
-        if last.verdict == "passed":
+        if last.verdict == Verdict.PASSED:
             return Step(Do.DELIVER, last.number, last=last, attempts=count)
-        if last.verdict == "escalated":
+        if last.verdict == Verdict.ESCALATED:
             return Step(Do.ESCALATE, last.number, last.reason, last, count)
-        if last.verdict == "awaiting_approval":
+        if last.verdict == Verdict.AWAITING_APPROVAL:
             return Step(Do.PAUSE, last.number, last.reason, last, count)
         if last.fatal:
             return Step(Do.STOP, last.number, last.reason, last, count)
-    fingerprints = [a.fingerprint if a.verdict == "failed" else None for a in finished]
+    fingerprints = [a.fingerprint if a.verdict == Verdict.FAILED else None for a in finished]
     streak = budgets.identical_failure_streak(fingerprints)
     if last is not None and streak >= budget.limits.stop_after_identical_failures:
         reason = (

@@ -17,6 +17,7 @@ from loopctl.engine.workspace import prepare, resolve_base, stop_orphans
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, open_items
+from loopctl.journal.statuses import TaskStatus, Verdict, task_status
 from loopctl.tasks.spec import TaskSpec
 
 
@@ -26,7 +27,7 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
     if view is not None and view.finished:
         return TaskOutcome(
             spec.id,
-            view.status,
+            task_status(view.status),
             view.reason,
             len(view.attempts),
             view.commit,
@@ -40,7 +41,7 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         return finish_task(
             ctx,
             spec,
-            "skipped",
+            TaskStatus.SKIPPED,
             f"waits for a human: inbox {waiting.kind} {waiting.id}",
             None,
             0,
@@ -50,12 +51,12 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         try:
             base_now = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
         except LoopctlError as exc:
-            return finish_task(ctx, spec, "failed", str(exc), None, 0, None)
+            return finish_task(ctx, spec, TaskStatus.FAILED, str(exc), None, 0, None)
         if unchanged_since_success(ctx.rec, loop.name, spec.id, base_now, ctx.run_id):
             return finish_task(
                 ctx,
                 spec,
-                "skipped",
+                TaskStatus.SKIPPED,
                 f"base {base_now[:12]} unchanged since the task last succeeded",
                 None,
                 0,
@@ -65,7 +66,7 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         workspace = prepare(ctx, spec, view)
     except LoopctlError as exc:
         return finish_task(
-            ctx, spec, "failed", f"cannot prepare the worktree: {exc}", None, 0, None
+            ctx, spec, TaskStatus.FAILED, f"cannot prepare the worktree: {exc}", None, 0, None
         )
     attempted = view is not None and bool(view.attempts)
     if attempted:
@@ -73,7 +74,11 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
     baseline = check_baseline(ctx, spec, workspace)
     first = check_first(ctx, spec, workspace, baseline) if not attempted else None
     if first is not None:  # the goal already holds, or cannot be checked: no agent runs
-        status = "done" if first.passed else ("stopped" if first.fatal else "failed")
+        status = (
+            TaskStatus.DONE
+            if first.passed
+            else (TaskStatus.STOPPED if first.fatal else TaskStatus.FAILED)
+        )
         return finish_task(ctx, spec, status, first.reason, workspace, 0, None)
     while True:
         if ctx.stop.is_set():
@@ -101,13 +106,15 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 step.reason + f" (approve it with `loopctl inbox approve {asked}`; then `loopctl"
                 f" inbox retry {asked}` runs the task again now)"
             )
-            return finish_task(ctx, spec, "paused", reason, workspace, step.attempts, step.last)
+            return finish_task(
+                ctx, spec, TaskStatus.PAUSED, reason, workspace, step.attempts, step.last
+            )
         if step.do is Do.ABANDON:
             ctx.event(
                 spec.id,
                 EventType.ATTEMPT_FINISHED,
                 attempt=step.number,
-                verdict="failed",
+                verdict=Verdict.FAILED,
                 reason=step.reason,
                 fingerprint=None,
             )
@@ -115,13 +122,19 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         if step.do in (Do.STOP, Do.FAIL):
             if step.budget_stop:
                 ctx.event(spec.id, EventType.BUDGET_STOPPED, reason=step.reason)
-            status = "stopped" if step.do is Do.STOP else "failed"
+            status = TaskStatus.STOPPED if step.do is Do.STOP else TaskStatus.FAILED
             return finish_task(ctx, spec, status, step.reason, workspace, step.attempts, step.last)
         held = integrity.held_by(ctx.log.read())
         if held:
             # Another task's turn changed a definition: no attempt starts until a human looks.
             return finish_task(
-                ctx, spec, "paused", integrity.held_reason(held), workspace, step.attempts, None
+                ctx,
+                spec,
+                TaskStatus.PAUSED,
+                integrity.held_reason(held),
+                workspace,
+                step.attempts,
+                None,
             )
         with integrity.turn():
             run_attempt(ctx, spec, workspace, step.number, attempts, baseline)

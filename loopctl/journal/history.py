@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.statuses import RunStatus, TaskStatus
 from loopctl.usage import clamp_usd, tokens_of
 
 
@@ -39,7 +40,7 @@ class AttemptView:
     number: int
     started: str
     finished: str | None = None
-    verdict: str | None = None  # passed | failed | None while running / interrupted
+    verdict: str | None = None  # a Verdict; None while running or interrupted
     reason: str = ""
     fingerprint: str | None = None
     output_tail: str = ""
@@ -57,7 +58,7 @@ class TaskView:
     prompt: str = ""
     title: str = ""
     base_ref: str | None = None
-    status: str = "open"  # open | done | failed | stopped
+    status: str = TaskStatus.OPEN  # a TaskStatus; a plain string if this version does not know it
     reason: str = ""
     commit: str | None = None
     branch: str | None = None
@@ -72,7 +73,7 @@ class TaskView:
 
     @property
     def finished(self) -> bool:
-        return self.status != "open"
+        return self.status != TaskStatus.OPEN
 
     def attempt(self, number: int) -> AttemptView | None:
         for attempt in self.attempts:
@@ -89,7 +90,7 @@ class RunView:
     started: str
     data: dict[str, Any] = field(default_factory=dict)
     finished: str | None = None
-    status: str = "running"  # running | interrupted | done | failed | stopped
+    status: str = RunStatus.RUNNING  # a RunStatus (a plain string: see TaskView.status)
     reason: str = ""
     tasks: dict[str, TaskView] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
@@ -147,13 +148,13 @@ def _apply(run: RunView, event: Event) -> None:
     data = event.data
     kind = event.type
     if kind == EventType.RUN_RESUMED:
-        run.status = "running"
+        run.status = RunStatus.RUNNING
     elif kind == EventType.TICK_FINISHED:
         run.finished = event.ts
         run.status = str(data.get("status", "done"))
         run.reason = str(data.get("reason", ""))
     elif kind == EventType.RUN_INTERRUPTED:
-        run.status = "interrupted"
+        run.status = RunStatus.INTERRUPTED
     elif kind == EventType.TASK_FOUND:
         task = _task(run, event)
         task.prompt = str(data.get("prompt", ""))

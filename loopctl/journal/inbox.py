@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.statuses import ItemState
 from loopctl.text import code_block, code_span, escape_markdown, strip_controls
 
 INBOX_FORMAT = 1
@@ -51,7 +52,7 @@ class InboxItem:
             "opened": self.opened,
             "summary": self.summary,
             "evidence": self.evidence,
-            "status": "open" if self.is_open else "closed",
+            "status": ItemState.OPEN if self.is_open else ItemState.CLOSED,
             "closed": self.closed,
             "resolution": self.resolution,
             "approved": self.approved,
