@@ -1,14 +1,34 @@
 """What a run would do, shown before it runs (`goal --dry-run`, `run NAME --dry-run`).
 
-Built by `Engine.preview_goal` / `Engine.preview_loop` from the engine's own prompt, environment
-and sandbox code and each backend's own argv, so the preview cannot drift from a real run.
+`build_preview` (behind `Engine.preview_goal` / `Engine.preview_loop`) builds it from the
+engine's own prompt, environment and sandbox code and each backend's own argv, so the preview
+cannot drift from a real run.
 Environment variables appear by name only: their values can be credentials.
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from loopctl import git
+from loopctl.checks.conditions import ResolvedCondition
+from loopctl.definitions import Agent, Loop
+from loopctl.engine.agents import agent_env
+from loopctl.engine.attempt import maker_context
+from loopctl.engine.containment import sandbox_for
+from loopctl.engine.context import RunContext, Tick, check_commands, new_run_id
+from loopctl.engine.prompts import maker_prompt
+from loopctl.engine.setup import check_available, check_programs, find_specs, protected_paths
+from loopctl.engine.workspace import resolve_base
+from loopctl.errors import LoopctlError, UsageError
+from loopctl.journal.recorder import Recorder
+from loopctl.worktrees import Workspace, branch_name, worktree_path
+
+if TYPE_CHECKING:
+    from loopctl.sandbox import Sandbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,3 +134,127 @@ def render(preview: Preview) -> str:
         lines.append("")
         lines += [f"warning: a real run would stop: {p}" for p in preview.problems]
     return "\n".join(lines)
+
+
+def build_preview(
+    rec: Recorder,
+    loop: Loop,
+    condition: ResolvedCondition | None,
+    maker: Agent,
+    judge: Agent | None,
+    in_place: bool,
+    base_ref: str,
+) -> Preview:
+    """The first maker turn of each task a run would work, built by the code that runs it
+    (prompt, environment, sandbox, backend argv), with every side effect left out."""
+    from loopctl.backends import AgentRequest, backend_for
+    from loopctl.delivery import pipeline as delivery
+
+    root = rec.paths.root
+    if not in_place and not git.has_commits(root):
+        raise LoopctlError("the repository has no commits yet; commit something first")
+    if condition is not None and condition.argv is None and judge is None:
+        raise UsageError(
+            f"the goal {condition.text!r} is not a known check and no checker agent is set:"
+            " pass --check CMD, add it to [conditions] in .loop/config.toml, or set"
+            " [defaults] checker"
+        )
+    problems: list[str] = []
+    refusals: list[Callable[[], None]] = [
+        lambda: check_available(rec, [a for a in (maker, judge) if a is not None]),
+        lambda: check_programs(rec, loop, condition),
+        lambda: delivery.check_tools(rec.project, loop),
+    ]
+    for refusal in refusals:
+        try:
+            refusal()
+        except LoopctlError as exc:
+            problems.append(str(exc))
+    specs = find_specs(rec, loop, condition, base_ref, Tick())[: loop.budget.max_tasks]
+    ctx = RunContext(
+        rec=rec,
+        project=rec.project,
+        loop=loop,
+        run_id=new_run_id(rec.clock()),
+        condition=condition,
+        maker=maker,
+        judge=judge,
+        in_place=in_place,
+        base_ref=base_ref,
+        protected=protected_paths(rec, loop, condition, maker, judge),
+    )
+    worktree_root = rec.project.config.worktree_root or rec.paths.default_worktree_root()
+    run_dir = rec.paths.runs_dir / ctx.run_id
+    fresh_dir = not run_dir.exists()
+    tasks: list[TaskPreview] = []
+    for spec in specs:
+        try:
+            base_sha = resolve_base(rec, spec.base_ref or base_ref)
+        except LoopctlError as exc:
+            problems.append(f"task {spec.id}: {exc}")
+            base_sha = ""
+        if in_place:
+            workspace = Workspace(root, git.current_branch(root) or "HEAD", base_sha, False)
+        else:
+            path = worktree_path(worktree_root, loop.name, spec.id)
+            workspace = Workspace(path, branch_name(loop.name, spec.id), base_sha, False)
+        prompt = maker_prompt(maker_context(ctx, spec, 1, [], ()))
+        folder = run_dir / spec.id / "attempt-1"  # named, never made
+        prompt_file = folder / "maker-prompt.md"
+        env = agent_env(ctx, spec, workspace, 1, maker, "maker", prompt_file)
+        sandbox: Sandbox | None = None
+        try:
+            sandbox = sandbox_for(ctx, workspace, maker, folder / "maker-state")
+        except LoopctlError as exc:
+            problems.append(str(exc))
+        request = AgentRequest(
+            agent=maker,
+            role="maker",
+            prompt=prompt,
+            worktree=workspace.path,
+            prompt_file=prompt_file,
+            env=env,
+            stdout_path=folder / "maker.out",
+            stderr_path=folder / "maker.err",
+            redactor=rec.redactor,
+            loop=loop.name,
+            task=spec.id,
+            attempt=1,
+            skills=tuple(rec.project.skills.values()),
+            sandbox=sandbox,
+            state_dir=folder / "maker-state",
+        )
+        try:
+            call = backend_for(maker).preview(request)
+        finally:
+            # A connector's launch files are staged beside the agent's logs: none stay.
+            if fresh_dir:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        tasks.append(
+            TaskPreview(
+                task=spec.id,
+                title=spec.title,
+                base_ref=spec.base_ref or base_ref,
+                base_sha=base_sha,
+                worktree=str(workspace.path),
+                branch=workspace.branch,
+                prompt=prompt,
+                argv=tuple(call.argv),
+                stdin=call.stdin is not None,
+                env_names=tuple(sorted(call.env)),
+                sandbox=sandbox.describe(call.env) if sandbox is not None else None,
+            )
+        )
+    return Preview(
+        loop=loop.name,
+        condition=condition.text if condition else None,
+        maker=maker.name,
+        backend=maker.backend.value,
+        judge=judge.name if judge else None,
+        checks=check_commands(ctx),
+        protected=ctx.protected,
+        in_place=in_place,
+        sandbox_mode=rec.project.config.sandbox.value,
+        tasks=tuple(tasks),
+        problems=tuple(dict.fromkeys(problems)),
+    )

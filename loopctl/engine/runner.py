@@ -8,31 +8,27 @@ task is worked by `engine.task`, which the other modules of this package serve.
 
 from __future__ import annotations
 
-import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl import git
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.definitions import Agent, Loop
-from loopctl.engine.agents import agent_env
-from loopctl.engine.attempt import maker_context
 from loopctl.engine.commit import deliver_approved
-from loopctl.engine.containment import record_sandbox, sandbox_for, sandbox_preflight
+from loopctl.engine.containment import record_sandbox, sandbox_preflight
 from loopctl.engine.context import (
     GOAL_LOOP,
     RunContext,
     Tick,
-    check_commands,
     from_github,
     goal_task_id,
     new_run_id,
     open_item,
 )
 from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome
-from loopctl.engine.prompts import maker_prompt
+from loopctl.engine.preview import Preview, build_preview
 from loopctl.engine.setup import (
     check_available,
     check_programs,
@@ -44,7 +40,6 @@ from loopctl.engine.setup import (
 )
 from loopctl.engine.snapshot import refuse_if_held
 from loopctl.engine.task import work_task
-from loopctl.engine.workspace import resolve_base
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.journal import history
 from loopctl.journal.events import EventType
@@ -54,16 +49,6 @@ from loopctl.journal.statuses import RunStatus, TaskStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
 from loopctl.tasks.spec import TaskSourceError, TaskSpec
-from loopctl.worktrees import (
-    Workspace,
-    branch_name,
-    worktree_path,
-)
-
-if TYPE_CHECKING:
-    from loopctl.engine.preview import Preview
-    from loopctl.sandbox import Sandbox
-
 
 __all__ = ["GOAL_LOOP", "Engine", "GoalOptions", "RunOutcome", "TaskOutcome"]
 
@@ -108,13 +93,15 @@ class Engine:
         """What `run_goal(options)` would do first, without running an agent, creating a
         worktree or appending an event (`loopctl goal --dry-run`)."""
         loop, condition, maker, judge = goal_setup(self.rec, options)
-        return self._preview(loop, condition, maker, judge, options.in_place, options.base)
+        return build_preview(
+            self.rec, loop, condition, maker, judge, options.in_place, options.base
+        )
 
     def preview_loop(self, loop: Loop) -> Preview:
         """What a tick of `loop` would do first, without running an agent, creating a worktree
         or appending an event (`loopctl run NAME --dry-run`); its task source is listed."""
         condition, maker, judge = loop_setup(self.rec, loop)
-        return self._preview(loop, condition, maker, judge, False, "HEAD")
+        return build_preview(self.rec, loop, condition, maker, judge, False, "HEAD")
 
     def _run(
         self,
@@ -277,130 +264,6 @@ class Engine:
             done = (TaskStatus.DONE, TaskStatus.SKIPPED)
             reason = next(o.reason for o in outcomes if o.status not in done)
         return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
-
-    def _preview(
-        self,
-        loop: Loop,
-        condition: ResolvedCondition | None,
-        maker: Agent,
-        judge: Agent | None,
-        in_place: bool,
-        base_ref: str,
-    ) -> Preview:
-        """The first maker turn of each task a run would work, built by the code that runs it
-        (prompt, environment, sandbox, backend argv), with every side effect left out."""
-        from loopctl.backends import AgentRequest, backend_for
-        from loopctl.delivery import pipeline as delivery
-        from loopctl.engine.preview import Preview, TaskPreview
-
-        root = self.paths.root
-        if not in_place and not git.has_commits(root):
-            raise LoopctlError("the repository has no commits yet; commit something first")
-        if condition is not None and condition.argv is None and judge is None:
-            raise UsageError(
-                f"the goal {condition.text!r} is not a known check and no checker agent is set:"
-                " pass --check CMD, add it to [conditions] in .loop/config.toml, or set"
-                " [defaults] checker"
-            )
-        problems: list[str] = []
-        refusals: list[Callable[[], None]] = [
-            lambda: check_available(self.rec, [a for a in (maker, judge) if a is not None]),
-            lambda: check_programs(self.rec, loop, condition),
-            lambda: delivery.check_tools(self.project, loop),
-        ]
-        for refusal in refusals:
-            try:
-                refusal()
-            except LoopctlError as exc:
-                problems.append(str(exc))
-        specs = find_specs(self.rec, loop, condition, base_ref, Tick())[: loop.budget.max_tasks]
-        ctx = RunContext(
-            rec=self.rec,
-            project=self.project,
-            loop=loop,
-            run_id=new_run_id(self.clock()),
-            condition=condition,
-            maker=maker,
-            judge=judge,
-            in_place=in_place,
-            base_ref=base_ref,
-            protected=protected_paths(self.rec, loop, condition, maker, judge),
-        )
-        worktree_root = self.project.config.worktree_root or self.paths.default_worktree_root()
-        run_dir = self.paths.runs_dir / ctx.run_id
-        fresh_dir = not run_dir.exists()
-        tasks: list[TaskPreview] = []
-        for spec in specs:
-            try:
-                base_sha = resolve_base(self.rec, spec.base_ref or base_ref)
-            except LoopctlError as exc:
-                problems.append(f"task {spec.id}: {exc}")
-                base_sha = ""
-            if in_place:
-                workspace = Workspace(root, git.current_branch(root) or "HEAD", base_sha, False)
-            else:
-                path = worktree_path(worktree_root, loop.name, spec.id)
-                workspace = Workspace(path, branch_name(loop.name, spec.id), base_sha, False)
-            prompt = maker_prompt(maker_context(ctx, spec, 1, [], ()))
-            folder = run_dir / spec.id / "attempt-1"  # named, never made
-            prompt_file = folder / "maker-prompt.md"
-            env = agent_env(ctx, spec, workspace, 1, maker, "maker", prompt_file)
-            sandbox: Sandbox | None = None
-            try:
-                sandbox = sandbox_for(ctx, workspace, maker, folder / "maker-state")
-            except LoopctlError as exc:
-                problems.append(str(exc))
-            request = AgentRequest(
-                agent=maker,
-                role="maker",
-                prompt=prompt,
-                worktree=workspace.path,
-                prompt_file=prompt_file,
-                env=env,
-                stdout_path=folder / "maker.out",
-                stderr_path=folder / "maker.err",
-                redactor=self.rec.redactor,
-                loop=loop.name,
-                task=spec.id,
-                attempt=1,
-                skills=tuple(self.project.skills.values()),
-                sandbox=sandbox,
-                state_dir=folder / "maker-state",
-            )
-            try:
-                call = backend_for(maker).preview(request)
-            finally:
-                # A connector's launch files are staged beside the agent's logs: none stay.
-                if fresh_dir:
-                    shutil.rmtree(run_dir, ignore_errors=True)
-            tasks.append(
-                TaskPreview(
-                    task=spec.id,
-                    title=spec.title,
-                    base_ref=spec.base_ref or base_ref,
-                    base_sha=base_sha,
-                    worktree=str(workspace.path),
-                    branch=workspace.branch,
-                    prompt=prompt,
-                    argv=tuple(call.argv),
-                    stdin=call.stdin is not None,
-                    env_names=tuple(sorted(call.env)),
-                    sandbox=sandbox.describe(call.env) if sandbox is not None else None,
-                )
-            )
-        return Preview(
-            loop=loop.name,
-            condition=condition.text if condition else None,
-            maker=maker.name,
-            backend=maker.backend.value,
-            judge=judge.name if judge else None,
-            checks=check_commands(ctx),
-            protected=ctx.protected,
-            in_place=in_place,
-            sandbox_mode=self.project.config.sandbox.value,
-            tasks=tuple(tasks),
-            problems=tuple(dict.fromkeys(problems)),
-        )
 
     def _finish_run(
         self,
