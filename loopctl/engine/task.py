@@ -22,6 +22,8 @@ from loopctl.tasks.spec import TaskSpec
 
 
 def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
+    """Work one task of the run to its end (or resume it): skip it, prepare its workspace,
+    check the goal on the base, then apply `next_step` until it delivers, pauses or stops."""
     loop = ctx.loop
     view = task_view(ctx.rec, ctx.run_id, spec.id)
     if view is not None and view.finished:

@@ -34,6 +34,13 @@ from loopctl.worktrees import (
 
 
 def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> Workspace:
+    """The workspace `spec` is worked in, ready for its first (or next) attempt.
+
+    In place: the repository itself. Resumed (`view` recorded a worktree): the same worktree at
+    the base the log recorded. Otherwise a fresh worktree at the task's base ref, after whatever
+    an earlier run left there is archived; files copied and setup commands run (`[worktree]`).
+    Every step is recorded (`worktree_created`, `worktree_prepared`).
+    """
     root = ctx.paths.root
     if ctx.in_place:
         head = git.head_sha(root)
