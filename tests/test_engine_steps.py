@@ -1,4 +1,5 @@
-"""The task state machine as a table: `engine.steps.next_step(view, budget, now) -> Step`.
+"""The task state machine as a table: `engine.steps.next_step(view, budget, now) -> Step`,
+and the run's status from its tasks' outcomes (`engine.outcomes.run_status`).
 
 Each row is a task's attempts so far (as the log folds them) and the run's budget; the answer is
 what the engine does next. The end-to-end tests (test_engine_*.py) show the engine applies it.
@@ -13,9 +14,11 @@ from typing import Any
 import pytest
 
 from loopctl.definitions.config import Budget
+from loopctl.engine.outcomes import TaskOutcome, run_status
 from loopctl.engine.steps import Do, RunBudget, next_step
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.history import AttemptView, TaskView
+from loopctl.journal.statuses import RunStatus, TaskStatus
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -180,3 +183,29 @@ def test_a_step_that_ends_the_task_names_the_attempt_it_ends_on() -> None:
 
     assert step.do is Do.FAIL
     assert step.last is last
+
+
+def outcome(status: TaskStatus, reason: str = "") -> TaskOutcome:
+    return TaskOutcome("t", status, reason, 1)
+
+
+@pytest.mark.parametrize(
+    ("tasks", "want"),
+    [
+        ([], (RunStatus.DONE, "")),
+        ([outcome(TaskStatus.DONE), outcome(TaskStatus.SKIPPED)], (RunStatus.DONE, "")),
+        ([outcome(TaskStatus.AWAITING_APPROVAL, "gate")], (RunStatus.DONE, "")),
+        (
+            [outcome(TaskStatus.FAILED, "red"), outcome(TaskStatus.PAUSED, "asks to run")],
+            (RunStatus.STOPPED, "asks to run"),
+        ),
+        ([outcome(TaskStatus.AWAITING_REPLY, "a question")], (RunStatus.STOPPED, "a question")),
+        (
+            [outcome(TaskStatus.DONE, "ok"), outcome(TaskStatus.FAILED, "red")],
+            (RunStatus.FAILED, "red"),
+        ),
+        ([outcome(TaskStatus.REJECTED, "rejected: no")], (RunStatus.FAILED, "rejected: no")),
+    ],
+)
+def test_run_status(tasks: list[TaskOutcome], want: tuple[RunStatus, str]) -> None:
+    assert run_status(tasks) == want

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loopctl.journal.statuses import RunStatus, TaskStatus
@@ -43,3 +44,20 @@ class GoalOptions:
     in_place: bool = False
     base: str = "HEAD"
     checker_agent: str | None = None  # judges the goal; with --check it runs once the check passes
+
+
+def run_status(outcomes: Sequence[TaskOutcome]) -> tuple[RunStatus, str]:
+    """A run's status and reason, from its tasks' outcomes.
+
+    Done when every task is done, skipped or waits only for a delivery approval; stopped when
+    one stopped, paused or waits for a reply; otherwise failed (the first failure's reason).
+    """
+    statuses = {o.status for o in outcomes}
+    ok = {TaskStatus.DONE, TaskStatus.SKIPPED, TaskStatus.AWAITING_APPROVAL}
+    halted = {TaskStatus.STOPPED, TaskStatus.AWAITING_REPLY, TaskStatus.PAUSED}
+    if not outcomes or statuses <= ok:
+        return RunStatus.DONE, ""
+    if statuses & halted:
+        return RunStatus.STOPPED, next(o.reason for o in outcomes if o.status in halted)
+    done = (TaskStatus.DONE, TaskStatus.SKIPPED)
+    return RunStatus.FAILED, next(o.reason for o in outcomes if o.status not in done)

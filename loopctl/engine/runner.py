@@ -27,7 +27,7 @@ from loopctl.engine.context import (
     new_run_id,
     open_item,
 )
-from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome
+from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome, run_status
 from loopctl.engine.preview import Preview, build_preview
 from loopctl.engine.setup import (
     check_available,
@@ -45,7 +45,7 @@ from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.statuses import RunStatus, TaskStatus
+from loopctl.journal.statuses import RunStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
 from loopctl.tasks.spec import TaskSourceError, TaskSpec
@@ -200,34 +200,11 @@ class Engine:
                     **fired,
                 )
             try:
-                specs = find_specs(self.rec, loop, condition, base_ref, tick)
+                specs = self._list_tasks(run_id, loop, condition, base_ref, tick, previous)
             except TaskSourceError as exc:
                 return self._finish_run(
                     run_id, loop, [], RunStatus.FAILED, str(exc), resumed, with_item=True
                 )
-            already = set(previous.tasks) if previous is not None else set()
-            for spec in specs[: loop.budget.max_tasks]:
-                if spec.id in already:
-                    continue
-                self.rec.emit(
-                    EventType.TASK_FOUND,
-                    run=run_id,
-                    loop=loop.name,
-                    task=spec.id,
-                    prompt=spec.prompt,
-                    title=spec.title,
-                    base_ref=spec.base_ref,
-                    raw_id=spec.raw_id,
-                    fields=spec.fields,
-                )
-            specs = specs[: loop.budget.max_tasks]
-            self.rec.emit(
-                EventType.TASKS_LISTED,
-                run=run_id,
-                loop=loop.name,
-                count=len(specs),
-                found=len(specs) if len(specs) < loop.budget.max_tasks else None,
-            )
         self.rec.refresh_projections()
         ctx = RunContext(
             rec=self.rec,
@@ -250,20 +227,44 @@ class Engine:
             self.rec.emit(EventType.RUN_INTERRUPTED, run=run_id, loop=loop.name)
             self.rec.refresh_projections()
             raise
-        statuses = {o.status for o in outcomes}
-        ok = {TaskStatus.DONE, TaskStatus.SKIPPED, TaskStatus.AWAITING_APPROVAL}
-        halted = {TaskStatus.STOPPED, TaskStatus.AWAITING_REPLY, TaskStatus.PAUSED}
-        status: RunStatus
-        if not outcomes or statuses <= ok:
-            status, reason = RunStatus.DONE, ""
-        elif statuses & halted:
-            status = RunStatus.STOPPED
-            reason = next(o.reason for o in outcomes if o.status in halted)
-        else:
-            status = RunStatus.FAILED
-            done = (TaskStatus.DONE, TaskStatus.SKIPPED)
-            reason = next(o.reason for o in outcomes if o.status not in done)
+        status, reason = run_status(outcomes)
         return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
+
+    def _list_tasks(
+        self,
+        run_id: str,
+        loop: Loop,
+        condition: ResolvedCondition | None,
+        base_ref: str,
+        tick: Tick,
+        previous: history.RunView | None,
+    ) -> list[TaskSpec]:
+        """Find the run's tasks and record them (`task_found`, then `tasks_listed`); a run
+        resumed before its list was complete records only the tasks it had not yet found."""
+        specs = find_specs(self.rec, loop, condition, base_ref, tick)[: loop.budget.max_tasks]
+        already = set(previous.tasks) if previous is not None else set()
+        for spec in specs:
+            if spec.id in already:
+                continue
+            self.rec.emit(
+                EventType.TASK_FOUND,
+                run=run_id,
+                loop=loop.name,
+                task=spec.id,
+                prompt=spec.prompt,
+                title=spec.title,
+                base_ref=spec.base_ref,
+                raw_id=spec.raw_id,
+                fields=spec.fields,
+            )
+        self.rec.emit(
+            EventType.TASKS_LISTED,
+            run=run_id,
+            loop=loop.name,
+            count=len(specs),
+            found=len(specs) if len(specs) < loop.budget.max_tasks else None,
+        )
+        return specs
 
     def _finish_run(
         self,
