@@ -24,6 +24,11 @@ def find_repo_root(start: Path | None = None) -> Path:
     )
 
 
+def attempt_folder(run: str, task: str, attempt: int | str) -> str:
+    """Where an attempt's prompt, agent output and check output are kept, from the repo root."""
+    return f"{LOOP_DIR}/runs/{run}/{task}/attempt-{attempt}/"
+
+
 def cache_home() -> Path:
     """loopctl's own folder for worktrees and caches; LOOPCTL_HOME overrides."""
     override = os.environ.get("LOOPCTL_HOME")

@@ -189,6 +189,12 @@ def render_detail(detail: Any) -> str:
     if detail.check_output.strip():
         tail = detail.check_output.rstrip().splitlines()[-30:]
         lines += ["Last check output:", *(f"  {ln}" for ln in tail)]
+    if detail.agent_output.strip():
+        status = f" ({detail.agent_status})" if detail.agent_status else ""
+        tail = detail.agent_output.rstrip().splitlines()[-8:]
+        lines += [f"Agent output{status}, last lines:", *(f"  {ln}" for ln in tail)]
+    if detail.attempt_dir:
+        lines.append(f"{'Attempt:':<13}{detail.attempt_dir} (prompt, agent and check output)")
     if detail.history:
         lines += ["History:", *(f"  {h}" for h in detail.history)]
     if item.is_open:

@@ -173,6 +173,7 @@ def replay(
     json_out: JsonFlag = False,
 ) -> None:
     """A past run rebuilt from its events, as a readable timeline."""
+    from loopctl.cli.live import failure_lines
     from loopctl.commands.status import describe, find_run
 
     project = _project(strict=False)
@@ -197,6 +198,8 @@ def replay(
                                 "verdict": a.verdict,
                                 "reason": a.reason,
                                 "fingerprint": a.fingerprint,
+                                "agent_status": a.agent_status,
+                                "agent_output": a.agent_tail,
                             }
                             for a in t.attempts
                         ],
@@ -215,6 +218,8 @@ def replay(
     for event in run.events:
         offset = (datetime.fromisoformat(event.ts) - t0).total_seconds()
         print(f"  +{offset:7.1f}s  {describe(event)}")
+        for line in failure_lines(event):
+            print(f"            {line}")
     for name, task in run.tasks.items():
         commit = f" commit {task.commit[:12]}" if task.commit else ""
         print(f"task {name}: {task.status} after {len(task.attempts)} attempt(s){commit}")

@@ -48,6 +48,18 @@ def plain_line(event: Event) -> str | None:
     return f"{event.ts[11:19]} {strip_controls(text)}"
 
 
+def failure_lines(event: Event) -> list[str]:
+    """Why an agent's turn did not end well: its last lines and where the rest is kept."""
+    data = event.data
+    if event.type != EventType.AGENT_FINISHED or data.get("status") in (None, "ok"):
+        return []
+    from loopctl.paths import attempt_folder
+
+    tail = strip_controls(str(data.get("output_tail") or "")).splitlines()[-8:]
+    folder = attempt_folder(str(event.run), str(event.task), str(data.get("attempt", "?")))
+    return [*(f"  | {line}" for line in tail), f"  output: {folder}"]
+
+
 class RunView:
     """Observer for the engine: renders each event as it is appended."""
 
@@ -86,9 +98,21 @@ class RunView:
                 line = plain_line(event)
                 if line:
                     print(line, file=sys.stderr, flush=True)
+                    for extra in failure_lines(event):
+                        print(extra, file=sys.stderr, flush=True)
                 return
+            self._above(failure_lines(event))
             self._track(event)
             self._live.update(self._render())
+
+    def _above(self, lines: list[str]) -> None:
+        """Lines printed above the live table, kept in the scrollback when it ends."""
+        if not lines or self._live is None:
+            return
+        from rich.text import Text
+
+        for line in lines:
+            self._live.console.print(Text(line))  # Text: agent output is never Rich markup
 
     def _track(self, event: Event) -> None:
         data = event.data
@@ -102,6 +126,11 @@ class RunView:
             row["status"] = "maker working"
         elif event.type == EventType.AGENT_FINISHED:
             row["status"] = "checking"
+            if data.get("status") not in (None, "ok"):
+                tail = str(data.get("output_tail") or "").strip().splitlines()
+                row["last"] = f"{data.get('role', 'agent')} {data.get('status')}: " + (
+                    tail[-1][:80] if tail else ""
+                )
             self._spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(
                 data.get("output_tokens")
             )

@@ -101,6 +101,11 @@ class ItemDetail:
     # The whole patch of an approval (commit against base), undecodable bytes as U+FFFD; None
     # when not asked for or when the item has none.
     patch: str | None = None
+    # The last readable lines of the last attempt's agent, how its turn ended, and the folder
+    # holding that attempt's prompt and whole output.
+    agent_output: str = ""
+    agent_status: str | None = None
+    attempt_dir: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +124,9 @@ class ItemDetail:
             "task_status": self.task_status,
             "history": list(self.history),
             "patch": self.patch,
+            "agent_output": self.agent_output,
+            "agent_status": self.agent_status,
+            "attempt_dir": self.attempt_dir,
         }
 
 
@@ -182,6 +190,7 @@ def _engine(project: Project) -> Engine:
 def show(project: Project, ref: str, *, with_patch: bool = False) -> ItemDetail:
     """The evidence of an item, open or closed; `with_patch`: an approval's whole patch too."""
     from loopctl.journal.events import EventLog
+    from loopctl.paths import attempt_folder
 
     events = EventLog(project.paths.events_file).read()
     item = find_item(items(events), ref, open_only=False)
@@ -242,6 +251,11 @@ def show(project: Project, ref: str, *, with_patch: bool = False) -> ItemDetail:
         task_status=task.status if task else None,
         history=tuple(_item_history(events, item.id)),
         patch=_patch_text(project, item, base_sha, commit) if with_patch else None,
+        agent_output=last.agent_tail if last else "",
+        agent_status=last.agent_status if last else None,
+        attempt_dir=attempt_folder(item.run, item.task, last.number)
+        if last and item.run and item.task
+        else None,
     )
 
 

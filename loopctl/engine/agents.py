@@ -76,6 +76,7 @@ def run_agent(
         ),
     )
     from loopctl.backends.base import checked
+    from loopctl.backends.output_tail import agent_output_tail
     from loopctl.backends.pricing import priced
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
@@ -103,6 +104,7 @@ def run_agent(
         agent=agent.name,
         backend=agent.backend.value,
         request_model=agent.model,  # what was asked for; `model` is what answered, if told
+        output_tail=agent_output_tail(request),
         **result.event_data(),
     )
     return result

@@ -48,6 +48,8 @@ class AttemptView:
     cost_usd: float | None = None
     starts: int = 1  # >1 when an interrupted attempt was redone
     fatal: bool = False  # the verdict says no further attempt can help
+    agent_tail: str = ""  # the last readable lines the attempt's last agent printed
+    agent_status: str | None = None  # how that agent's turn ended (ok, failed, timeout, …)
 
 
 @dataclass(slots=True)
@@ -189,6 +191,8 @@ def _apply(run: RunView, event: Event) -> None:
         )
         attempt = task.attempt(int(data.get("attempt", 0)))
         if attempt is not None:
+            attempt.agent_tail = str(data.get("output_tail") or "")
+            attempt.agent_status = str(data.get("status") or "") or None
             attempt.tokens += tokens
             if cost is not None:
                 attempt.cost_usd = (attempt.cost_usd or 0.0) + float(cost)

@@ -95,6 +95,15 @@ def _task_lines(task: TaskView) -> list[str]:
         fp = f" {_code(attempt.fingerprint)}" if attempt.fingerprint else ""
         reason = f": {_cell(attempt.reason, 160)}" if attempt.reason else ""
         lines.append(f"- attempt {attempt.number}: {verdict}{fp}{reason}")
+    last = attempts[-1] if attempts else None
+    if last is not None and last.verdict != "passed" and last.agent_tail.strip():
+        from loopctl.paths import attempt_folder
+
+        where = _code(attempt_folder(task.run, task.task, last.number), 300)
+        lines.append(
+            f"- the agent's last output ({last.agent_status or '?'}; all of it in {where}):"
+        )
+        lines += [f"  - {_cell(line, 200)}" for line in last.agent_tail.splitlines()[-8:]]
     return lines
 
 
