@@ -12,8 +12,8 @@ from pathlib import Path
 
 from engine_helpers import assert_clean_exit, events, make_project, run_loopctl
 
-from loopctl.backends.output_tail import agent_output_tail
 from loopctl.backends.base import AgentRequest
+from loopctl.backends.output_tail import agent_output_tail
 from loopctl.definitions.agents import Agent, Backend
 from loopctl.secrets import Redactor
 
@@ -101,13 +101,16 @@ def test_the_tail_renders_json_events_and_gives_stderr_its_share(tmp_path: Path)
     lines = [
         '{"type":"thread.started","thread_id":"01a2"}',
         *(
-            '{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"m%d"}}' % n
+            '{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"m'
+            + str(n)
+            + '"}}'
             for n in range(20)
         ),
         '{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: bad key"}}',
     ]
     (tmp_path / "maker.out").write_text("\n".join(lines) + "\n")
-    (tmp_path / "maker.err").write_text("".join(f"warn {n}\n" for n in range(10)) + "key hunter2x!\n")
+    warnings = "".join(f"warn {n}\n" for n in range(10))
+    (tmp_path / "maker.err").write_text(warnings + "key hunter2x!\n")
 
     tail = agent_output_tail(_request(tmp_path, Backend.CODEX, Redactor(["hunter2x!"])), lines=6)
 

@@ -153,7 +153,8 @@ def test_a_rendered_line_is_one_short_line_without_control_sequences() -> None:
     shown = render("codex", hostile)
 
     assert shown is not None
-    assert "\x1b" not in shown and "\n" not in shown
+    assert "\x1b" not in shown
+    assert "\n" not in shown
     assert shown.startswith("all checks passed second line")
     assert len(shown) == MAX_WIDTH
     assert render("aider", "\x1b]8;;http://evil\x07click\x1b]8;;\x07") == "click"

@@ -86,6 +86,53 @@ def down(
         print("loopctl up is not running")
 
 
+def stop(
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME|RUN", help="A loop's name, or a run id (a unique prefix works)."
+        ),
+    ],
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, help="Seconds to wait for it to stop.")
+    ] = 60.0,
+    json_out: JsonFlag = False,
+) -> None:
+    """Stop one loop or one run gracefully; every other loop keeps running.
+
+    Its agents are stopped and the run is checkpointed (run_interrupted); `loopctl run NAME`
+    resumes it. Under `loopctl up` the loop is not scheduled again until `up` restarts.
+    Exits 1 when it is not running, 2 for an unknown name.
+
+    Example: loopctl stop nightly-deps
+    """
+    from loopctl.commands.agent_context import refuse_inside_agent
+    from loopctl.commands.stop import stop as stop_target
+    from loopctl.definitions import load_project
+    from loopctl.paths import find_repo_root
+
+    project = load_project(find_repo_root())
+    refuse_inside_agent("stop", project.paths.events_file)
+    loops = sorted({*project.loops, *(bad.name for bad in project.invalid)})
+    result = stop_target(project.paths, target, loops, timeout=timeout)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("stop", result.to_json())
+        return
+    run = f", run {result.run} interrupted" if result.run else ""
+    by = "in loopctl up" if result.via == "up" else "its process"
+    print(f"loop {result.loop} stopped ({by}, pid {result.pid}){run}")
+    if result.run:
+        again = (
+            "the same `loopctl goal ...` command"
+            if result.loop == "goal"
+            else f"`loopctl run {result.loop} --once` (or its next tick)"
+        )
+        print(f"resume it with {again}")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(boundary(up))
     app.command()(boundary(down))
+    app.command()(boundary(stop))

@@ -70,12 +70,20 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
     started: str | None = None
     if events is None:
         events = EventLog(paths.events_file).read()
+    stopped: set[str] = set()  # by `loopctl stop NAME` since it started
     for event in reversed(events):
+        if (
+            event.type == EventType.NOTE
+            and event.data.get("what") == "loop_stopped"
+            and event.data.get("pid") == pid
+            and event.loop
+        ):
+            stopped.add(event.loop)
         if event.type == EventType.SCHEDULER_STARTED and event.data.get("by") == "up":
             if event.data.get("pid") == pid:
                 names = event.data.get("loops")
                 if isinstance(names, Mapping):
-                    loops = tuple(sorted(str(n) for n in names))
+                    loops = tuple(sorted(str(n) for n in names if n not in stopped))
                 started = event.ts
             break
     return UpInfo(pid, holder.get("host"), holder.get("since"), loops, started)
@@ -86,6 +94,13 @@ def _held_message(info: UpInfo | None) -> str:
     if info and info.since:
         who += f" since {info.since}"
     return f"loopctl up is already running here ({who}); stop it with `loopctl down`"
+
+
+def stop_request_path(paths: ProjectPaths, name: str) -> Path:
+    """The file `loopctl stop NAME` writes for the `up` that runs loop `name` to pick up."""
+    from loopctl.lock import lock_path
+
+    return lock_path(paths.locks_dir, name).with_suffix(".stop")
 
 
 # --- which loops ------------------------------------------------------------------------------
@@ -231,6 +246,7 @@ class _Reloader:
         self.fingerprint = definitions_fingerprint(self.root)
 
     def __call__(self) -> None:
+        self._take_stop_requests()
         self._send_digest()
         fingerprint = definitions_fingerprint(self.root)
         if fingerprint == self.fingerprint:
@@ -247,6 +263,19 @@ class _Reloader:
             self._reload()
         except Exception as exc:  # a reload that fails must not stop the loops already running
             self._item(None, f"`loopctl up` could not re-read the definitions: {exc}")
+
+    def _take_stop_requests(self) -> None:
+        """`loopctl stop NAME` for a loop this process runs: that loop alone ends."""
+        for name in list(self.scheduler.loops):
+            request = stop_request_path(self.project.paths, name)
+            if not request.exists():
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                request.unlink()
+            if self.scheduler.stop_loop(name):
+                self.recorder.emit(
+                    EventType.NOTE, run=None, loop=name, what="loop_stopped", pid=os.getpid()
+                )
 
     def _send_digest(self) -> None:
         """The daily `[notify] digest`, sent by whichever `up` is running when it falls due."""

@@ -103,6 +103,8 @@ class _Entry:
     changes: list[str] = field(default_factory=list)
     planned: datetime | None = None
     reported: bool = False
+    # Set to end this loop's running tick: by the scheduler's stop, or by `stop_loop` alone.
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 class Scheduler:
@@ -139,10 +141,12 @@ class Scheduler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._entries: dict[str, _Entry] = {}
+        self._stopped_loops: set[str] = set()  # `loopctl stop NAME`: not scheduled again here
         self._fired = 0
         self._fatal: BaseException | None = None
         self._watcher: RepoWatcher | None = None
         self._threads: list[threading.Thread] = []
+        self._tick_stops: dict[threading.Thread, threading.Event] = {}  # of running ticks
         self._recorder = rec
         self._pending_loops: Mapping[str, Scheduled] | None = loops
 
@@ -158,6 +162,8 @@ class Scheduler:
                 if name not in loops:
                     del self._entries[name]
             for name, item in loops.items():
+                if name in self._stopped_loops:
+                    continue
                 entry = self._entries.get(name)
                 if entry is None:
                     # A watch has no slots to catch up: `run` on a watch still ticks at once.
@@ -211,6 +217,20 @@ class Scheduler:
         self._stop.set()
         self._wake.set()
 
+    def stop_loop(self, name: str) -> bool:
+        """End one loop: its running tick is interrupted (checkpointed) and no tick follows.
+
+        The other loops go on. False when this scheduler does not run `name`.
+        """
+        with self._lock:
+            entry = self._entries.pop(name, None)
+            if entry is None:
+                return False
+            self._stopped_loops.add(name)
+            entry.stop.set()
+        self._wake.set()
+        return True
+
     def _relay_stop(self, stop: threading.Event) -> None:
         stop.wait()
         self._wake.set()
@@ -244,6 +264,9 @@ class Scheduler:
 
     def _shutdown(self) -> None:
         self._stop.set()
+        with self._lock:
+            for stop in self._tick_stops.values():
+                stop.set()
         if self._watcher is not None:
             self._watcher.stop()
         deadline = time.monotonic() + self.options.grace_s
@@ -329,12 +352,14 @@ class Scheduler:
             return True
         thread = threading.Thread(
             target=self._tick,
-            args=(name, entry.item, slot, decision, self.project),
+            args=(name, entry.item, slot, decision, self.project, entry.stop),
             name=f"loopctl-tick-{name}",
             daemon=True,
         )
         entry.thread = thread
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        self._tick_stops = {t: e for t, e in self._tick_stops.items() if t.is_alive()}
+        self._tick_stops[thread] = entry.stop
         thread.start()
         return True
 
@@ -401,7 +426,13 @@ class Scheduler:
     # --- one tick ------------------------------------------------------------------------
 
     def _tick(
-        self, name: str, item: Scheduled, slot: datetime, decision: Decision, project: Project
+        self,
+        name: str,
+        item: Scheduled,
+        slot: datetime,
+        decision: Decision,
+        project: Project,
+        stop: threading.Event,
     ) -> None:
         trigger = self._trigger_data(item, slot, decision)
         fired = trigger["fired"]
@@ -410,7 +441,7 @@ class Scheduler:
             # A recorder of its own: the tick's project is the one it began with.
             engine = Engine(self._recorder.for_project(project))
             outcome = engine.run_loop_once(
-                item.loop, changed=decision.changed, trigger=trigger, stop=self._stop
+                item.loop, changed=decision.changed, trigger=trigger, stop=stop
             )
             result = TickResult(name, slot, fired, outcome=outcome)
         except KeyboardInterrupt:
