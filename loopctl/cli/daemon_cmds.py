@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,14 +19,25 @@ def up(
         bool,
         typer.Option("--detach", help="Run in the background, output to .loop/log/up.log."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Stream each agent's output as it works: tool calls, edits."
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress; problems still reach the inbox.")
+    ] = False,
 ) -> None:
     """Run every loop that has a trigger, in one process, until `loopctl down` (or Ctrl-C).
 
     Definitions are re-read when their files change; a second `up` exits 1 naming the first.
     """
+    from loopctl.cli.run_cmds import check_verbosity
     from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.paths import ProjectPaths, find_repo_root
 
+    check_verbosity(verbose, quiet)
     root = find_repo_root()
     refuse_inside_agent("up", ProjectPaths(root).events_file)
     names = tuple(only or ())
@@ -56,9 +67,16 @@ def up(
 
     warn_if_unconfined(load_config(ProjectPaths(root).config, Problems()))
     _sigterm_as_interrupt()
-    view = _View({}, prefix_loop=True)
+    view = _View({}, prefix_loop=True, quiet=quiet)
+    observer: Any = view
+    if verbose:
+        from loopctl.cli.run_cmds import observer_for
+        from loopctl.definitions import load_project
+
+        # Agents are named by the definitions at start; one added by a reload shows as text.
+        observer = observer_for(view, load_project(root), True, with_loop=True)
     with view:
-        serve(root, names, observer=view, listener=view)
+        serve(root, names, observer=observer, listener=view)
 
 
 def down(

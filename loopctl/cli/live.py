@@ -63,8 +63,9 @@ def failure_lines(event: Event) -> list[str]:
 class RunView:
     """Observer for the engine: renders each event as it is appended."""
 
-    def __init__(self, *, live: bool | None = None) -> None:
-        self.live = sys.stderr.isatty() if live is None else live
+    def __init__(self, *, live: bool | None = None, quiet: bool = False) -> None:
+        self.quiet = quiet  # -q: nothing while the run works; the caller prints the outcome
+        self.live = (sys.stderr.isatty() if live is None else live) and not quiet
         self._lock = threading.Lock()
         self._rows: dict[str, dict[str, str]] = {}
         self._header = ""
@@ -93,6 +94,8 @@ class RunView:
             self._live.__exit__(exc_type, exc, tb)
 
     def __call__(self, event: Event) -> None:
+        if self.quiet:
+            return
         with self._lock:
             if not self.live:
                 line = plain_line(event)
@@ -104,6 +107,14 @@ class RunView:
             self._above(failure_lines(event))
             self._track(event)
             self._live.update(self._render())
+
+    def agent_line(self, text: str) -> None:
+        """A line of an agent's output (-v): above the live table, or a plain line."""
+        with self._lock:
+            if self.live:
+                self._above([text])
+            elif not self.quiet:
+                print(text, file=sys.stderr, flush=True)
 
     def _above(self, lines: list[str]) -> None:
         """Lines printed above the live table, kept in the scrollback when it ends."""

@@ -77,19 +77,53 @@ def warn_if_unconfined(config: Any) -> None:
         )
 
 
-def _engine(json_out: bool) -> Any:
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Stream each agent's output as it works: tool calls, edits, messages.",
+    ),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the outcome, no progress.")]
+
+
+def check_verbosity(verbose: bool, quiet: bool) -> None:
+    if verbose and quiet:
+        from loopctl.errors import UsageError
+
+        raise UsageError("give -v/--verbose or -q/--quiet, not both")
+
+
+def observer_for(view: Any, project: Any, verbose: bool, *, with_loop: bool = False) -> Any:
+    """The view itself, or (-v) the view behind a follower of each running agent's output."""
+    if not verbose:
+        return view
+    from loopctl.cli.agent_stream import AgentStream
+
+    def backend_of(name: str) -> str:
+        agent = project.agents.get(name)
+        return str(agent.backend) if agent is not None else "command"
+
+    return AgentStream(
+        view, project.paths.runs_dir, backend_of, view.agent_line, with_loop=with_loop
+    )
+
+
+def _engine(json_out: bool, verbose: bool = False, quiet: bool = False) -> Any:
     from loopctl.cli.live import RunView
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
     from loopctl.journal.recorder import Recorder
     from loopctl.paths import find_repo_root
 
+    check_verbosity(verbose, quiet)
     project = load_project(find_repo_root())
     project.raise_for_errors()
     warn_skipped(project)
     warn_if_unconfined(project.config)
-    view = RunView(live=False if json_out else None)
-    return Engine(Recorder(project, observer=view)), view
+    view = RunView(live=False if json_out else None, quiet=quiet)
+    return Engine(Recorder(project, observer=observer_for(view, project, verbose))), view
 
 
 DryRun = Annotated[
@@ -146,6 +180,8 @@ def goal(
     ] = False,
     base: Annotated[str, typer.Option("--base", help="Ref the worktree starts from.")] = "HEAD",
     dry_run: DryRun = False,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Iterate maker and checker until CONDITION holds (exit 0) or the budget is spent (exit 1)."""
@@ -167,7 +203,7 @@ def goal(
         _print_preview(_preview_engine().preview_goal(options), json_out)
         return
     _sigterm_as_interrupt()
-    engine, view = _engine(json_out)
+    engine, view = _engine(json_out, verbose, quiet)
     with view:
         outcome = engine.run_goal(options)
     _print_outcome(outcome, json_out)
@@ -206,7 +242,13 @@ def _trigger_override(every: str | None, cron: str | None, watch: list[str] | No
 
 
 def _run_on_trigger(
-    name: str, trigger: Any, max_ticks: int | None, start: bool, json_out: bool
+    name: str,
+    trigger: Any,
+    max_ticks: int | None,
+    start: bool,
+    json_out: bool,
+    verbose: bool = False,
+    quiet: bool = False,
 ) -> None:
     from loopctl.cli.schedule_view import ScheduleView
     from loopctl.definitions import load_project
@@ -220,7 +262,9 @@ def _run_on_trigger(
     warn_skipped(project)
     schedule = Schedule.of(loop, trigger)
     view = ScheduleView(
-        {name: schedule.describe() if schedule else "manual"}, live=False if json_out else None
+        {name: schedule.describe() if schedule else "manual"},
+        live=False if json_out else None,
+        quiet=quiet,
     )
     with view:
         results = run_foreground(
@@ -229,7 +273,7 @@ def _run_on_trigger(
             trigger,
             max_ticks=max_ticks,
             start=start,
-            observer=view,
+            observer=observer_for(view, project, verbose),
             listener=view,
         )
     ok = all(r.ok for r in results)
@@ -286,6 +330,8 @@ def run(
         bool, typer.Option("--no-start", help="Wait for the first due time instead of ticking now.")
     ] = False,
     dry_run: DryRun = False,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Run a loop on its trigger (or --every/--cron/--watch) until Ctrl-C; one tick with --once.
@@ -307,14 +353,15 @@ def run(
                 " or drop --once"
             )
         _sigterm_as_interrupt()
-        engine, view = _engine(json_out)
+        engine, view = _engine(json_out, verbose, quiet)
         loop = engine.project.loop(name)
         with view:
             outcome = engine.run_loop_once(loop)
         _print_outcome(outcome, json_out)
         raise typer.Exit(0 if outcome.ok else 1)
+    check_verbosity(verbose, quiet)
     _sigterm_as_interrupt()
-    _run_on_trigger(name, trigger, max_ticks, not no_start, json_out)
+    _run_on_trigger(name, trigger, max_ticks, not no_start, json_out, verbose, quiet)
 
 
 def demo(

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TextIO
 
-from loopctl.cli.live import plain_line
+from loopctl.cli.live import failure_lines, plain_line
 from loopctl.journal.events import Event, EventType
 from loopctl.scheduling.scheduler import TickResult
 from loopctl.text import strip_controls
@@ -66,9 +66,11 @@ class ScheduleView:
         live: bool | None = None,
         stream: TextIO | None = None,
         prefix_loop: bool = False,
+        quiet: bool = False,
     ) -> None:
         self.stream = stream or sys.stderr
-        self.live = self.stream.isatty() if live is None else live
+        self.quiet = quiet  # -q: nothing but the outcome, which the caller prints
+        self.live = (self.stream.isatty() if live is None else live) and not quiet
         self.prefix_loop = prefix_loop
         self._lock = threading.Lock()
         self._triggers = dict(loops)  # loop -> trigger description
@@ -113,9 +115,15 @@ class ScheduleView:
                 loops, dict
             ):
                 self._triggers = {str(k): str(v) for k, v in loops.items()}
+            if self.quiet:
+                return
             if self.live:
                 self._track(event)
-                return
+        if self.live:
+            # Outside the lock: printing above the panel renders it, and _render takes the lock.
+            self._above(failure_lines(event))
+            return
+        with self._lock:
             line = _extra_line(event)
             if line is None:
                 plain = plain_line(event)
@@ -124,11 +132,30 @@ class ScheduleView:
                 return
             who = f"{event.loop}: " if self.prefix_loop and event.loop else ""
             print(f"{event.ts[11:19]} {who}{line}", file=self.stream, flush=True)
+            for extra in failure_lines(event):
+                print(extra, file=self.stream, flush=True)
+
+    def agent_line(self, text: str) -> None:
+        """A line of an agent's output (-v): above the live panel, or a plain line."""
+        if self.live:
+            self._above([text])  # not under the lock: printing above the panel renders it
+            return
+        with self._lock:
+            if not self.quiet:
+                print(text, file=self.stream, flush=True)
+
+    def _above(self, lines: list[str]) -> None:
+        if not lines or self._live is None:
+            return
+        from rich.text import Text
+
+        for line in lines:
+            self._live.console.print(Text(line))  # Text: agent output is never Rich markup
 
     def planned(self, loop: str, at: datetime | None) -> None:
         with self._lock:
             self._next[loop] = at
-            if self.live or at is None:
+            if self.live or self.quiet or at is None:
                 return
             who = f"{loop}: " if self.prefix_loop else ""
             now = datetime.now(UTC).strftime("%H:%M:%S")
