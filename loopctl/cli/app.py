@@ -10,6 +10,7 @@ from loopctl.cli import (
     daemon_cmds,
     definitions_cmds,
     doctor_cmds,
+    help_format,
     inbox_cmds,
     inspect_cmds,
     remote_cmds,
@@ -57,3 +58,4 @@ remote_cmds.register(app)
 traces_cmds.register(app)
 doctor_cmds.register(app)
 ui_cmds.register(app)
+help_format.polish(app)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
@@ -13,7 +14,12 @@ from loopctl.cli.definitions_cmds import JsonFlag
 def up(
     only: Annotated[
         list[str] | None,
-        typer.Option("--only", metavar="NAME", help="Run only this loop (repeatable)."),
+        typer.Option(
+            "--only",
+            metavar="NAME",
+            help="Run only this loop (repeatable).",
+            autocompletion=completion.loop_names,
+        ),
     ] = None,
     detach: Annotated[
         bool,
@@ -108,7 +114,9 @@ def stop(
     target: Annotated[
         str,
         typer.Argument(
-            metavar="NAME|RUN", help="A loop's name, or a run id (a unique prefix works)."
+            metavar="NAME|RUN",
+            help="A loop's name, or a run id (a unique prefix works).",
+            autocompletion=completion.loops_and_runs,
         ),
     ],
     timeout: Annotated[
@@ -121,8 +129,6 @@ def stop(
     Its agents are stopped and the run is checkpointed (run_interrupted); `loopctl run NAME`
     resumes it. Under `loopctl up` the loop is not scheduled again until `up` restarts.
     Exits 1 when it is not running, 2 for an unknown name.
-
-    Example: loopctl stop nightly-deps
     """
     from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.commands.stop import stop as stop_target

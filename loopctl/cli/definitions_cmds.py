@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 
 if TYPE_CHECKING:
@@ -163,7 +164,12 @@ def agents(ctx: typer.Context, json_out: JsonFlag = False) -> None:
 @agents_app.command("test")
 @boundary
 def agents_test(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="The agent to check.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME", help="The agent to check.", autocompletion=completion.agent_names
+        ),
+    ],
     json_out: JsonFlag = False,
 ) -> None:
     """Check that an agent's backend is installed, configured and reachable, without work."""

@@ -6,12 +6,18 @@ from typing import Annotated, Any
 
 import typer
 
+from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
 inbox_app = typer.Typer(help="What needs a human: approvals, failures, escalations.")
 
-ItemId = Annotated[str, typer.Argument(metavar="ID", help="Item id (a unique prefix works).")]
+ItemId = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID", help="Item id (a unique prefix works).", autocompletion=completion.inbox_ids
+    ),
+]
 
 
 def _project() -> Any:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
@@ -133,7 +134,12 @@ def status(json_out: JsonFlag = False) -> None:
 
 
 def log(
-    loop: Annotated[str | None, typer.Argument(help="Only this loop's events.")] = None,
+    loop: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="NAME", help="Only this loop's events.", autocompletion=completion.loop_names
+        ),
+    ] = None,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new events.")
     ] = False,
@@ -169,7 +175,12 @@ def log(
 
 
 def replay(
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (a unique prefix works).")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN", help="Run id (a unique prefix works).", autocompletion=completion.run_ids
+        ),
+    ],
     json_out: JsonFlag = False,
 ) -> None:
     """A past run rebuilt from its events, as a readable timeline."""

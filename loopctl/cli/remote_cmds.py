@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
@@ -25,7 +26,14 @@ state_app = typer.Typer(
     no_args_is_help=True,
 )
 
-LoopName = Annotated[str, typer.Argument(metavar="NAME", help="The loop (.loop/loops/NAME.toml).")]
+LoopName = Annotated[
+    str,
+    typer.Argument(
+        metavar="NAME",
+        help="The loop (.loop/loops/NAME.toml).",
+        autocompletion=completion.loop_names,
+    ),
+]
 Output = Annotated[
     str | None,
     typer.Option("--output", "-o", metavar="PATH", help="Write here instead; '-' for stdout."),

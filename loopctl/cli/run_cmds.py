@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag, warn_skipped
 
@@ -167,7 +168,10 @@ def goal(
     check: Annotated[
         str | None, typer.Option("--check", help="Command whose exit 0 means the goal holds.")
     ] = None,
-    agent: Annotated[str | None, typer.Option("--agent", help="Maker agent to use.")] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Maker agent to use.", autocompletion=completion.agent_names),
+    ] = None,
     checker_agent: Annotated[
         str | None,
         typer.Option("--checker-agent", help="Agent that judges the goal (any backend)."),
@@ -303,7 +307,14 @@ def _run_on_trigger(
 
 
 def run(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="Loop name (.loop/loops/NAME.toml).")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME",
+            help="Loop name (.loop/loops/NAME.toml).",
+            autocompletion=completion.loop_names,
+        ),
+    ],
     once: Annotated[bool, typer.Option("--once", help="Run one tick and exit.")] = False,
     every: Annotated[
         str | None,

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.definitions_cmds import JsonFlag
 
@@ -17,7 +18,12 @@ traces_app = typer.Typer(
 
 
 def export(
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id (a unique prefix works).")],
+    run_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN", help="Run id (a unique prefix works).", autocompletion=completion.run_ids
+        ),
+    ],
     otlp_json: Annotated[
         Path | None,
         typer.Option(
