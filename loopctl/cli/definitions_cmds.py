@@ -50,12 +50,23 @@ def init() -> None:
         print(f"created  {path}")
     for path in result.skipped:
         print(f"skipped  {path} (already exists)")
+    if not result.created:
+        print("nothing written: every file init would write already exists")
+    # Only what was written is claimed: a kept config keeps its own default maker.
+    config_written = ".loop/config.toml" in result.created
+    maker_file = f"agents/{result.maker}.toml"
     if result.detected:
-        print(f"agent CLIs found: {', '.join(result.detected)}; default maker: {result.maker}")
+        found = f"agent CLIs found: {', '.join(result.detected)}"
+        print(f"{found}; default maker: {result.maker}" if config_written else found)
     else:
+        wrote = (
+            f"wrote {maker_file} as a starting point"
+            if maker_file in result.created
+            else f"{maker_file} was kept as it is"
+        )
         print(
             "no agent CLI found on PATH (claude, codex, opencode, aider, goose);"
-            f' wrote {result.maker} as a starting point — install one, or use backend = "command"'
+            f' {wrote} — install one, or use backend = "command"'
         )
     print("next: loopctl validate, then loopctl run example --once")
 
@@ -80,10 +91,7 @@ def new(
         typer.Option("--agent", metavar="AGENT", help="The maker agent (default: config's)."),
     ] = None,
 ) -> None:
-    """Write .loop/loops/NAME.toml, check it loads, and say how to run it.
-
-    Example: loopctl new ci --every 30m --goal "tests green"
-    """
+    """Write .loop/loops/NAME.toml, check it loads, and say how to run it."""
     from loopctl.commands.new import check_name, create_loop, loop_document
     from loopctl.errors import DefinitionError
 

@@ -117,8 +117,26 @@ def _write_examples(ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_text(ctx.command.epilog)
 
 
+def _name_options(params: list[Any]) -> None:
+    """Options without a metavar get one in loopctl's notation (`--base REF`, not `<str>`)."""
+    for param in params:
+        if getattr(param, "param_type_name", "") != "option" or param.is_flag or param.metavar:
+            continue
+        kind = getattr(param.type, "name", "")
+        if kind in ("int", "int range", "integer", "integer range"):
+            param.metavar = "N"
+        elif kind in ("float", "float range"):
+            param.metavar = "SECONDS" if "timeout" in (param.name or "") else "N"
+        elif kind in ("str", "text"):
+            param.metavar = (param.name or "value").upper().replace("_", "-")
+
+
 class LoopctlCommand(TyperCommand):
     """A command whose help uses loopctl's notation and ends with its examples."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _name_options(self.params)
 
     def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
         return _usage(super().collect_usage_pieces(ctx))
@@ -129,6 +147,10 @@ class LoopctlCommand(TyperCommand):
 
 class LoopctlGroup(TyperGroup):
     """A group whose commands are listed under their panel, in the panels' order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _name_options(self.params)
 
     def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
         return _usage(super().collect_usage_pieces(ctx))

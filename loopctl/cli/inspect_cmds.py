@@ -145,13 +145,16 @@ def log(
     ] = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """The event log, oldest first."""
+    """The event log, oldest first; an unknown loop NAME is a usage error (exit 2)."""
     import json
 
     from loopctl.commands.status import describe
 
     project = _project(strict=False)
     events_log = _log(project)
+    events = events_log.read()
+    if loop is not None:
+        _known_loop(project, events, loop)
 
     def show(event: Any) -> None:
         if loop is not None and event.loop != loop:
@@ -162,7 +165,6 @@ def log(
             where = f"{event.loop}/{event.run}" if event.run else (event.loop or "-")
             print(f"{event.seq:>6} {event.ts[:19]} {where} {describe(event)}", flush=True)
 
-    events = events_log.read()
     for event in events:
         show(event)
     if follow:
@@ -172,6 +174,24 @@ def log(
                 show(event)
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
+
+
+def _known_loop(project: Any, events: list[Any], name: str) -> None:
+    """Refuse a loop that is neither defined nor in the log (a typo would print nothing)."""
+    known = {*project.loops, *(bad.name for bad in project.invalid), "goal"}
+    if name in known:
+        return
+    known |= {e.loop for e in events if e.loop}
+    if name in known:
+        return  # a loop since deleted: its history is still there to read
+    from difflib import get_close_matches
+
+    from loopctl.errors import UsageError
+
+    close = get_close_matches(name, sorted(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(sorted(known - {"goal"})) or "none"
+    raise UsageError(f"no loop {name!r} (loops: {listed}){hint}")
 
 
 def replay(
@@ -264,6 +284,9 @@ def worktrees(ctx: typer.Context, json_out: JsonFlag = False) -> None:
         ],
         empty="no loopctl worktrees",
     )
+    for r in rows:
+        if r.resume:
+            print(f"{r.loop}/{r.task} was interrupted; resume it with: {r.resume}")
 
 
 @worktrees_app.command("prune")

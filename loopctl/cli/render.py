@@ -21,6 +21,34 @@ def print_json(kind: str, payload: Any) -> None:
     sys.stdout.write(format_json(kind, payload))
 
 
+# Columns that hold an outcome, and the words that colour it (on a terminal, unless NO_COLOR).
+_OUTCOME_HEADERS = ("STATE", "STATUS", "LAST RUN", "OUTCOME", "VERDICT", "RESULT")
+_STYLES = {
+    "green": ("done", "passed", "ok", "met", "approved", "succeeded", "success"),
+    "red": ("failed", "error", "timeout", "rejected", "refused", "invalid", "crashed"),
+    "yellow": (
+        "running",
+        "interrupted",
+        "stopped",
+        "paused",
+        "awaiting_approval",
+        "awaiting_reply",
+        "open",
+        "skipped",
+        "unknown",
+    ),
+}
+_STYLE_OF = {word: style for style, words in _STYLES.items() for word in words}
+
+
+def outcome_style(header: str, cell: str) -> str | None:
+    """The colour of a table cell: pass green, fail red, in between yellow; None for others."""
+    if not any(word in header.upper() for word in _OUTCOME_HEADERS):
+        return None
+    first = cell.strip().split(" ", 1)[0].strip(",:;()").lower()
+    return _STYLE_OF.get(first)
+
+
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, empty: str) -> None:
     """A table for people: rich on a terminal, aligned plain text when piped."""
     if not rows:
@@ -40,8 +68,13 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, empty:
             table.add_column(header, overflow="fold")
         for row in rows:
             # Text, not str: "[bold red]…[/]" in a summary is shown, never interpreted as markup.
-            table.add_row(*(Text(cell) for cell in row))
-        Console().print(table)
+            table.add_row(
+                *(
+                    Text(cell, style=outcome_style(header, cell) or "")
+                    for header, cell in zip(headers, row, strict=False)
+                )
+            )
+        Console().print(table)  # rich leaves colour out when NO_COLOR is set
         return
     widths = [len(h) for h in headers]
     for row in rows:

@@ -166,15 +166,23 @@ def goal(
         str, typer.Argument(metavar="CONDITION", help='The condition, e.g. "tests green".')
     ],
     check: Annotated[
-        str | None, typer.Option("--check", help="Command whose exit 0 means the goal holds.")
+        str | None,
+        typer.Option("--check", metavar="CMD", help="Command whose exit 0 means the goal holds."),
     ] = None,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", help="Maker agent to use.", autocompletion=completion.agent_names),
+        typer.Option(
+            "--agent",
+            metavar="AGENT",
+            help="Maker agent to use.",
+            autocompletion=completion.agent_names,
+        ),
     ] = None,
     checker_agent: Annotated[
         str | None,
-        typer.Option("--checker-agent", help="Agent that judges the goal (any backend)."),
+        typer.Option(
+            "--checker-agent", metavar="AGENT", help="Agent that judges the goal (any backend)."
+        ),
     ] = None,
     max_iterations: Annotated[
         int | None, typer.Option("--max-iterations", min=1, help="Attempts before giving up.")
@@ -182,7 +190,9 @@ def goal(
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Work in this checkout instead of a worktree.")
     ] = False,
-    base: Annotated[str, typer.Option("--base", help="Ref the worktree starts from.")] = "HEAD",
+    base: Annotated[
+        str, typer.Option("--base", metavar="REF", help="Ref the worktree starts from.")
+    ] = "HEAD",
     dry_run: DryRun = False,
     verbose: Verbose = False,
     quiet: Quiet = False,

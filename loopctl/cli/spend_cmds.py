@@ -63,10 +63,7 @@ def spend(
     ] = "day",
     json_out: JsonFlag = False,
 ) -> None:
-    """Tokens and USD the agents reported, from the event log (days in local time).
-
-    Example: loopctl spend --since 30d --by loop
-    """
+    """Tokens and USD the agents reported, from the event log (days in local time)."""
     from datetime import UTC, datetime
 
     from loopctl.errors import UsageError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +21,10 @@ class WorktreeRow:
     task: str
     branch: str
     path: str
-    task_status: str  # open | done | failed | stopped | skipped | running | unknown
+    task_status: str  # done | failed | stopped | skipped | running | interrupted | unknown
     dirty: bool
     registered: bool
+    resume: str | None = None  # the command that resumes an interrupted task
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,19 +35,47 @@ class WorktreeRow:
             "task_status": self.task_status,
             "dirty": self.dirty,
             "registered": self.registered,
+            "resume": self.resume,
         }
 
 
 def _task_states(project: Project) -> dict[tuple[str, str], str]:
+    return {key: status for key, (status, _) in _task_resumes(project).items()}
+
+
+def _task_resumes(project: Project) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """Each task's state, and for an interrupted one the command that resumes it."""
+    from loopctl.lock import read_holder
+
     runs = history.fold(EventLog(project.paths.events_file).read())
-    states: dict[tuple[str, str], str] = {}
+    states: dict[tuple[str, str], tuple[str, str | None]] = {}
     for run in runs.values():
         for task in run.tasks.values():
-            status = task.status
-            if status == "open":
-                status = "running" if run.finished is None else "unknown"
-            states[(run.loop, task.task)] = status
+            status, resume = task.status, None
+            if status == "open" and run.finished is not None:
+                status = "unknown"
+            elif status == "open":
+                # Unfinished: running while its runner holds the loop's lock; otherwise it was
+                # interrupted (Ctrl-C, `loopctl stop`, a crash) and waits to be resumed.
+                condition = str(run.data.get("condition") or "")
+                lock = run.loop if run.loop != "goal" else f"goal-{_goal_id(condition)}"
+                if read_holder(project.paths.locks_dir, lock) is not None:
+                    status = "running"
+                else:
+                    status = "interrupted"
+                    resume = (
+                        f"loopctl goal {shlex.quote(condition)}"
+                        if run.loop == "goal"
+                        else f"loopctl run {run.loop} --once"
+                    )
+            states[(run.loop, task.task)] = (status, resume)
     return states
+
+
+def _goal_id(condition: str) -> str:
+    from loopctl.engine.runner import goal_task_id
+
+    return goal_task_id(condition or "goal")
 
 
 def _root(project: Project) -> Any:
@@ -53,16 +83,24 @@ def _root(project: Project) -> Any:
 
 
 def worktree_report(project: Project) -> list[WorktreeRow]:
-    states = _task_states(project)
+    states = _task_resumes(project)
     rows = []
     for info in list_worktrees(project.root, _root(project)):
-        rows.append(_row(info, states.get((info.loop, info.task_id), "unknown")))
+        status, resume = states.get((info.loop, info.task_id), ("unknown", None))
+        rows.append(_row(info, status, resume))
     return rows
 
 
-def _row(info: WorktreeInfo, status: str) -> WorktreeRow:
+def _row(info: WorktreeInfo, status: str, resume: str | None = None) -> WorktreeRow:
     return WorktreeRow(
-        info.loop, info.task_id, info.branch, str(info.path), status, info.dirty, info.registered
+        info.loop,
+        info.task_id,
+        info.branch,
+        str(info.path),
+        status,
+        info.dirty,
+        info.registered,
+        resume,
     )
 
 
