@@ -111,7 +111,8 @@ def _write_examples(ctx: click.Context, formatter: click.HelpFormatter) -> None:
     if examples:
         with formatter.section("Examples"):
             for line in examples:
-                formatter.write_text(line)  # one line each: `write_text` keeps it whole
+                # Written as is: wrapping would break a command meant to be copied.
+                formatter.write(f"{'':>{formatter.current_indent}}{line}\n")
     if ctx.command.epilog:
         formatter.write_paragraph()
         formatter.write_text(ctx.command.epilog)
