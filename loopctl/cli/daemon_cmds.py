@@ -133,10 +133,11 @@ def stop(
     from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.commands.stop import stop as stop_target
     from loopctl.definitions import load_project
-    from loopctl.paths import find_repo_root
+    from loopctl.paths import ProjectPaths, find_repo_root
 
-    project = load_project(find_repo_root())
-    refuse_inside_agent("stop", project.paths.events_file)
+    root = find_repo_root()
+    refuse_inside_agent("stop", ProjectPaths(root).events_file)  # before anything else
+    project = load_project(root)
     loops = sorted({*project.loops, *(bad.name for bad in project.invalid)})
     result = stop_target(project.paths, target, loops, timeout=timeout)
     if json_out:

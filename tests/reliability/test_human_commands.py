@@ -134,6 +134,7 @@ def test_an_agent_that_becomes_loopctl_is_refused_too(repo: Path, tmp_path: Path
         ("state", "pull"),
         ("down",),
         ("up", "--detach"),
+        ("stop", "goal"),  # the very goal run this agent works in
     ],
 )
 def test_every_human_command_refuses_inside_an_agent(
