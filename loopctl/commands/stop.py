@@ -124,7 +124,7 @@ def _target(events: list[Event], ref: str, loops: Sequence[str]) -> _Target:
         raise NothingToStop(f"run {run.run} already ended ({run.status})")
     lock = run.loop
     if run.loop == GOAL_LOOP:
-        from loopctl.engine.runner import goal_task_id
+        from loopctl.engine.context import goal_task_id
 
         lock = f"goal-{goal_task_id(str(run.data.get('condition') or 'goal'))}"
     return _Target(run.loop, lock, run.run, by_run=True)

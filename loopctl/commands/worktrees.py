@@ -73,7 +73,7 @@ def _task_resumes(project: Project) -> dict[tuple[str, str], tuple[str, str | No
 
 
 def _goal_id(condition: str) -> str:
-    from loopctl.engine.runner import goal_task_id
+    from loopctl.engine.context import goal_task_id
 
     return goal_task_id(condition or "goal")
 
