@@ -30,8 +30,6 @@ def ui(
 
     Served on 127.0.0.1 at a random port; the printed URL carries a one-time session token.
     Stop it with Ctrl-C.
-
-    Example: loopctl ui --no-open --port 8765
     """
     from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.paths import ProjectPaths, find_repo_root
