@@ -27,7 +27,8 @@ from loopctl.scheduling.schedule import (
     next_slot,
     stable_jitter,
 )
-from loopctl.tasks.spec import single_task, tasks_from_items
+from loopctl.tasks.command import tasks_from_items
+from loopctl.tasks.spec import single_task
 
 
 def utc(*args: int) -> datetime:

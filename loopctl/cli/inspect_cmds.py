@@ -205,7 +205,8 @@ def replay(
 ) -> None:
     """A past run rebuilt from its events, as a readable timeline."""
     from loopctl.cli.live import failure_lines
-    from loopctl.commands.status import describe, find_run
+    from loopctl.commands.status import describe
+    from loopctl.journal.history import find_run
 
     project = _project(strict=False)
     run = find_run(_log(project).read(), run_id)

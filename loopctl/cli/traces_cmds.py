@@ -46,8 +46,8 @@ def export(
     json_out: JsonFlag = False,
 ) -> None:
     """Rebuild a run's spans from the event log and export them (same ids as the live ones)."""
+    from loopctl.commands.traces import export_run
     from loopctl.definitions import load_project
-    from loopctl.journal.otel import export_run
     from loopctl.paths import find_repo_root
 
     if json_out and otlp_json is not None and str(otlp_json) == "-":

@@ -144,19 +144,6 @@ def _last_status(run: history.RunView | None, pid: object) -> str | None:
     return run.status
 
 
-def find_run(events: list[Event], run_prefix: str) -> history.RunView:
-    from loopctl.errors import UsageError
-
-    runs = history.fold(events)
-    matches = [r for r in runs if r == run_prefix or r.startswith(run_prefix)]
-    if not matches:
-        recent = ", ".join(list(runs)[-5:]) or "none"
-        raise UsageError(f"no run {run_prefix!r} in the event log (recent runs: {recent})")
-    if len(matches) > 1:
-        raise UsageError(f"run prefix {run_prefix!r} is ambiguous: {', '.join(matches[:5])}")
-    return runs[matches[0]]
-
-
 def describe(event: Event) -> str:
     """One readable line for an event, for `log` and `replay`."""
     # An event written before agent text was cleaned may still carry escape sequences.

@@ -39,19 +39,6 @@ from loopctl.journal.statuses import TaskStatus
 if TYPE_CHECKING:
     from loopctl.process import Completed
 
-# gh finds its login in its own config or these variables; the approved action needs them.
-GH_ALLOW = (
-    "GH_*",
-    "GITHUB_TOKEN",
-    "GITHUB_ENTERPRISE_TOKEN",
-    "XDG_CONFIG_HOME",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
-)
 GH_TIMEOUT = 120.0
 CUSTOM_TIMEOUT = 1800.0
 
@@ -700,26 +687,22 @@ def _push_to_pr_head(rec: Recorder, plan: Plan, target: str, url: str) -> StepOu
 
 
 def _gh(rec: Recorder, plan: Plan, args: list[str], stdin: str | None = None) -> Completed:
-    from loopctl import process
-    from loopctl.secrets import build_env
+    from loopctl import gh
 
-    env = build_env(
-        allow=(*rec.project.config.env_allow, *GH_ALLOW), extra={"GH_PROMPT_DISABLED": "1"}
-    )
     folder = rec.paths.runs_dir / plan.run / plan.task
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        done = process.run(
-            ["gh", *args],
+        done = gh.run(
+            args,
             cwd=rec.paths.root,
-            env=env,
+            allow=rec.project.config.env_allow,
             timeout=GH_TIMEOUT,
             stdin=stdin,
             stdout_path=folder / "deliver-gh.out",
             stderr_path=folder / "deliver-gh.err",
             redactor=rec.redactor,
         )
-    except process.ProgramNotFound as exc:
+    except gh.ProgramNotFound as exc:
         raise LoopctlError(
             "the `gh` CLI is not installed or not on PATH (https://cli.github.com), and the"
             f" `pr`/`merge` actions need it: {exc}"

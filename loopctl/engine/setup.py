@@ -23,7 +23,7 @@ from loopctl.engine.outcomes import GoalOptions
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.journal import history
 from loopctl.journal.recorder import Recorder
-from loopctl.tasks.spec import TaskSpec, discover
+from loopctl.tasks import TaskSpec, discover
 
 
 def loop_setup(rec: Recorder, loop: Loop) -> tuple[ResolvedCondition | None, Agent, Agent | None]:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopctl.errors import UsageError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.statuses import RunStatus, TaskStatus
 from loopctl.usage import clamp_usd, tokens_of
@@ -135,6 +136,18 @@ def fold(events: Iterable[Event]) -> dict[str, RunView]:
         run.events.append(event)
         _apply(run, event)
     return runs
+
+
+def find_run(events: list[Event], run_prefix: str) -> RunView:
+    """The one run whose id is or starts with `run_prefix`; a UsageError naming recent runs."""
+    runs = fold(events)
+    matches = [r for r in runs if r == run_prefix or r.startswith(run_prefix)]
+    if not matches:
+        recent = ", ".join(list(runs)[-5:]) or "none"
+        raise UsageError(f"no run {run_prefix!r} in the event log (recent runs: {recent})")
+    if len(matches) > 1:
+        raise UsageError(f"run prefix {run_prefix!r} is ambiguous: {', '.join(matches[:5])}")
+    return runs[matches[0]]
 
 
 def _task(run: RunView, event: Event) -> TaskView:

@@ -1,4 +1,4 @@
-"""Sending loopctl's traces out through OpenTelemetry: settings, the live exporter, `traces export`.
+"""Sending loopctl's traces out through OpenTelemetry: settings, the sender, the live exporter.
 
 Spans and metrics come from `loopctl.traces` (pure, built from events); this module turns them
 into OpenTelemetry SDK objects and hands them to an OTLP/JSON exporter: a file of JSON lines, or
@@ -13,7 +13,6 @@ import atexit
 import contextlib
 import os
 import queue
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -260,7 +259,8 @@ class OtelSender:
 # --- live: fed by Engine.emit ------------------------------------------------------------------
 
 
-def _redactor() -> Callable[[str], str]:
+def env_redactor() -> Callable[[str], str]:
+    """Masks every secret of this process's environment in span text."""
     from loopctl.secrets import Redactor
 
     return Redactor.from_environment().redact
@@ -294,7 +294,7 @@ class LiveTraces:
         self._log = log
         self._builder: TraceBuilder = TraceBuilder(
             capture_content=settings.capture_content,
-            redact=_redactor(),
+            redact=env_redactor(),
             prompts=prompt_reader(paths),
         )
         self._known: set[str] = set()
@@ -366,7 +366,7 @@ def live_traces(project: Project, log: EventLog) -> Callable[[Event], None] | No
     settings = trace_settings(project.config.traces, project.paths.root)
     if settings is None:
         return None
-    _quiet_otel_logging()
+    quiet_otel_logging()
     key = (settings, str(log.path))
     with _LIVE_LOCK:
         sink = _LIVE.get(key)
@@ -375,7 +375,7 @@ def live_traces(project: Project, log: EventLog) -> Callable[[Event], None] | No
     return sink
 
 
-def _quiet_otel_logging() -> None:
+def quiet_otel_logging() -> None:
     """The exporters log failures; loopctl's core never prints, so nobody hears them."""
     import logging
 
@@ -383,90 +383,3 @@ def _quiet_otel_logging() -> None:
     if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
-
-
-# --- after the fact: `loopctl traces export` ---------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ExportResult:
-    run: str
-    loop: str | None
-    spans: int
-    metric_points: int
-    unfinished: int  # spans closed at the run's last event because it never finished
-    destination: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "loop": self.loop,
-            "spans": self.spans,
-            "metric_points": self.metric_points,
-            "unfinished": self.unfinished,
-            "destination": self.destination,
-        }
-
-
-def export_run(
-    paths: ProjectPaths,
-    run_prefix: str,
-    *,
-    otlp_json: Path | None = None,
-    otlp: bool = False,
-    capture_content: bool = False,
-) -> ExportResult:
-    """Rebuild one run's spans from the log and write them (`-` is stdout) or send them."""
-    from loopctl.commands.status import find_run
-    from loopctl.journal.traces import build_trace
-
-    if (otlp_json is None) == (not otlp):
-        raise UsageError("give one destination: --otlp-json FILE (or -), or --otlp")
-    events = EventLog(paths.events_file).read()
-    view = find_run(events, run_prefix)
-    batch = build_trace(
-        [e for e in events if e.run == view.run],
-        capture_content=capture_content,
-        redact=_redactor(),
-        prompts=prompt_reader(paths),
-    )
-    unfinished = sum(1 for s in batch.spans if s.attributes.get("loopctl.unfinished") is True)
-    if otlp:
-        settings = TraceSettings(TraceExporter.OTLP, capture_content=capture_content, why="--otlp")
-        destination = settings.describe()
-        _quiet_otel_logging()
-        sender = OtelSender(settings)
-        try:
-            ok = sender.send(batch)
-        finally:
-            sender.shutdown()
-        if not ok:
-            raise LoopctlError(
-                f"the OTLP endpoint did not accept the spans ({destination}); check"
-                " OTEL_EXPORTER_OTLP_ENDPOINT and that the collector is running"
-            )
-    else:
-        assert otlp_json is not None
-        settings = TraceSettings(TraceExporter.FILE, otlp_json, capture_content, why="--otlp-json")
-        to_stdout = str(otlp_json) == "-"
-        destination = "stdout" if to_stdout else str(otlp_json)
-        if not to_stdout:
-            otlp_json.parent.mkdir(parents=True, exist_ok=True)
-        # Written whole, not appended: exporting a run twice gives the same file.
-        opened: contextlib.AbstractContextManager[IO[str]] = (
-            contextlib.nullcontext(sys.stdout)
-            if to_stdout
-            else otlp_json.open("w", encoding="utf-8")
-        )
-        with opened as stream:
-            ok = OtelSender(settings, stream=stream).send(batch)
-        if not ok:
-            raise LoopctlError(f"could not write the spans to {destination}")
-    return ExportResult(
-        view.run,
-        view.loop,
-        len(batch.spans),
-        len(batch.token_usage),
-        unfinished,
-        destination,
-    )

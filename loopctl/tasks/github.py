@@ -83,21 +83,13 @@ class ReviewNote:
 
 
 def _gh(repo: Path, args: Sequence[str], *, timeout: float = GH_TIMEOUT) -> Completed:
-    from loopctl import process
-    from loopctl.delivery.pipeline import GH_ALLOW
-    from loopctl.secrets import Redactor, build_env, withheld_values
+    from loopctl import gh
 
-    env = build_env(allow=GH_ALLOW, extra={"GH_PROMPT_DISABLED": "1", "NO_COLOR": "1"})
     try:
-        return process.run(
-            ["gh", *args],
-            cwd=repo,
-            env=env,
-            timeout=timeout,
-            tail_bytes=MAX_GH_OUTPUT,
-            redactor=Redactor(withheld_values(allow=())),
+        return gh.run(
+            args, cwd=repo, timeout=timeout, extra={"NO_COLOR": "1"}, tail_bytes=MAX_GH_OUTPUT
         )
-    except process.ProgramNotFound:
+    except gh.ProgramNotFound:
         raise GithubUnavailable(
             '[tasks] source = "github" needs the GitHub CLI: install `gh`'
             " (https://cli.github.com), then run `gh auth login`"
