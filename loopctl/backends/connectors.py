@@ -25,11 +25,10 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopctl.definitions.connectors import Connector
+from loopctl.definitions.connectors import Connector, secret_values, server_env
 from loopctl.secrets import Redactor
 
 if TYPE_CHECKING:
@@ -37,29 +36,6 @@ if TYPE_CHECKING:
 
 LAUNCHER = "loopctl.backends.connector_launch"
 STAGED_VERSION = 1
-
-
-def server_env(connector: Connector, source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The values of a stdio connector's `env_allow` that are set in `source` (loopctl's env)."""
-    origin = os.environ if source is None else source
-    return {name: origin[name] for name in connector.env_allow if origin.get(name)}
-
-
-def server_headers(connector: Connector, source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The headers of an HTTP connector, from the variables `headers_env` names."""
-    origin = os.environ if source is None else source
-    return {header: origin[name] for header, name in connector.headers_env if origin.get(name)}
-
-
-def secret_values(
-    connectors: tuple[Connector, ...], source: Mapping[str, str] | None = None
-) -> list[str]:
-    """Every value a connector receives: to be redacted from whatever loopctl writes."""
-    values: list[str] = []
-    for connector in connectors:
-        values += server_env(connector, source).values()
-        values += server_headers(connector, source).values()
-    return [value for value in values if value]
 
 
 def staging_dir(request: AgentRequest) -> Path:

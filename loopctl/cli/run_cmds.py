@@ -391,9 +391,11 @@ def demo(
     ] = True,
 ) -> None:
     """Walk through a goal loop in a throwaway repository with a failing test."""
+    from loopctl.cli.live import RunView
     from loopctl.commands.demo import run_demo
 
-    code = run_demo(keep=keep, say=print)
+    with RunView(live=False) as view:
+        code = run_demo(keep=keep, say=print, observer=view)
     raise typer.Exit(code)
 
 

@@ -6,11 +6,16 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loopctl import git
+
+if TYPE_CHECKING:
+    from loopctl.journal.events import Event
 
 CALC = """def add(a, b):
     return a - b
@@ -38,6 +43,12 @@ import importlib.util
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loopctl import git
+
+if TYPE_CHECKING:
+    from loopctl.journal.events import Event
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -83,20 +94,10 @@ root = {worktrees}
 
 
 def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        # The user's global config may sign commits or name hooks: not for a throwaway repo.
-        [
-            "git",
-            *("-c", "user.name=loopctl demo", "-c", "user.email=demo@localhost"),
-            *("-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"),
-            *args,
-        ],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout
+    # The user's global config may sign commits or name hooks: git.py's hardening turns both
+    # off; the identity is the demo's own, not the user's.
+    identity = ("-c", "user.name=loopctl demo", "-c", "user.email=demo@localhost")
+    return git.git([*identity, *args], cwd=cwd).stdout
 
 
 def make_demo_repo(parent: Path, maker_cli: str | None) -> Path:
@@ -129,19 +130,31 @@ def make_demo_repo(parent: Path, maker_cli: str | None) -> Path:
     return root
 
 
-def run_demo(*, keep: bool, say: Callable[[str], None]) -> int:
-    """Run the demo in a new temporary folder; remove it afterwards unless `keep`."""
+def run_demo(
+    *, keep: bool, say: Callable[[str], None], observer: Callable[[Event], None] | None = None
+) -> int:
+    """Run the demo in a new temporary folder; remove it afterwards unless `keep`.
+
+    `say` prints the walk-through; `observer` sees each event of the goal run as it is written.
+    """
     loopctl = _loopctl_command()
     parent = Path(tempfile.mkdtemp(prefix="loopctl-demo-"))
     try:
-        outcome_ok = _run_demo(parent, loopctl, keep=keep, say=say)
+        outcome_ok = _run_demo(parent, loopctl, keep=keep, say=say, observer=observer)
     finally:
         if not keep:
             shutil.rmtree(parent, ignore_errors=True)
     return 0 if outcome_ok else 1
 
 
-def _run_demo(parent: Path, loopctl: str, *, keep: bool, say: Callable[[str], None]) -> bool:
+def _run_demo(
+    parent: Path,
+    loopctl: str,
+    *,
+    keep: bool,
+    say: Callable[[str], None],
+    observer: Callable[[Event], None] | None,
+) -> bool:
     from loopctl.backends import backend_for
     from loopctl.commands.init import detect_agent_clis
     from loopctl.definitions import load_project
@@ -163,12 +176,9 @@ def _run_demo(parent: Path, loopctl: str, *, keep: bool, say: Callable[[str], No
     agent = project.agent(maker)
     say(f"maker: {agent.name} — {agent.description}")
     say('running: loopctl goal "tests green"\n')
-    from loopctl.cli.live import RunView
-
-    with RunView(live=False) as view:
-        outcome = Engine(Recorder(project, observer=view)).run_goal(
-            GoalOptions("tests green", agent=maker)
-        )
+    outcome = Engine(Recorder(project, observer=observer)).run_goal(
+        GoalOptions("tests green", agent=maker)
+    )
     say("")
     for task in outcome.tasks:
         say(f"task {task.task}: {task.status} after {task.attempts} attempt(s)")

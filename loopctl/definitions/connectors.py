@@ -3,12 +3,14 @@
 A connector is an MCP server an agent may use: a program loopctl's agent CLI starts over stdio
 (`command`), or a streamable-HTTP endpoint (`url`). The file names the variables the *server*
 may see (`env_allow`, `headers_env`); their values are read from loopctl's environment when an
-agent turn starts and go to the server alone, never to the agent (see loopctl.connectors).
+agent turn starts and go to the server alone, never to the agent (see loopctl.backends.connectors).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loopctl.definitions.fields import Table
@@ -36,6 +38,29 @@ class Connector:
     def variables(self) -> tuple[str, ...]:
         """Every variable whose value this server receives."""
         return (*self.env_allow, *(variable for _, variable in self.headers_env))
+
+
+def server_env(connector: Connector, source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The values of a stdio connector's `env_allow` that are set in `source` (loopctl's env)."""
+    origin = os.environ if source is None else source
+    return {name: origin[name] for name in connector.env_allow if origin.get(name)}
+
+
+def server_headers(connector: Connector, source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The headers of an HTTP connector, from the variables `headers_env` names."""
+    origin = os.environ if source is None else source
+    return {header: origin[name] for header, name in connector.headers_env if origin.get(name)}
+
+
+def secret_values(
+    connectors: tuple[Connector, ...], source: Mapping[str, str] | None = None
+) -> list[str]:
+    """Every value a connector receives: to be redacted from whatever loopctl writes."""
+    values: list[str] = []
+    for connector in connectors:
+        values += server_env(connector, source).values()
+        values += server_headers(connector, source).values()
+    return [value for value in values if value]
 
 
 def read_connectors(table: Table | None) -> tuple[Connector, ...]:

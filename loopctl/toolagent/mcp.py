@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from loopctl.backends.connectors import secret_values, server_env, server_headers
-from loopctl.definitions.connectors import Connector
+from loopctl.definitions.connectors import Connector, secret_values, server_env, server_headers
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.secrets import Redactor, build_env
 

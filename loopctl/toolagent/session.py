@@ -336,7 +336,7 @@ def run_session(config: SessionConfig) -> SessionResult:
 
     remote = None
     if config.connectors:
-        from loopctl.backends.connectors import secret_values
+        from loopctl.definitions.connectors import secret_values
         from loopctl.errors import LoopctlError
         from loopctl.toolagent.mcp import ConnectorTools
 
