@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         from loopctl.cli.reporting import guarded
 
         return guarded(fast)
-    from loopctl.cli.boundary import run_cli
+    from loopctl.cli.app import run_cli
 
     return run_cli(args)
 

@@ -192,3 +192,8 @@ def short_lock(locks_dir: Path, name: str) -> Iterator[None]:
             yield
         finally:
             os.close(fd)  # closing releases the flock
+
+
+def inbox_lock(locks_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """Serialise inbox decisions across processes (held for milliseconds, never for delivery)."""
+    return short_lock(locks_dir, "inbox")

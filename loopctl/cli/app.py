@@ -19,6 +19,8 @@ from loopctl.cli import (
     traces_cmds,
     ui_cmds,
 )
+from loopctl.cli.reporting import eprint, report
+from loopctl.errors import ExitCode
 
 app = typer.Typer(
     name="loopctl",
@@ -59,3 +61,18 @@ traces_cmds.register(app)
 doctor_cmds.register(app)
 ui_cmds.register(app)
 help_format.polish(app)
+
+
+def run_cli(args: list[str]) -> int:
+    """Run the typer app on `args` and return the exit code; nothing escapes as a traceback."""
+    try:
+        app(args=args, prog_name="loopctl")
+    except SystemExit as done:
+        code = done.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt:
+        eprint("loopctl: interrupted")
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:  # anything a command's own boundary did not see
+        return report(exc)
+    return 0

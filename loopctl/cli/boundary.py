@@ -8,8 +8,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 
-from loopctl.cli.reporting import eprint, report
-from loopctl.errors import ExitCode
+from loopctl.cli.reporting import report
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -28,19 +27,3 @@ def boundary(func: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(report(exc)) from None
 
     return wrapper
-
-
-def run_cli(args: list[str]) -> int:
-    from loopctl.cli.app import app
-
-    try:
-        app(args=args, prog_name="loopctl")
-    except SystemExit as done:
-        code = done.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
-    except KeyboardInterrupt:
-        eprint("loopctl: interrupted")
-        return int(ExitCode.INTERRUPTED)
-    except Exception as exc:  # anything a command's own boundary did not see
-        return report(exc)
-    return 0

@@ -8,7 +8,7 @@ import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
+from loopctl.cli.options import JsonFlag
 
 
 def up(

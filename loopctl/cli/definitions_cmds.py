@@ -10,35 +10,16 @@ import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
+from loopctl.cli.options import JsonFlag, load_here
 
 if TYPE_CHECKING:
-    from loopctl.definitions import Project
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+    pass
 
 
 def _root() -> Path:
     from loopctl.paths import find_repo_root
 
     return find_repo_root()
-
-
-def warn_skipped(project: Project) -> None:
-    """One line on stderr per invalid loop, agent or skill file a command goes on without."""
-    import sys
-
-    for line in project.skipped_warnings():
-        print(line, file=sys.stderr)
-
-
-def _load(*, strict: bool = True) -> Project:
-    from loopctl.definitions import load_project
-
-    project = load_project(_root())
-    if strict:
-        project.raise_for_errors()
-        warn_skipped(project)
-    return project
 
 
 def init() -> None:
@@ -129,7 +110,7 @@ def agents(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List the agents this repository defines."""
     if ctx.invoked_subcommand is not None:
         return
-    project = _load()
+    project = load_here()
     rows = sorted(project.agents.values(), key=lambda a: a.name)
     if json_out:
         from loopctl.cli.render import print_json
@@ -183,7 +164,7 @@ def agents_test(
     """Check that an agent's backend is installed, configured and reachable, without work."""
     from loopctl.backends.probe import probe_agent
 
-    result = probe_agent(_load(), name)
+    result = probe_agent(load_here(), name)
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -207,7 +188,7 @@ def skills(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List the skills this repository offers its agents."""
     if ctx.invoked_subcommand is not None:
         return
-    project = _load()
+    project = load_here()
     rows = sorted(project.skills.values(), key=lambda s: s.name)
     if json_out:
         from loopctl.cli.render import print_json
@@ -238,7 +219,7 @@ def skills(ctx: typer.Context, json_out: JsonFlag = False) -> None:
 @boundary
 def skills_show(name: str, json_out: JsonFlag = False) -> None:
     """Show one skill's front matter and instructions."""
-    project = _load()
+    project = load_here()
     skill = project.skill(name)
     body = skill.instructions()
     if json_out:

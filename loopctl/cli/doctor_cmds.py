@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
+from loopctl.cli.options import JsonFlag
 
 
 def doctor(json_out: JsonFlag = False) -> None:

@@ -8,7 +8,7 @@ import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
+from loopctl.cli.options import JsonFlag, load_here
 
 inbox_app = typer.Typer(help="What needs a human: approvals, failures, escalations.")
 
@@ -18,13 +18,6 @@ ItemId = Annotated[
         metavar="ID", help="Item id (a unique prefix works).", autocompletion=completion.inbox_ids
     ),
 ]
-
-
-def _project() -> Any:
-    from loopctl.definitions import load_project
-    from loopctl.paths import find_repo_root
-
-    return load_project(find_repo_root())
 
 
 def _human_only(command: str) -> None:
@@ -100,7 +93,7 @@ def show(
     """
     from loopctl.commands.inbox import show as show_item
 
-    detail = show_item(_project(), item_id, with_patch=not stat)
+    detail = show_item(load_here(strict=False), item_id, with_patch=not stat)
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -134,7 +127,7 @@ def diff(item_id: ItemId, no_pager: NoPager = False) -> None:
     from loopctl.cli import pager
     from loopctl.commands.inbox import patch
 
-    data = patch(_project(), item_id)
+    data = patch(load_here(strict=False), item_id)
     if not pager.on_terminal():
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
@@ -224,7 +217,7 @@ def approve(
     from loopctl.commands.inbox import approve as approve_item
 
     _human_only("approve")
-    _finish(approve_item(_project(), item_id, note), json_out)
+    _finish(approve_item(load_here(strict=False), item_id, note), json_out)
 
 
 @inbox_app.command("reject")
@@ -238,7 +231,7 @@ def reject(
     from loopctl.commands.inbox import reject as reject_item
 
     _human_only("reject")
-    _finish(reject_item(_project(), item_id, reason), json_out)
+    _finish(reject_item(load_here(strict=False), item_id, reason), json_out)
 
 
 @inbox_app.command("retry")
@@ -248,7 +241,7 @@ def retry(item_id: ItemId, json_out: JsonFlag = False) -> None:
     from loopctl.commands.inbox import retry as retry_item
 
     _human_only("retry")
-    _finish(retry_item(_project(), item_id), json_out)
+    _finish(retry_item(load_here(strict=False), item_id), json_out)
 
 
 @inbox_app.command("dismiss")
@@ -258,7 +251,7 @@ def dismiss(item_id: ItemId, json_out: JsonFlag = False) -> None:
     from loopctl.commands.inbox import dismiss as dismiss_item
 
     _human_only("dismiss")
-    _finish(dismiss_item(_project(), item_id), json_out)
+    _finish(dismiss_item(load_here(strict=False), item_id), json_out)
 
 
 @inbox_app.command("reply")
@@ -272,7 +265,7 @@ def reply(
     from loopctl.commands.inbox import reply as reply_item
 
     _human_only("reply")
-    _finish(reply_item(_project(), item_id, answer), json_out)
+    _finish(reply_item(load_here(strict=False), item_id, answer), json_out)
 
 
 def register(app: typer.Typer) -> None:

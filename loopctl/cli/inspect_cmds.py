@@ -9,17 +9,7 @@ import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
-
-
-def _project(strict: bool = True) -> Any:
-    from loopctl.definitions import load_project
-    from loopctl.paths import find_repo_root
-
-    project = load_project(find_repo_root())
-    if strict:
-        project.raise_for_errors()
-    return project
+from loopctl.cli.options import JsonFlag, load_here
 
 
 def _invalid_json(project: Any, bad: Any) -> dict[str, Any] | None:
@@ -72,7 +62,7 @@ def status(json_out: JsonFlag = False) -> None:
     from loopctl.commands.status import loop_statuses
     from loopctl.definitions.project import DefinitionKind
 
-    project = _project(strict=False)
+    project = load_here(strict=False)
     statuses = loop_statuses(project)
     # A loop whose file has errors is listed as invalid, never left out as if it did not exist.
     invalid = {bad.name: bad for bad in project.invalid if bad.kind is DefinitionKind.LOOP}
@@ -150,7 +140,7 @@ def log(
 
     from loopctl.commands.status import describe
 
-    project = _project(strict=False)
+    project = load_here(strict=False)
     events_log = _log(project)
     events = events_log.read()
     if loop is not None:
@@ -208,7 +198,7 @@ def replay(
     from loopctl.commands.status import describe
     from loopctl.journal.history import find_run
 
-    project = _project(strict=False)
+    project = load_here(strict=False)
     run = find_run(_log(project).read(), run_id)
     if json_out:
         from loopctl.cli.render import print_json
@@ -268,7 +258,7 @@ def worktrees(ctx: typer.Context, json_out: JsonFlag = False) -> None:
         return
     from loopctl.commands.worktrees import worktree_report
 
-    project = _project(strict=False)
+    project = load_here(strict=False)
     rows = worktree_report(project)
     if json_out:
         from loopctl.cli.render import print_json
@@ -299,7 +289,7 @@ def worktrees_prune(
     """Remove worktrees of finished tasks, following each loop's `keep` policy."""
     from loopctl.commands.worktrees import prune
 
-    project = _project(strict=False)
+    project = load_here(strict=False)
     removed = prune(project, dry_run=dry_run)
     if json_out:
         from loopctl.cli.render import print_json

@@ -10,12 +10,11 @@ import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
+from loopctl.cli.options import JsonFlag, load_here
 
 if TYPE_CHECKING:
     from loopctl.commands.export import Exported
     from loopctl.commands.state_sync import SyncResult
-    from loopctl.definitions.project import Project
 
 export_app = typer.Typer(
     help="Write a loop as a GitHub Actions workflow or a Kubernetes CronJob.",
@@ -56,15 +55,6 @@ Remote = Annotated[
 ]
 
 
-def _project() -> Project:
-    from loopctl.definitions import load_project
-    from loopctl.paths import find_repo_root
-
-    project = load_project(find_repo_root())
-    project.raise_for_errors()
-    return project
-
-
 def _emit(exported: Exported, output: str | None, force: bool) -> None:
     from loopctl.cli.reporting import eprint
     from loopctl.commands.export import write_export
@@ -98,7 +88,7 @@ def export_github_actions(
     """Write .github/workflows/loop-NAME.yml: the loop on GitHub's scheduler, state on a branch."""
     from loopctl.commands.export import github_actions
 
-    _emit(github_actions(_project(), name, cron=cron, loopctl_spec=spec), output, force)
+    _emit(github_actions(load_here(), name, cron=cron, loopctl_spec=spec), output, force)
 
 
 @export_app.command("k8s")
@@ -137,7 +127,7 @@ def export_k8s(
     if state not in {s.value for s in StateStore}:
         raise UsageError(f"--state must be 'branch' or 'pvc', not {state!r}")
     exported = kubernetes(
-        _project(),
+        load_here(),
         name,
         cron=cron,
         state=StateStore(state),

@@ -10,7 +10,7 @@ import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag, warn_skipped
+from loopctl.cli.options import JsonFlag, load_here
 
 
 def _sigterm_as_interrupt() -> None:
@@ -113,15 +113,11 @@ def observer_for(view: Any, project: Any, verbose: bool, *, with_loop: bool = Fa
 
 def _engine(json_out: bool, verbose: bool = False, quiet: bool = False) -> Any:
     from loopctl.cli.live import RunView
-    from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
     from loopctl.journal.recorder import Recorder
-    from loopctl.paths import find_repo_root
 
     check_verbosity(verbose, quiet)
-    project = load_project(find_repo_root())
-    project.raise_for_errors()
-    warn_skipped(project)
+    project = load_here()
     warn_if_unconfined(project.config)
     view = RunView(live=False if json_out else None, quiet=quiet)
     return Engine(Recorder(project, observer=observer_for(view, project, verbose))), view
@@ -150,15 +146,10 @@ def _print_preview(preview: Any, json_out: bool) -> None:
 
 
 def _preview_engine() -> Any:
-    from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
     from loopctl.journal.recorder import Recorder
-    from loopctl.paths import find_repo_root
 
-    project = load_project(find_repo_root())
-    project.raise_for_errors()
-    warn_skipped(project)
-    return Engine(Recorder(project))
+    return Engine(Recorder(load_here()))
 
 
 def goal(
@@ -265,15 +256,11 @@ def _run_on_trigger(
     quiet: bool = False,
 ) -> None:
     from loopctl.cli.schedule_view import ScheduleView
-    from loopctl.definitions import load_project
-    from loopctl.paths import find_repo_root
     from loopctl.scheduling.daemon import run_foreground
     from loopctl.scheduling.schedule import Schedule
 
-    project = load_project(find_repo_root())
-    project.raise_for_errors()
+    project = load_here()
     loop = project.loop(name)
-    warn_skipped(project)
     schedule = Schedule.of(loop, trigger)
     view = ScheduleView(
         {name: schedule.describe() if schedule else "manual"},

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
+from loopctl.cli.options import JsonFlag
 
 if TYPE_CHECKING:
     from loopctl.journal.spending import SpendReport, SpendRow

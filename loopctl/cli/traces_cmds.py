@@ -9,7 +9,7 @@ import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
-from loopctl.cli.definitions_cmds import JsonFlag
+from loopctl.cli.options import JsonFlag, load_here
 
 traces_app = typer.Typer(
     help="OpenTelemetry traces of runs (needs loopctl-runtime's otel extra).",
@@ -47,14 +47,12 @@ def export(
 ) -> None:
     """Rebuild a run's spans from the event log and export them (same ids as the live ones)."""
     from loopctl.commands.traces import export_run
-    from loopctl.definitions import load_project
-    from loopctl.paths import find_repo_root
 
     if json_out and otlp_json is not None and str(otlp_json) == "-":
         from loopctl.errors import UsageError
 
         raise UsageError("--json and --otlp-json - both want stdout: write the spans to a file")
-    project = load_project(find_repo_root())
+    project = load_here(strict=False)
     result = export_run(
         project.paths,
         run_id,

@@ -9,10 +9,7 @@ loop limited to that task, or, while the loop is running, leave it to the loop's
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +27,7 @@ from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.statuses import TaskStatus
-from loopctl.lock import RunnerLock, read_holder
+from loopctl.lock import RunnerLock, inbox_lock, read_holder
 from loopctl.tasks.spec import requeued_specs
 
 if TYPE_CHECKING:
@@ -151,20 +148,6 @@ def find_item(found: Sequence[InboxItem], ref: str, *, open_only: bool = True) -
             f"inbox item {item.id} is already closed ({item.resolution}, {str(item.closed)[:19]})"
         )
     return item
-
-
-@contextlib.contextmanager
-def inbox_lock(paths: ProjectPaths) -> Iterator[None]:
-    """Serialise inbox decisions across processes (held for milliseconds, never for delivery)."""
-    paths.locks_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(
-        paths.locks_dir / "inbox.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
-    )
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def lock_name(loop: str, task: str | None) -> str:
@@ -386,7 +369,7 @@ def approve(
     """Approve an item and deliver what it covers (here, or in the loop's running tick)."""
     rec = Recorder(project)
     paths = project.paths
-    with inbox_lock(paths):
+    with inbox_lock(paths.locks_dir):
         events = rec.log.read()
         item = find_item(items(events), ref)
         if item.kind != ItemKind.APPROVAL:
@@ -485,7 +468,7 @@ def reject(project: Project, ref: str, reason: str | None = None) -> ActionResul
     """Close an approval without delivering; the task ends `rejected`."""
     rec = Recorder(project)
     paths = project.paths
-    with inbox_lock(paths):
+    with inbox_lock(paths.locks_dir):
         events = rec.log.read()
         item = find_item(items(events), ref)
         if item.kind != ItemKind.APPROVAL:
@@ -532,7 +515,7 @@ def reject(project: Project, ref: str, reason: str | None = None) -> ActionResul
 def dismiss(project: Project, ref: str) -> ActionResult:
     """Close an item that needs nothing more (approvals are approved or rejected instead)."""
     rec = Recorder(project)
-    with inbox_lock(project.paths):
+    with inbox_lock(project.paths.locks_dir):
         item = find_item(items(rec.log.read()), ref)
         if item.kind == ItemKind.APPROVAL:
             raise InboxError(
@@ -575,7 +558,7 @@ def reply(project: Project, ref: str, answer: str) -> ActionResult:
 
 def _requeue(project: Project, ref: str, action: str, answer: str | None) -> ActionResult:
     rec = Recorder(project)
-    with inbox_lock(project.paths):
+    with inbox_lock(project.paths.locks_dir):
         events = rec.log.read()
         listed = items(events)
         item = find_item(listed, ref, open_only=False)

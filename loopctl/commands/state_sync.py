@@ -243,13 +243,13 @@ def push(paths: ProjectPaths, remote: str = "origin", *, author: str = "") -> Sy
 
 def _merge_into_local(paths: ProjectPaths, remote_events: Sequence[Event]) -> LogMerge:
     """Merge the remote's events into the local log and re-render STATE.md and INBOX.md."""
-    from loopctl.commands.inbox import inbox_lock
+    from loopctl.lock import inbox_lock
 
     log = EventLog(paths.events_file)
     paths.log_dir.mkdir(parents=True, exist_ok=True)
     # The inbox lock first, as an inbox decision takes it before appending: no deadlock, and no
     # decision is taken on a log that is being replaced.
-    with inbox_lock(paths), log.exclusive():
+    with inbox_lock(paths.locks_dir), log.exclusive():
         local = log.read()
         merge = merge_logs(local, remote_events)
         if merge.received:
