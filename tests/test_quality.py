@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -39,3 +41,46 @@ def test_ruff_format_is_clean() -> None:
 def test_mypy_strict_is_clean() -> None:
     done = run([*tool("mypy"), "--no-incremental"])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_imports_follow_the_layers() -> None:
+    """The contracts in pyproject.toml: the layer rule and the nevers of ARCHITECTURE.md."""
+    done = run([*tool("lint-imports"), "--no-cache"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_lint_imports_catches_an_upward_import(tmp_path: Path) -> None:
+    """A lazy import of the engine from journal/ breaks the contracts (so the check can fail)."""
+    copy = tmp_path / "tree"
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "loopctl", copy / "loopctl", ignore=skip)
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    events = copy / "loopctl" / "journal" / "events.py"
+    with events.open("a", encoding="utf-8") as handle:
+        handle.write("\n\ndef _upward() -> None:\n    import loopctl.engine  # noqa\n")
+    done = subprocess.run(
+        [*tool("lint-imports"), "--no-cache"],
+        cwd=copy,
+        env={**os.environ, "PYTHONPATH": str(copy)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "loopctl.journal is not allowed to import loopctl.engine" in done.stdout
+    assert "loopctl.journal.events -> loopctl.engine (l." in done.stdout
+
+
+def test_only_git_py_and_gh_py_name_git_and_gh_as_a_program() -> None:
+    """An argv starting with "git" or "gh" is built in git.py or gh.py alone."""
+    owners = {"git": ROOT / "loopctl" / "git.py", "gh": ROOT / "loopctl" / "gh.py"}
+    wrong = []
+    for path in sorted((ROOT / "loopctl").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.List | ast.Tuple) or not node.elts:
+                continue
+            first = node.elts[0]
+            named = isinstance(first, ast.Constant) and first.value in owners
+            if named and owners[first.value] != path:
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} runs {first.value}")
+    assert wrong == [], "\n".join(wrong)
