@@ -14,7 +14,7 @@ from loopctl.definitions.loops import TaskSource, load_loop
 from loopctl.definitions.source import Problems
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.fuse import day_spend, fuse_item_id, fuse_reason
-from loopctl.scheduling.schedule import (
+from loopctl.scheduling.timing import (
     Action,
     CatchUp,
     Fired,

@@ -25,7 +25,7 @@ from engine_helpers import (
 from trigger_helpers import Proc, due, last_seq, running_procs, spawn, wait_event
 
 from loopctl.lock import read_holder
-from loopctl.scheduling.schedule import last_slots
+from loopctl.scheduling.timing import last_slots
 
 LOOP = 'goal = "tests green"\nprompt = "Fix add() in calc.py"\n'
 

@@ -257,7 +257,7 @@ def _run_on_trigger(
 ) -> None:
     from loopctl.cli.schedule_view import ScheduleView
     from loopctl.scheduling.daemon import run_foreground
-    from loopctl.scheduling.schedule import Schedule
+    from loopctl.scheduling.timing import Schedule
 
     project = load_here()
     loop = project.loop(name)

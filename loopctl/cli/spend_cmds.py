@@ -73,7 +73,7 @@ def spend(
     from loopctl.journal.events import EventLog
     from loopctl.journal.spending import GroupBy, parse_since, spend_report
     from loopctl.paths import ProjectPaths, find_repo_root
-    from loopctl.scheduling.schedule import zone
+    from loopctl.scheduling.timing import zone
 
     now = datetime.now(UTC)
     start = parse_since(since, now)

@@ -634,7 +634,7 @@ def _allowance(
 ) -> Allowance:
     """The daily fuse, for a task run again by hand: counted like any tick (loopctl.fuse)."""
     from loopctl.journal.fuse import retry_allowance
-    from loopctl.scheduling.schedule import zone
+    from loopctl.scheduling.timing import zone
 
     assert item.loop is not None
     now = rec.clock()

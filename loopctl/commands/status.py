@@ -109,7 +109,7 @@ def _scheduled(project: Project, events: list[Event]) -> dict[str, tuple[str | N
     from datetime import UTC, datetime
 
     from loopctl.scheduling.daemon import up_info
-    from loopctl.scheduling.schedule import LoopTiming, Schedule, last_slots, next_fire
+    from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire
 
     info = up_info(project.paths, events)
     if info is None:

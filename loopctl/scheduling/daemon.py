@@ -28,8 +28,8 @@ from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Observer, Recorder
 from loopctl.lock import RunnerLock, read_holder
 from loopctl.paths import ProjectPaths
-from loopctl.scheduling.schedule import Schedule
 from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
+from loopctl.scheduling.timing import Schedule
 
 # The lock `up` holds: a leading "_" is not allowed in a loop name, so no loop's lock collides.
 UP_LOCK = "_up"

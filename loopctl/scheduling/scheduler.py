@@ -1,6 +1,6 @@
 """The runtime behind `loopctl run NAME` (on a trigger) and `loopctl up`: timers, watches, ticks.
 
-One thread decides (`schedule.decide`, a pure function) and then sleeps until the next due time
+One thread decides (`timing.decide`, a pure function) and then sleeps until the next due time
 or a wake-up (a tick ended, files changed, stop): no polling while idle. Each tick runs in its own
 thread, so ticks of different loops may overlap in time while one loop never overlaps itself.
 Every decision is recorded in the event log (`tick_started` carries its slot, `tick_skipped` its
@@ -25,7 +25,7 @@ from loopctl.journal import fuse
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Recorder
-from loopctl.scheduling.schedule import (
+from loopctl.scheduling.timing import (
     Action,
     Decision,
     Fired,

@@ -34,7 +34,7 @@ from loopctl.journal.events import EventLog
 from loopctl.journal.fuse import day_spend
 from loopctl.paths import ProjectPaths
 from loopctl.scheduling.daemon import up_info
-from loopctl.scheduling.schedule import zone
+from loopctl.scheduling.timing import zone
 
 HOSTILE = Path(__file__).parent / "agents" / "runs_human_commands.py"
 SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
