@@ -3,8 +3,8 @@
 Run: python bench/agent_clis.py [--runs 3]
 
 Both sides use the same installed CLI (scripts/install-agent-clis), the same scripted model
-server (tests/model_server.py, sealed in a loopback-only network namespace as root) and the
-same fix. Bare: the CLI's own headless command in a fresh clone. loopctl: `loopctl goal "tests
+server (tests/support/model_server.py, sealed in a loopback-only network namespace as root) and
+the same fix. Bare: the CLI's own headless command in a fresh clone. loopctl: `loopctl goal "tests
 green"` with the CLI as maker, which adds a worktree, the prompt, the check, the commit and the
 event log. Prints medians; the ratio is loopctl's whole goal against the bare CLI call.
 """

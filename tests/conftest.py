@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.repos import git, make_repo
 
 REAL_HOME = Path.home()
+# `git` stays importable from here for tests written on other branches (use support.repos).
+__all__ = ["git"]
 
 
 @pytest.fixture(autouse=True)
@@ -49,25 +51,7 @@ def _home_snapshot() -> set[str]:
     return entries
 
 
-def git(cwd: Path, *args: str) -> str:
-    """Run git in a test repository and return stdout."""
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A git repository with one commit."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / "README.md").write_text("hello\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    return root
+    return make_repo(tmp_path / "repo")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from model_server import Reply, ScriptedModelServer
 from real_cli_scripts import SCRIPTS, after_file, with_failures
+from support.model_server import Reply, ScriptedModelServer
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from model_server import Call, Reply, Request, ScriptedModelServer, Turn
+from support.model_server import Call, Reply, Request, ScriptedModelServer, Turn
 
 Script = Callable[[Request, ScriptedModelServer], "Turn | Reply"]
 

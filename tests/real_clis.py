@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import FAST_CHECK, loopctl_argv, toml_value, write_config
-from model_server import Request, wire_of
+from support.cli import loopctl_argv
+from support.model_server import Request, wire_of
+from support.repos import FAST_CHECK, toml_value, write_config
 
 HARNESS = Path(__file__).parent / "real_cli_harness.py"
 # Read at import, before any test swaps HOME for its own.

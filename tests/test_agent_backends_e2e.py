@@ -9,26 +9,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from backend_helpers import (
+from support.backends import (
     fake_calls,
     install_fake_clis,
     own_agent_fixes_calc,
     reply_for,
     set_scenario,
 )
-from engine_helpers import (
+from support.cli import invoke
+from support.journal import events
+from support.model_server import Reply, Request, ScriptedModelServer
+from support.repos import (
     FAST_CHECK,
     GOAL_BRANCH,
     all_text_under,
-    events,
     git,
-    invoke,
     make_project,
     toml_value,
     worktree_root,
     write_config,
 )
-from model_server import Reply, Request, ScriptedModelServer
 
 
 @pytest.fixture

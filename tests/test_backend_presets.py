@@ -12,13 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from backend_helpers import (
-    fake_calls,
-    install_fake_clis,
-    make_agent,
-    make_request,
-    set_scenario,
-)
+from support.backends import fake_calls, install_fake_clis, make_agent, make_request, set_scenario
 
 from loopctl.backends import AgentStatus, backend_for
 from loopctl.backends.pricing import priced

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import commit_all
+from support.repos import commit_all
 from typer.testing import CliRunner, Result
 
 from loopctl._version import __version__

@@ -9,15 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import (
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.journal import events
+from support.repos import (
     GOAL_BRANCH,
-    assert_clean_exit,
-    events,
     git,
-    invoke,
     loop_worktrees,
     make_project,
-    run_loopctl,
     write_agent,
     write_config,
     write_loop,

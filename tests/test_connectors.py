@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backend_helpers import (
-    Reply,
+from support.backends import (
     fake_calls,
     fake_home,
     install_fake_clis,
@@ -26,16 +25,10 @@ from backend_helpers import (
     make_request,
     reply_for,
 )
-from engine_helpers import (
-    FAST_CHECK,
-    all_text_under,
-    events,
-    invoke,
-    make_project,
-    toml_value,
-    write_config,
-)
-from model_server import Request, ScriptedModelServer
+from support.cli import invoke
+from support.journal import events
+from support.model_server import Reply, Request, ScriptedModelServer
+from support.repos import FAST_CHECK, all_text_under, make_project, toml_value, write_config
 
 from loopctl.backends import connectors
 from loopctl.definitions.agents import Backend

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from engine_helpers import commit_all
+from support.repos import commit_all
 from typer.testing import CliRunner
 
 from loopctl.cli.app import app

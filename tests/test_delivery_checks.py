@@ -9,24 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    PY,
-    commit_all,
-    events,
-    git,
-    invoke,
-    make_project,
-    write_agent,
-)
-from inbox_helpers import (
-    action,
-    add_remote,
-    inbox_items,
-    ledger_entries,
-    remote_refs,
-    ship_loop,
-    the_approval,
-)
+from support.cli import invoke
+from support.delivery import action, inbox_items, ledger_entries, ship_loop, the_approval
+from support.journal import events
+from support.repos import PY, add_remote, commit_all, git, make_project, remote_refs, write_agent
 
 BRANCH = "loop/ship/main"
 

@@ -18,10 +18,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from engine_helpers import assert_clean_exit
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from support.cli import assert_clean_exit
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM_PATH = "/usr/bin:/bin"  # git, and no loopctl, python or agent CLI

@@ -6,16 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    AGENTS,
-    FAST_CHECK,
-    PY,
-    events,
-    invoke,
-    loop_worktrees,
-    make_project,
-    write_loop,
-)
+from support.cli import invoke
+from support.journal import events
+from support.repos import AGENTS, FAST_CHECK, PY, loop_worktrees, make_project, write_loop
 
 from loopctl.paths import ProjectPaths
 

@@ -12,18 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
-from backend_helpers import install_fake_clis, set_scenario
-from engine_helpers import (
+from support.backends import install_fake_clis, set_scenario
+from support.cli import assert_clean_exit, run_loopctl
+from support.journal import events
+from support.processes import kill_if_alive, read_pid
+from support.repos import (
     CALC,
     PY,
-    assert_clean_exit,
     commit_all,
-    events,
     git,
-    kill_if_alive,
     make_project,
-    read_pid,
-    run_loopctl,
     toml_value,
     write_config,
     write_loop,

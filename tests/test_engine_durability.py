@@ -10,24 +10,10 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    GOAL_BRANCH,
-    PY,
-    assert_clean_exit,
-    attempt_starts,
-    events,
-    git,
-    invoke,
-    kill_if_alive,
-    make_project,
-    read_pid,
-    run_loopctl,
-    spawn_loopctl,
-    toml_value,
-    wait_for,
-    wait_until_gone,
-    write_loop,
-)
+from support.cli import assert_clean_exit, invoke, run_loopctl, spawn_loopctl
+from support.journal import attempt_starts, events
+from support.processes import kill_if_alive, read_pid, wait_for, wait_until_gone
+from support.repos import GOAL_BRANCH, PY, git, make_project, toml_value, write_loop
 
 from loopctl.lock import RunnerLock
 

@@ -10,20 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import (
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.journal import attempt_starts, events
+from support.processes import kill_if_alive, wait_until_gone
+from support.repos import (
     CALC,
     GOAL_BRANCH,
     PYTEST_CHECK,
-    assert_clean_exit,
-    attempt_starts,
-    events,
     git,
-    invoke,
-    kill_if_alive,
     loop_worktrees,
     make_project,
-    run_loopctl,
-    wait_until_gone,
     worktree_root,
     write_agent,
 )

@@ -7,17 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.journal import attempt_starts, events
+from support.repos import (
     PY,
-    assert_clean_exit,
-    attempt_starts,
     commit_all,
-    events,
     git,
-    invoke,
     loop_worktrees,
     make_project,
-    run_loopctl,
     toml_value,
     write_agent,
     write_loop,

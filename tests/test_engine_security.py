@@ -7,14 +7,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
+from support.cli import invoke
+from support.journal import events
+from support.repos import (
     FAST_CHECK,
     GOAL_BRANCH,
     PY,
     all_text_under,
-    events,
     git,
-    invoke,
     loop_worktrees,
     make_project,
     toml_value,
@@ -274,7 +274,7 @@ def test_hostile_base_refs_never_become_git_options(
 
 def test_fast_check_is_a_real_check(tmp_path: Path) -> None:
     # Guard for the tests that use FAST_CHECK: it fails on the bug and passes on the fix.
-    from engine_helpers import CALC
+    from support.repos import CALC
 
     for source, code in ((CALC, 1), (CALC.replace("a - b", "a + b"), 0)):
         (tmp_path / "calc.py").write_text(source)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from child_process import read_line
+from support.processes import read_line
 
 from loopctl.journal import events as events_module
 from loopctl.journal.events import Event, EventLog, EventType, LogCorrupt

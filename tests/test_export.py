@@ -17,16 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
-from engine_helpers import (
-    assert_clean_exit,
-    git,
-    invoke,
-    make_project,
-    run_loopctl,
-    write_agent,
-    write_loop,
-)
 from real_clis import CLIS_BIN
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.repos import git, make_project, write_agent, write_loop
 
 from loopctl.commands.export import DIST_NAME, every_to_cron
 from loopctl.definitions.fields import validate_cron

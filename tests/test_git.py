@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+from support import repos
 
 from loopctl import git
 from loopctl.errors import GitError
@@ -14,15 +16,8 @@ from loopctl.errors import GitError
 KEPT = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")
 
 
-def run_git(cwd: Path, *args: str) -> str:
-    """Plain git for setting up scenes (and for showing that a planted trap is live)."""
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+# Plain git for setting up scenes (and for showing that a planted trap is live).
+run_git = functools.partial(repos.git, plain=True)
 
 
 def write(path: Path, text: str) -> Path:

@@ -13,18 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import (
-    assert_clean_exit,
-    events,
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.delivery import inbox_items, the_approval
+from support.fake_gh import fake_gh, gh_calls
+from support.journal import events
+from support.repos import (
+    add_remote,
     git,
-    invoke,
     loop_worktrees,
     make_project,
-    run_loopctl,
+    remote_refs,
     worktree_root,
     write_loop,
 )
-from inbox_helpers import add_remote, fake_gh, gh_calls, inbox_items, remote_refs, the_approval
 
 from loopctl.definitions import load_project
 from loopctl.definitions.github_source import GithubKind, GithubQuery

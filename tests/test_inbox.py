@@ -7,29 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    assert_clean_exit,
-    events,
-    git,
-    invoke,
-    loopctl_argv,
-    make_project,
-    run_loopctl,
-    write_agent,
-    write_loop,
-)
-from inbox_helpers import (
-    action,
-    add_remote,
-    fake_gh,
-    gh_calls,
-    gh_state,
-    inbox_items,
-    ledger_entries,
-    remote_refs,
-    ship_loop,
-    the_approval,
-)
+from support.cli import assert_clean_exit, invoke, loopctl_argv, run_loopctl
+from support.delivery import action, inbox_items, ledger_entries, ship_loop, the_approval
+from support.fake_gh import fake_gh, gh_calls, gh_state
+from support.journal import events
+from support.repos import add_remote, git, make_project, remote_refs, write_agent, write_loop
 
 from loopctl.commands.inbox import InboxError, find_item
 from loopctl.definitions import load_project

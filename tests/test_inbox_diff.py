@@ -8,17 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    PY,
-    assert_clean_exit,
-    events,
-    git,
-    invoke,
-    loopctl_argv,
-    make_project,
-    run_loopctl,
-)
-from inbox_helpers import add_remote, inbox_items, ship_loop, the_approval
+from support.cli import assert_clean_exit, invoke, loopctl_argv, run_loopctl
+from support.delivery import inbox_items, ship_loop, the_approval
+from support.journal import events
+from support.repos import PY, add_remote, git, make_project
 
 from loopctl.cli.pager import coloured_diff
 

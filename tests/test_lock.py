@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from child_process import read_line
+from support.processes import read_line
 
 from loopctl import lock as lock_module
 from loopctl.errors import LockHeld

@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_helpers import wait_for
-from model_server import Call, Reply, Request, ScriptedModelServer, Turn, secret_digest
+from support.model_server import Call, Reply, Request, ScriptedModelServer, Turn, secret_digest
+from support.processes import wait_for
 
 TURN = Turn(text="Looking.", calls=[Call("Read", {"file_path": "/w/calc.py"})], usage=(120, 30))
 PATHS = {

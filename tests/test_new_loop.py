@@ -6,7 +6,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from engine_helpers import assert_clean_exit, events, invoke, make_project, run_loopctl
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.journal import events
+from support.repos import make_project
 
 
 def loops(repo: Path) -> list[str]:

@@ -12,16 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    assert_clean_exit,
-    commit_all,
-    events,
-    invoke,
-    make_project,
-    run_loopctl,
-    write_loop,
-)
-from trigger_helpers import running_procs, spawn, wait_event
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.journal import events, wait_event
+from support.processes import running_procs, spawn
+from support.repos import commit_all, make_project, write_loop
 
 BAD_LOOP = ".loop/loops/broken.toml"
 

@@ -1,8 +1,9 @@
 """The real Claude Code, Codex, opencode and aider CLIs, driven by loopctl's presets.
 
-Each test runs `loopctl` beside the scripted model server (tests/model_server.py), sealed in a
-loopback-only network namespace when running as root, so the CLI under test can reach nothing
-but that server; the server's log proves it was asked. See tests/real_clis.py for the set-up.
+Each test runs `loopctl` beside the scripted model server (tests/support/model_server.py),
+sealed in a loopback-only network namespace when running as root, so the CLI under test can
+reach nothing but that server; the server's log proves it was asked. See tests/real_clis.py for
+the set-up.
 """
 
 from __future__ import annotations
@@ -17,16 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import (
-    GOAL_BRANCH,
-    all_text_under,
-    commit_all,
-    events,
-    git,
-    make_project,
-    write_loop,
-)
-from model_server import secret_digest
 from real_clis import (
     API_KEY,
     CLIS,
@@ -39,6 +30,9 @@ from real_clis import (
     run_sealed,
     use_real_maker,
 )
+from support.journal import events
+from support.model_server import secret_digest
+from support.repos import GOAL_BRANCH, all_text_under, commit_all, git, make_project, write_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "tests-green"

@@ -10,17 +10,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    assert_clean_exit,
-    commit_all,
-    events,
-    invoke,
-    make_project,
-    run_loopctl,
-    wait_for,
-    write_loop,
-)
-from trigger_helpers import Proc, due, running_procs, spawn, wait_event
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.journal import due, events, wait_event
+from support.processes import Proc, running_procs, spawn, wait_for
+from support.repos import commit_all, make_project, write_loop
 
 from loopctl.journal.fuse import fuse_item_id
 from loopctl.scheduling.watch import RepoWatcher

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
+from support.cli import invoke
+from support.journal import events
+from support.repos import (
     FAST_CHECK,
     PY,
-    events,
     git_worktrees,
-    invoke,
     make_project,
     toml_value,
     write_agent,
@@ -201,7 +201,7 @@ def test_checks_run_confined_so_the_code_under_test_cannot_touch_the_checkout(
         "except OSError:\n    pass\n"
     )
     (repo / "calc.py").write_text(evil + "def add(a, b):\n    return a - b\n")
-    from engine_helpers import commit_all
+    from support.repos import commit_all
 
     commit_all(repo, "evil calc")
     write_config(
@@ -259,7 +259,7 @@ def test_worktree_git_pointers_are_pinned_and_the_object_store_is_layered(
     """An agent that repoints its worktree's `.git` could aim loopctl's own git at a repository
     it planted; it stays read-only. `git add` works, into this turn's own object layer: the
     repository's objects can be neither changed nor deleted."""
-    from engine_helpers import git
+    from support.repos import git
 
     worktree = tmp_path / "wt"
     git(repo, "worktree", "add", "-q", "-b", "loop/x/y", str(worktree))

@@ -11,7 +11,9 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from engine_helpers import commit_all, events, make_project, wait_for, write_loop
+from support.journal import events
+from support.processes import wait_for
+from support.repos import commit_all, make_project, write_loop
 
 from loopctl.definitions import load_project
 from loopctl.scheduling.daemon import run_foreground

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import assert_clean_exit, invoke, make_project, run_loopctl
+from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.repos import make_project
 
 from loopctl.cli.spend_cmds import sparkline
 from loopctl.journal.events import EventLog, EventType

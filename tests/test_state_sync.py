@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import invoke, run_loopctl
+from support.delivery import inbox_items
+from support.journal import events
+from support.repos import git, make_project, write_loop
 
 from loopctl.commands.state_sync import STATE_BRANCH, merge_logs
 from loopctl.journal.events import Event, EventLog, encode_line
 from loopctl.lock import RunnerLock
 from loopctl.paths import ProjectPaths
-from tests.engine_helpers import events, git, invoke, make_project, run_loopctl, write_loop
-from tests.inbox_helpers import inbox_items
 
 LOOP = 'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n'
 

@@ -15,15 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backend_helpers import (
-    Reply,
-    anthropic_reply,
-    make_agent,
-    make_request,
-    openai_reply,
-    reply_for,
-)
-from model_server import Request, ScriptedModelServer, secret_digest
+from support.backends import anthropic_reply, make_agent, make_request, openai_reply, reply_for
+from support.model_server import Reply, Request, ScriptedModelServer, secret_digest
 
 from loopctl.secrets import Redactor
 from loopctl.toolagent import SessionConfig, run_session

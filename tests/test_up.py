@@ -10,19 +10,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    assert_clean_exit,
-    commit_all,
-    events,
-    make_project,
+from support.cli import assert_clean_exit, run_loopctl
+from support.journal import due, events, last_seq, wait_event
+from support.processes import (
+    Proc,
     pid_alive,
     read_pid,
-    run_loopctl,
+    running_procs,
+    spawn,
     wait_for,
     wait_until_gone,
-    write_loop,
 )
-from trigger_helpers import Proc, due, last_seq, running_procs, spawn, wait_event
+from support.repos import commit_all, make_project, write_loop
 
 from loopctl.lock import read_holder
 from loopctl.scheduling.timing import last_slots

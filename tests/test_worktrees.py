@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.repos import git as run_git
+from support.repos import git_succeeds
 
 from loopctl import git, worktrees
 from loopctl.errors import GitError, LoopctlError
@@ -52,26 +54,16 @@ HOSTILE = [
 SAFE = ["pr-12", "issue_7", "Fix.Bug-3", "a", "x" * 64, "v1.2.3", "a-b_c.d"]
 
 
-def run_git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=check,
-        capture_output=True,
-        text=True,
-    )
-
-
 def commit_file(repo: Path, name: str, text: str) -> str:
     (repo / name).write_text(text)
     run_git(repo, "add", "--", name)
     run_git(repo, "commit", "-q", "-m", f"edit {name}")
-    return run_git(repo, "rev-parse", "HEAD").stdout.strip()
+    return run_git(repo, "rev-parse", "HEAD").strip()
 
 
 def porcelain(repo: Path) -> list[dict[str, str]]:
     records = []
-    for block in run_git(repo, "worktree", "list", "--porcelain").stdout.split("\n\n"):
+    for block in run_git(repo, "worktree", "list", "--porcelain").split("\n\n"):
         record = dict(line.partition(" ")[::2] for line in block.splitlines() if line)
         if record:
             records.append(record)
@@ -79,7 +71,7 @@ def porcelain(repo: Path) -> list[dict[str, str]]:
 
 
 def is_valid_branch(repo: Path, name: str) -> bool:
-    return run_git(repo, "check-ref-format", "--branch", name, check=False).returncode == 0
+    return git_succeeds(repo, "check-ref-format", "--branch", name)
 
 
 @pytest.fixture
@@ -166,7 +158,7 @@ def test_worktree_path_refuses_a_symlink_out_of_the_root(root: Path, tmp_path: P
 
 
 def test_creates_a_worktree_on_its_branch(repo: Path, root: Path) -> None:
-    head = run_git(repo, "rev-parse", "HEAD").stdout.strip()
+    head = run_git(repo, "rev-parse", "HEAD").strip()
     ws = ensure_worktree(repo, root, "babysit", "pr-12")
     assert ws == worktrees.Workspace(
         root / "babysit" / "pr-12", "loop/babysit/pr-12", head, created=True
@@ -198,7 +190,7 @@ def test_reuse_without_a_record_uses_the_fork_point(repo: Path, root: Path) -> N
 
 
 def test_base_ref_picks_the_starting_commit(repo: Path, root: Path) -> None:
-    old = run_git(repo, "rev-parse", "HEAD").stdout.strip()
+    old = run_git(repo, "rev-parse", "HEAD").strip()
     run_git(repo, "branch", "feature")
     commit_file(repo, "a.txt", "newer\n")
     ws = ensure_worktree(repo, root, "babysit", "t", base_ref="feature")

@@ -10,6 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from support.repos import git
+
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.paths import ProjectPaths
@@ -23,20 +25,10 @@ CHECK = (
 )
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
 def make_template(root: Path) -> Path:
     """A repository with a three-task loop `crash` and its maker, committed."""
     root.mkdir(parents=True)
-    _git(root, "init", "-q", "-b", "main")
+    git(root, "init", "-q", "-b", "main")
     (root / "README.md").write_text("crash lab\n")
     (root / "agents").mkdir()
     (root / "agents" / "maker.toml").write_text(
@@ -54,8 +46,8 @@ def make_template(root: Path) -> Path:
         "[budget]\nmax_iterations = 3\nmax_parallel = 1\n"
     )
     (root / ".gitignore").write_text("__pycache__/\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "crash lab")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "crash lab")
     return root
 
 
@@ -141,7 +133,7 @@ def check_invariants(repo: Path, killed_after: int) -> list[str]:
         if view is None or view.status != "done":
             problems.append(f"task {task} not done")
             continue
-        commits = _git(repo, "rev-list", "--count", f"main..loop/crash/{task}").strip()
+        commits = git(repo, "rev-list", "--count", f"main..loop/crash/{task}").strip()
         if commits != "1":
             problems.append(f"task {task} has {commits} commits on its branch, expected 1")
     return problems

@@ -20,19 +20,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    FAST_CHECK,
-    PY,
-    assert_clean_exit,
-    events,
-    loopctl_argv,
-    make_project,
-    run_loopctl,
-    toml_value,
-    write_config,
-    write_loop,
-)
 from markdown_it import MarkdownIt
+from support.cli import assert_clean_exit, loopctl_argv, run_loopctl
+from support.journal import events
+from support.repos import FAST_CHECK, PY, make_project, toml_value, write_config, write_loop
 
 from loopctl.journal.events import EventLog, EventType
 from loopctl.paths import ProjectPaths

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.repos import git
 
 from loopctl.journal.events import EventLog, EventType
 from loopctl.paths import ProjectPaths
@@ -21,13 +22,6 @@ from loopctl.paths import ProjectPaths
 PY = sys.executable
 NEVER_FIXES = Path(__file__).parents[1] / "agents" / "never_fixes.py"
 CHECK = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, check=True, capture_output=True,
-    )  # fmt: skip
 
 
 def project(root: Path, budget: str) -> Path:

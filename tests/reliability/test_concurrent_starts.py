@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import crashlab
-from engine_helpers import wait_for
+from support.processes import wait_for
 
 STARTS = 50
 

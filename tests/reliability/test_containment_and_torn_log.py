@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (inline test files read better whole)
 """Scenarios 2 and 7: a torn or damaged log, and an agent that tries to escape its worktree.
 
 Containment: an agent that plants hooks, core.hooksPath, core.fsmonitor and a filter driver gets
@@ -17,7 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_helpers import wait_until_gone
+from support.processes import wait_until_gone
+from support.repos import git
 from typer.testing import CliRunner
 
 from loopctl.cli.app import app
@@ -27,13 +27,6 @@ from loopctl.paths import ProjectPaths
 PY = sys.executable
 AGENTS = Path(__file__).parents[1] / "agents"
 CHECK = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.hooksPath=/dev/null", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
 
 
 # These scenarios test what holds without the sandbox (invariant 8's git hardening, the process

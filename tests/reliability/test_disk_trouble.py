@@ -15,19 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.repos import git
 
 from loopctl.journal.events import EventLog
 
 PY = sys.executable
 CHECK = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"
 FIXER = Path(__file__).parents[1] / "agents" / "fixer.py"
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, check=True, capture_output=True,
-    )  # fmt: skip
 
 
 @contextlib.contextmanager

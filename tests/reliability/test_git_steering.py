@@ -12,6 +12,7 @@ commands against real ssh://, git:// and http:// endpoints.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -23,15 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import (
-    PYTEST_CHECK,
-    assert_clean_exit,
-    events,
-    make_project,
-    run_loopctl,
-    write_agent,
-)
-from inbox_helpers import remote_refs
+from support import repos
+from support.cli import assert_clean_exit, run_loopctl
+from support.journal import events
+from support.repos import PYTEST_CHECK, make_project, remote_refs, write_agent
 
 from loopctl import git as lgit
 from loopctl.delivery import remotes
@@ -51,13 +47,8 @@ STEER = (
 )
 
 
-def plain_git(cwd: Path, *args: str) -> str:
-    """git for the test's own set-up, in repositories no agent has touched."""
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    return done.stdout
+# git for the test's own set-up, in repositories no agent has touched.
+plain_git = functools.partial(repos.git, plain=True)
 
 
 def bare(path: Path) -> Path:

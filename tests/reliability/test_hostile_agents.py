@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.repos import git
 
 import loopctl as loopctl_package
 from loopctl import sandbox
@@ -48,13 +49,6 @@ ALL_ATTACKS = ["environ", "rules", "approve", "git", "objects", "credentials", "
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] is None, reason=f"no sandbox on this machine: {sandbox.probe()[2]}"
 )
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
 
 
 def make_project(

@@ -6,6 +6,7 @@ the worktree root, 0 git arguments injected, 0 sentinel files created.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -13,6 +14,8 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+
+from support import repos
 
 PY = sys.executable
 REAL_GIT = shutil.which("git") or "/usr/bin/git"
@@ -49,11 +52,8 @@ def options_part(argv: list[str]) -> list[str]:
     return argv
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        [REAL_GIT, "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, check=True, capture_output=True,
-    )  # fmt: skip
+# The real git (PATH holds a recording wrapper in these tests), as a user runs it.
+git = functools.partial(repos.git, plain=True, program=REAL_GIT)
 
 
 def test_hostile_ids_titles_and_bases_stay_data(tmp_path: Path) -> None:

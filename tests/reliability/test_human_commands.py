@@ -16,18 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
-    FAST_CHECK,
-    PY,
-    assert_clean_exit,
-    events,
-    make_project,
-    run_loopctl,
-    toml_value,
-    write_config,
-    write_loop,
-)
-from inbox_helpers import action, ledger_entries
+from support.cli import assert_clean_exit, run_loopctl
+from support.delivery import action, ledger_entries
+from support.journal import events
+from support.repos import FAST_CHECK, PY, make_project, toml_value, write_config, write_loop
 
 from loopctl.commands.agent_context import agent_marker
 from loopctl.journal.events import EventLog

@@ -16,6 +16,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from support.repos import git
 
 from loopctl.cli.reporting import write_crash_log
 
@@ -43,13 +44,6 @@ def forms(value: str) -> list[str]:
     """The value and the encodings a leak might use (the middle of a base64 run counts)."""
     b64 = base64.b64encode(f"user:{value}".encode()).decode()
     return [value, urllib.parse.quote(value, safe=""), b64[8:-4]]
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
 
 
 @pytest.fixture

@@ -25,20 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import (
-    CALC,
-    FAST_CHECK,
-    TEST_CALC,
-    assert_clean_exit,
-    events,
-    git,
-    kill_if_alive,
-    read_pid,
-    run_loopctl,
-    toml_value,
-    wait_for,
-)
-from trigger_helpers import Proc, running_procs, spawn, wait_event
+from support.cli import assert_clean_exit, run_loopctl
+from support.journal import events, wait_event
+from support.processes import Proc, kill_if_alive, read_pid, running_procs, spawn, wait_for
+from support.repos import CALC, FAST_CHECK, TEST_CALC, git, toml_value
 
 PY = sys.executable
 TAMPERS = Path(__file__).parent / "agents" / "tampers.py"

@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
-from engine_helpers import (
+from support.cli import invoke
+from support.journal import events
+from support.repos import (
     GOAL_BRANCH,
     PYTEST_CHECK,
     commit_all,
-    events,
     git,
-    invoke,
     make_project,
     write_agent,
     write_config,
