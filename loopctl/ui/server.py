@@ -105,7 +105,7 @@ class Dashboard:
         return self._runs[1]
 
     def loops(self) -> views.LoopsView:
-        from loopctl.scheduling.schedule import zone
+        from loopctl.scheduling.timing import zone
 
         events = self.events()
         return views.loops_view(
@@ -186,7 +186,7 @@ def build_app(board: Dashboard) -> ASGIApp:
         raw = request.headers.get("last-event-id") or request.query_params.get("after", "0")
         after = int(raw) if raw.isdigit() else 0
         try:
-            from loopctl.commands.status import find_run
+            from loopctl.journal.history import find_run
 
             found = find_run(board.events(), ref)
         except LoopctlError as exc:

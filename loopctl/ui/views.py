@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loopctl.commands.status import LoopStatus, describe, find_run, loop_statuses
+from loopctl.commands.status import LoopStatus, describe, loop_statuses
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.history import find_run
 from loopctl.journal.inbox import InboxItem
 from loopctl.journal.spending import GroupBy, SpendRow, spend_report
 
