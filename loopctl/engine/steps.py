@@ -5,7 +5,7 @@ run's budget, and answers with one `Step`: deliver, escalate, pause, stop, fail,
 attempt interrupted twice, or start (or redo) attempt n. It reads no file and runs nothing, so
 every rule of the task state machine is a row in a table test (`tests/test_engine_steps.py`);
 `engine.task.work_task` applies the step and asks again. It is to a task what
-`scheduling.schedule.decide` is to a trigger.
+`scheduling.timing.decide` is to a trigger.
 """
 
 from __future__ import annotations
