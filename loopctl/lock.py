@@ -28,6 +28,11 @@ _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_.-]")
 # `read_holder` probes with a brief shared lock; a runner starting at that instant retries
 # rather than refusing because of a status query.
 _ATTEMPTS = 3
+# loopctl's own locks start with "_", which no loop name can (definitions/loops.py LOOP_NAME):
+# a loop called `inbox` or `worktrees` must never share a lock file with them.
+INBOX_LOCK = "_inbox"
+WORKTREES_LOCK = "_worktrees"
+STATE_SYNC_LOCK = "_state-sync"
 _RETRY_PAUSE = 0.01
 
 
@@ -196,4 +201,4 @@ def short_lock(locks_dir: Path, name: str) -> Iterator[None]:
 
 def inbox_lock(locks_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Serialise inbox decisions across processes (held for milliseconds, never for delivery)."""
-    return short_lock(locks_dir, "inbox")
+    return short_lock(locks_dir, INBOX_LOCK)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.processes import read_line
@@ -22,6 +23,7 @@ REPO = Path(lock_module.__file__).resolve().parents[1]
 _CHILD = """
 import sys
 from pathlib import Path
+from typing import Any
 from loopctl.errors import LockHeld
 from loopctl.lock import RunnerLock
 lock = RunnerLock(Path(sys.argv[1]), sys.argv[2])
@@ -243,3 +245,24 @@ def test_a_symlink_at_the_lock_path_is_not_followed(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="symbolic links"):
         RunnerLock(locks, "babysit").acquire()
     assert target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("held", "loop"),
+    [
+        (lambda d: lock_module.inbox_lock(d), "inbox"),
+        (lambda d: lock_module.short_lock(d, lock_module.WORKTREES_LOCK), "worktrees"),
+        (lambda d: lock_module.short_lock(d, lock_module.STATE_SYNC_LOCK), "state-sync"),
+    ],
+)
+def test_a_loop_named_like_an_internal_lock_never_shares_its_file(
+    tmp_path: Path, held: Any, loop: str
+) -> None:
+    # flock conflicts between two descriptors of one file even in one process, so a shared
+    # file would make the loop's own lock refuse while an inbox decision is being recorded.
+    with held(tmp_path):
+        runner = RunnerLock(tmp_path, loop)
+        runner.acquire()
+        assert runner.held
+        runner.release()
+    assert lock_path(tmp_path, loop) != lock_path(tmp_path, lock_module.INBOX_LOCK)

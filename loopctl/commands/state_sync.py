@@ -329,9 +329,9 @@ def _running_loops(paths: ProjectPaths) -> list[str]:
 @contextlib.contextmanager
 def _sync_lock(paths: ProjectPaths) -> Iterator[None]:
     """One sync at a time per clone (a second one waits)."""
-    from loopctl.lock import short_lock
+    from loopctl.lock import STATE_SYNC_LOCK, short_lock
 
-    with short_lock(paths.locks_dir, "state-sync"):
+    with short_lock(paths.locks_dir, STATE_SYNC_LOCK):
         yield
 
 

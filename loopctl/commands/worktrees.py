@@ -114,9 +114,9 @@ def prune(project: Project, *, dry_run: bool = False) -> list[WorktreeRow]:
 
     Branches stay: the commits on them are the work. A task still running is never touched.
     """
-    from loopctl.lock import short_lock
+    from loopctl.lock import WORKTREES_LOCK, short_lock
 
-    with short_lock(project.paths.locks_dir, "worktrees"):
+    with short_lock(project.paths.locks_dir, WORKTREES_LOCK):
         return _prune(project, dry_run=dry_run)
 
 

@@ -135,9 +135,9 @@ def retire_previous(ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_s
 
 def worktree_lock(rec: Recorder) -> contextlib.AbstractContextManager[None]:
     """git's worktree bookkeeping races under concurrent adds and removals: one at a time."""
-    from loopctl.lock import short_lock
+    from loopctl.lock import WORKTREES_LOCK, short_lock
 
-    return short_lock(rec.paths.locks_dir, "worktrees")
+    return short_lock(rec.paths.locks_dir, WORKTREES_LOCK)
 
 
 def resolve_base(rec: Recorder, ref: str) -> str:
