@@ -214,4 +214,43 @@ def _describe(event: Event) -> str:
             f"{who}baseline check on the base commit: exit {d.get('exit_code')},"
             f" counts {d.get('counts')}"
         )
-    return f"{who}{t}"
+    return _describe_more(event, who) or f"{who}{t}"
+
+
+def _describe_more(event: Event, who: str) -> str | None:
+    """The quieter events: what a run listed, started, was told and noted."""
+    d = event.data
+    t = event.type
+    if t == EventType.TASKS_LISTED:
+        return f"{d.get('count', d.get('found'))} task(s) listed"
+    if t == EventType.AGENT_STARTED:
+        return f"{who}{d.get('role')} {d.get('agent')} started (attempt {d.get('attempt')})"
+    if t == EventType.RUN_INTERRUPTED:
+        return "run interrupted (resume it with the same command)"
+    if t == EventType.RUN_RESUMED:
+        return "run resumed"
+    if t == EventType.ACTION_DEFERRED:
+        return f"{who}{d.get('action')} deferred"
+    if t == EventType.WORKTREE_PREPARED:
+        return f"{who}worktree prepared"
+    if t == EventType.DELIVERY_PLANNED:
+        plan = d.get("plan")
+        steps = plan.get("steps") if isinstance(plan, dict) else None
+        names = [
+            f"{s.get('name')}{' (gated)' if s.get('gated') else ''}"
+            for s in (steps if isinstance(steps, list) else [])
+            if isinstance(s, dict)
+        ]
+        return f"{who}delivery planned: {', '.join(names) or 'nothing'}"
+    if t == EventType.NOTIFIED:
+        return f"{who}inbox {d.get('item')} sent to {d.get('channel')}"
+    if t == EventType.NOTIFY_FAILED:
+        return f"{who}inbox {d.get('item')} not sent to {d.get('channel')}: {d.get('error')}"
+    if t == EventType.DIGEST_SENT:
+        return f"digest sent ({d.get('waiting')} waiting)"
+    if t == EventType.NOTE:
+        said = d.get("reason") or d.get("warning") or d.get("mode") or ""
+        return f"{who}note: {str(d.get('what', '')).replace('_', ' ')}" + (
+            f" ({said})" if said else ""
+        )
+    return None
