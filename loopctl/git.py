@@ -1251,3 +1251,84 @@ def ref_values(repo: Path) -> dict[str, str]:
         if name:
             values[name] = sha
     return values
+
+
+# --- recycled worktrees (loopctl.worktree_pool) ------------------------------------------------
+
+# A recycled worktree's index is loopctl's own copy, so its stat data are trusted; these make
+# sure git compares all of it (a maker cannot set a file's change time back) before it skips a
+# file as unchanged.
+_FULL_STAT = ("-c", "core.trustctime=true", "-c", "core.checkStat=default")
+
+
+def recycle_checkout(worktree: Path, branch: str, base_sha: str) -> None:
+    """Put a recycled worktree on `branch` (made at `base_sha` when new), its files matching it.
+
+    `reset --hard` rewrites only the files whose content or stat data differ from the index, so
+    a worktree moved to a nearby commit costs the files that changed, not the whole tree.
+    """
+    ref = f"refs/heads/{branch}"
+    sha = _require_sha(worktree, base_sha)
+    if not branch_exists(worktree, branch):
+        git(["update-ref", "--no-deref", "--", ref, sha, "0" * len(sha)], cwd=worktree)
+    target = git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+        cwd=worktree,
+        extra_env=_NO_REPLACE,
+    ).stdout.strip()
+    git(["symbolic-ref", "HEAD", ref], cwd=worktree)
+    git(
+        [*_FULL_STAT, "reset", "--hard", "--quiet", _require_sha(worktree, target)],
+        cwd=worktree,
+        extra_env=_NO_REPLACE,
+    )
+
+
+def clean_worktree(worktree: Path, keep: Sequence[str]) -> None:
+    """Delete every untracked and ignored file (nested repositories too) except under `keep`."""
+    excludes = [arg for name in keep for arg in ("-e", "/" + name.strip("/"))]
+    git(["clean", "-ffdxq", *excludes], cwd=worktree)
+
+
+def tracked_under(repo: Path, commit: str, paths: Sequence[str]) -> set[str]:
+    """Those of `paths` that `commit` tracks a file in (or at)."""
+    if not paths:
+        return set()
+    out = git(
+        [
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "-z",
+            _require_sha(repo, commit),
+            "--",
+            *(f":(top,literal){p.strip('/')}" for p in paths),
+        ],
+        cwd=repo,
+        extra_env=_NO_REPLACE,
+    ).stdout
+    found = _split_z(out)
+    return {
+        p
+        for p in paths
+        if any(f == p.strip("/") or f.startswith(p.strip("/") + "/") for f in found)
+    }
+
+
+def status_outside(worktree: Path, skip: Sequence[str]) -> list[str]:
+    """`git status` lines (untracked and ignored included) for everything outside `skip`."""
+    out = git(
+        [
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--ignored=traditional",
+            "--untracked-files=all",
+            "--no-renames",
+            "--",
+            ".",
+            *(f":(top,exclude,literal){p.strip('/')}" for p in skip),
+        ],
+        cwd=worktree,
+    ).stdout
+    return sorted(_split_z(out))

@@ -95,6 +95,11 @@ class ProjectPaths:
     def crash_dir(self) -> Path:
         return cache_home() / "crashes"
 
+    @property
+    def seeds_dir(self) -> Path:
+        """Dependency seeds of this repository (loopctl.seeds), beside its worktrees."""
+        return cache_home() / "seeds" / repo_slug(self.root)
+
     def default_worktree_root(self) -> Path:
         return cache_home() / "worktrees" / repo_slug(self.root)
 

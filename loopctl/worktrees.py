@@ -109,7 +109,7 @@ def ensure_worktree(
     if branch_existed:
         # Earlier work on the branch is not this task's change; measure from where it forked.
         base_sha = git.merge_base(top, branch, base_sha) or base_sha
-    _record_base(path, base_sha)
+    record_base(path, base_sha)
     return Workspace(path, branch, base_sha, created=True)
 
 
@@ -254,11 +254,12 @@ def _recorded_base(top: Path, path: Path, base_ref: str) -> str:
     # base_ref is resolved in the main worktree: "HEAD" there is what the task started from.
     head = git.head_sha(path)
     base = git.merge_base(top, head, git.resolve_commit(top, base_ref)) or head
-    _record_base(path, base)
+    record_base(path, base)
     return base
 
 
-def _record_base(path: Path, base_sha: str) -> None:
+def record_base(path: Path, base_sha: str) -> None:
+    """Note the commit a worktree's task started from (read back when a run resumes)."""
     write_atomic(git.git_dir(path) / _BASE_FILE, base_sha + "\n")
 
 

@@ -114,6 +114,16 @@ def status(json_out: JsonFlag = False) -> None:
     )
     from loopctl.journal.state import describe_spend
 
+    warm = [s for s in statuses if s.warm.get("pool_hits") or s.warm.get("setups_run")]
+    if warm:
+        print("\nwarm workspaces (all runs):")
+        for s in warm:
+            w = s.warm
+            print(
+                f"  {s.loop}: saved {w['saved_s']:.1f}s — {w['pool_hits']} pool hits,"
+                f" {w['seed_hits']} seed hits, {w['setups_skipped']} setups skipped,"
+                f" {w['setups_run']} run"
+            )
     spent = [(s.loop, task, by) for s in statuses for task, by in s.by_task.items() if by]
     if spent:
         print("\nspend of each loop's last run, by task and backend:")
@@ -272,12 +282,33 @@ def worktrees(ctx: typer.Context, json_out: JsonFlag = False) -> None:
         [
             (r.loop, r.task, r.branch, r.task_status, "yes" if r.dirty else "no", r.path)
             for r in rows
+            if r.kind == "task"
         ],
         empty="no loopctl worktrees",
     )
     for r in rows:
         if r.resume:
             print(f"{r.loop}/{r.task} was interrupted; resume it with: {r.resume}")
+    warm = [r for r in rows if r.kind != "task"]
+    if warm:
+        from loopctl.cli.render import human_bytes
+
+        print()
+        print_table(
+            ("POOLED / SEED", "LOOP", "SIZE", "FILES", "HOLDS", "PATH"),
+            [
+                (
+                    r.kind,
+                    r.loop or "-",
+                    human_bytes(r.bytes or 0),
+                    "-" if r.files is None else str(r.files),
+                    r.detail or "-",
+                    r.path,
+                )
+                for r in warm
+            ],
+            empty="",
+        )
 
 
 @worktrees_app.command("prune")
@@ -298,7 +329,10 @@ def worktrees_prune(
         return
     verb = "would remove" if dry_run else "removed"
     for r in removed:
-        print(f"{verb} {r.path} ({r.loop}/{r.task}: {r.task_status})")
+        if r.kind == "task":
+            print(f"{verb} {r.path} ({r.loop}/{r.task}: {r.task_status})")
+        else:
+            print(f"{verb} {r.kind} {r.path} ({r.bytes or 0} bytes)")
     if not removed:
         print("nothing to prune")
 

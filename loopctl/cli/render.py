@@ -84,3 +84,13 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, empty:
     for row in lines:
         cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(row)]
         print("  ".join(cells).rstrip())
+
+
+def human_bytes(count: int) -> str:
+    """A size for people: "512 B", "3.4 MB", "1.2 GB" (powers of 1000, as `du --si`)."""
+    size = float(count)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"

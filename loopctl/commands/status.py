@@ -9,6 +9,7 @@ from loopctl.definitions import Project
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
+from loopctl.journal.warmth import time_saved
 from loopctl.lock import read_holder
 from loopctl.text import strip_controls
 from loopctl.usage import clamp_usd, tokens_of
@@ -31,6 +32,7 @@ class LoopStatus:
     by_task: dict[str, dict[str, history.Spend]] = field(default_factory=dict)
     next_tick: str | None = None  # ISO time, "on change" (watch), or None when nothing schedules it
     up_pid: int | None = None  # the `loopctl up` process scheduling this loop
+    warm: dict[str, float | int] = field(default_factory=dict)  # journal.warmth.time_saved
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +55,7 @@ class LoopStatus:
             "running_pid": self.running_pid,
             "next_tick": self.next_tick,
             "up_pid": self.up_pid,
+            "warm_workspaces": self.warm,
         }
 
 
@@ -99,6 +102,7 @@ def loop_statuses(
                 by_task={t.task: dict(t.by_backend) for t in last.tasks.values()} if last else {},
                 next_tick=scheduled.get(name, (None, None))[0],
                 up_pid=scheduled.get(name, (None, None))[1],
+                warm=time_saved(e for e in events if e.loop == name),
             )
         )
     return statuses

@@ -1,4 +1,5 @@
-"""`loopctl worktrees`: loopctl's worktrees joined with their task's state, and pruning them."""
+"""`loopctl worktrees`: loopctl's worktrees joined with their task's state, the loops' pooled
+worktrees and the dependency seeds with their sizes, and pruning them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from loopctl.definitions import Project
 from loopctl.definitions.config import KeepPolicy
 from loopctl.journal import history
 from loopctl.journal.events import EventLog
+from loopctl.seeds import Seed, SeedStore
+from loopctl.worktree_pool import list_pool, prune_pool
 from loopctl.worktrees import WorktreeInfo, list_worktrees, prune_worktrees, remove_worktree
 
 FINISHED = ("done", "skipped", "failed", "stopped")
@@ -25,9 +28,14 @@ class WorktreeRow:
     dirty: bool
     registered: bool
     resume: str | None = None  # the command that resumes an interrupted task
+    kind: str = "task"  # task | pooled (a parked worktree) | seed (dependency folders)
+    bytes: int | None = None  # on disk; measured for pooled worktrees and seeds
+    files: int | None = None  # in a seed
+    detail: str = ""  # a seed's folders and inputs hash, a pooled worktree's preserved folders
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "loop": self.loop,
             "task": self.task,
             "branch": self.branch,
@@ -36,6 +44,9 @@ class WorktreeRow:
             "dirty": self.dirty,
             "registered": self.registered,
             "resume": self.resume,
+            "bytes": self.bytes,
+            "files": self.files,
+            "detail": self.detail,
         }
 
 
@@ -88,7 +99,44 @@ def worktree_report(project: Project) -> list[WorktreeRow]:
     for info in list_worktrees(project.root, _root(project)):
         status, resume = states.get((info.loop, info.task_id), ("unknown", None))
         rows.append(_row(info, status, resume))
+    return rows + warm_report(project)
+
+
+def warm_report(project: Project) -> list[WorktreeRow]:
+    """The loops' pooled worktrees and the repository's dependency seeds, with their sizes."""
+    rows = [
+        WorktreeRow(
+            pooled.loop,
+            "",
+            "",
+            str(pooled.path),
+            "pooled",
+            False,
+            True,
+            kind="pooled",
+            bytes=pooled.bytes,
+            detail=", ".join(pooled.preserved),
+        )
+        for pooled in list_pool(_root(project))
+    ]
+    rows += [_seed_row(seed, "seed") for seed in SeedStore(project.paths.seeds_dir).seeds()]
     return rows
+
+
+def _seed_row(seed: Seed, status: str) -> WorktreeRow:
+    return WorktreeRow(
+        "",
+        "",
+        "",
+        str(seed.path),
+        status,
+        False,
+        False,
+        kind="seed",
+        bytes=seed.bytes,
+        files=seed.files,
+        detail=f"{', '.join(seed.folders)} for inputs {seed.inputs_hash[:12]}",
+    )
 
 
 def _row(info: WorktreeInfo, status: str, resume: str | None = None) -> WorktreeRow:
@@ -140,4 +188,32 @@ def _prune(project: Project, *, dry_run: bool) -> list[WorktreeRow]:
             removed.append(
                 WorktreeRow(path.parent.name, path.name, "", str(path), "leftover", False, False)
             )
+    removed += _prune_warm(project, dry_run=dry_run)
     return removed
+
+
+def _prune_warm(project: Project, *, dry_run: bool) -> list[WorktreeRow]:
+    """Seeds beyond `[worktree] max_seed_age`/`max_seed_size`, and the pooled worktrees of loops
+    that no longer pool (or no longer exist)."""
+    removed: list[WorktreeRow] = []
+    pooling = {name for name, loop in project.loops.items() if loop.worktree.pool}
+    stale = [p for p in list_pool(_root(project)) if p.loop not in pooling]
+    for pooled in stale:
+        removed.append(
+            WorktreeRow(pooled.loop, "", "", str(pooled.path), "pooled", False, True,
+                        kind="pooled", bytes=pooled.bytes)
+        )  # fmt: skip
+    if not dry_run and stale:
+        gone = {
+            str(p) for p in prune_pool(project.root, _root(project), only=[p.loop for p in stale])
+        }
+        removed = [r for r in removed if r.path in gone]
+    store = SeedStore(project.paths.seeds_dir)
+    config = project.config
+    if dry_run:
+        dropped = store.prune(
+            max_age_s=config.max_seed_age_s, max_bytes=config.max_seed_size, dry_run=True
+        )
+    else:
+        dropped = store.prune(max_age_s=config.max_seed_age_s, max_bytes=config.max_seed_size)
+    return removed + [_seed_row(seed, "seed") for seed in dropped]

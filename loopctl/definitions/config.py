@@ -67,6 +67,9 @@ class Config:
     conditions: tuple[tuple[str, tuple[str, ...]], ...] = ()
     worktree_root: Path | None = None
     keep: KeepPolicy = KeepPolicy.ON_FAILURE
+    # [worktree] bounds on dependency seeds (loopctl.seeds), applied by `worktrees prune`.
+    max_seed_size: int | None = None
+    max_seed_age_s: float | None = None
     author: str = "loopctl <loopctl@localhost>"
     notify: Notify = field(default_factory=Notify)
     prices: tuple[tuple[str, Price], ...] = ()
@@ -144,6 +147,8 @@ def load_config(path: Path, problems: Problems) -> Config:
                 conditions.append((" ".join(name.lower().split()), argv))
     worktree_root: Path | None = None
     keep = KeepPolicy.ON_FAILURE
+    max_seed_size: int | None = None
+    max_seed_age_s: float | None = None
     worktree = table.table("worktree")
     if worktree is not None:
         root_text = worktree.string("root")
@@ -153,6 +158,8 @@ def load_config(path: Path, problems: Problems) -> Config:
         keep = KeepPolicy(
             worktree.string("keep", keep.value, choices=[k.value for k in KeepPolicy]) or keep
         )
+        max_seed_size = worktree.size("max_seed_size")
+        max_seed_age_s = worktree.duration("max_seed_age")
         worktree.finish()
     author = "loopctl <loopctl@localhost>"
     deliver = table.table("deliver")
@@ -224,6 +231,8 @@ def load_config(path: Path, problems: Problems) -> Config:
         env_allow=env_allow,
         conditions=tuple(conditions),
         worktree_root=worktree_root,
+        max_seed_size=max_seed_size,
+        max_seed_age_s=max_seed_age_s,
         keep=keep,
         author=author,
         notify=notify,

@@ -332,6 +332,47 @@ class Table:
             return default
         return seconds
 
+    def size(self, key: str, default: int | None = None) -> int | None:
+        """A size in bytes: an integer, or a string like "500MB", "2GB", "1.5GiB"."""
+        value = self._get(key)
+        if value is MISSING:
+            return default
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        if isinstance(value, str):
+            try:
+                return parse_size(value)
+            except ValueError as exc:
+                self.error(key, f"{self.where(key)}: {exc}")
+                return default
+        self.error(
+            key,
+            f'{self.where(key)} must be a size like "500MB" or "2GB", not {describe_type(value)}',
+        )
+        return default
+
+    def relative_paths(self, key: str) -> tuple[str, ...] | None:
+        """Paths inside the repository (no glob characters); None when the key is absent."""
+        if not self.has(key):
+            return None
+        paths = self.string_list(key)
+        for item in paths:
+            parts = Path(item).parts
+            if (
+                item.startswith("/")
+                or ".." in parts
+                or any(char in item for char in "*?[\\\0")
+                or not parts
+                or parts[0] in (".git", ".loop")
+            ):
+                self.error(
+                    key,
+                    f"{self.where(key)}: {item!r} must be a plain folder path inside the"
+                    " repository (no glob, no '..', not .git or .loop)",
+                )
+                return ()
+        return tuple(item.strip("/") for item in paths)
+
     def table(self, key: str) -> Table | None:
         """A sub-table; None when absent (and an error when it is not a table)."""
         value = self._get(key)
@@ -351,3 +392,29 @@ class Table:
     def raw(self, key: str) -> Any:
         value = self._get(key)
         return None if value is MISSING else value
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "500MB", "2GB", "1.5GiB" or "1024"; ValueError with the accepted forms."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _SIZE_UNITS:
+        raise ValueError(f'{text!r} is not a size; write e.g. "500MB", "2GB" or "1.5GiB"')
+    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if size <= 0:
+        raise ValueError(f"{text!r} is not a size above zero bytes")
+    return size

@@ -80,6 +80,10 @@ class WorktreeSpec:
     setup: tuple[tuple[str, ...], ...] = ()
     copy: tuple[str, ...] = ()
     keep: KeepPolicy = KeepPolicy.ON_FAILURE
+    # None: detected from the worktree (loopctl.seeds.DEFAULT_INPUTS / DEFAULT_PRESERVE).
+    setup_inputs: tuple[str, ...] | None = None
+    preserve: tuple[str, ...] | None = None
+    pool: bool = True  # finished worktrees are recycled for the next task
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +327,9 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
                 )
                 or config.keep
             ),
+            setup_inputs=_setup_inputs(worktree_table),
+            preserve=worktree_table.relative_paths("preserve"),
+            pool=worktree_table.boolean("pool", True),
         )
         for pattern in worktree.copy:
             if pattern.startswith("/") or ".." in Path(pattern).parts:
@@ -400,3 +407,19 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
         jitter_s=jitter_s,
         tz=tz,
     )
+
+
+def _setup_inputs(table: Table) -> tuple[str, ...] | None:
+    """`setup_inputs`: files or globs inside the repository whose content decides setup."""
+    if not table.has("setup_inputs"):
+        return None
+    patterns = table.glob_list("setup_inputs")
+    for pattern in patterns:
+        if pattern.startswith("/") or ".." in Path(pattern).parts or "**" in pattern:
+            table.error(
+                "setup_inputs",
+                f"{table.where('setup_inputs')}: {pattern!r} must be a file or a glob inside"
+                " the repository (no '..', no '**')",
+            )
+            return ()
+    return patterns

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from loopctl.definitions import Loop
 from loopctl.definitions.config import KeepPolicy
+from loopctl.engine import warming
 from loopctl.engine.context import (
     GOAL_LOOP,
     RunContext,
@@ -24,7 +25,6 @@ from loopctl.journal.statuses import TaskStatus
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
     Workspace,
-    remove_worktree,
 )
 
 if TYPE_CHECKING:
@@ -90,8 +90,8 @@ def finish_task(
             keep is KeepPolicy.ON_FAILURE and status in (TaskStatus.DONE, TaskStatus.SKIPPED)
         )
         if remove:
-            with worktree_lock(ctx.rec), contextlib.suppress(LoopctlError):
-                remove_worktree(ctx.paths.root, workspace.path)
+            with worktree_lock(ctx.rec), contextlib.suppress(LoopctlError, OSError):
+                warming.retire(ctx, workspace)  # parked in the loop's pool, or removed
     ctx.rec.refresh_projections()
     return TaskOutcome(
         spec.id,

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from loopctl import git
+from loopctl.engine import warming
 from loopctl.engine.containment import sandbox_for
 from loopctl.engine.context import (
     RunContext,
@@ -66,8 +67,8 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
     base_sha = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
     with worktree_lock(ctx.rec):
         retire_previous(ctx, spec, worktree_root, base_sha)
-        workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, base_sha)
-    workspace = replace(workspace, base_sha=base_sha)
+        taken = warming.take(ctx, spec, worktree_root, base_sha)  # from the pool, or fresh
+    workspace = replace(taken.workspace, base_sha=base_sha)
     if workspace.created and git.head_sha(workspace.path) == base_sha:
         # Untouched by any agent yet: its index is a trustworthy stat cache of the base.
         with contextlib.suppress(LoopctlError, OSError):
@@ -80,7 +81,7 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
         base_sha=base_sha,
         base_ref_sha=base_sha,
     )
-    prepare_worktree(ctx, spec, workspace)
+    prepare_worktree(ctx, spec, workspace, taken)
     placed = git.changed_paths(workspace.path, base_sha)
     if placed:
         ctx.event(
@@ -153,7 +154,9 @@ def resolve_base(rec: Recorder, ref: str) -> str:
         raise
 
 
-def prepare_worktree(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
+def prepare_worktree(
+    ctx: RunContext, spec: TaskSpec, workspace: Workspace, taken: warming.Taken
+) -> None:
     from loopctl import process
     from loopctl.globs import compile_glob
 
@@ -172,27 +175,32 @@ def prepare_worktree(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> N
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)
     run_dir = attempt_dir(ctx, spec.id, 0)
-    for index, argv in enumerate(spec_worktree.setup, start=1):
-        done = process.run(
-            list(argv),
-            cwd=workspace.path,
-            env=check_env(ctx.rec),
-            timeout=1800,
-            stdout_path=run_dir / f"setup-{index}.out",
-            stderr_path=run_dir / f"setup-{index}.err",
-            redactor=ctx.rec.redactor,
-            cancel=ctx.stop,
-            sandbox=sandbox_for(ctx, workspace, None),
-        )
-        ctx.event(
-            spec.id,
-            EventType.NOTE,
-            what="setup",
-            argv=list(argv),
-            exit_code=done.exit_code,
-        )
-        if not done.ok:
-            raise LoopctlError(f"worktree setup `{' '.join(argv)}` exited {done.exit_code}")
+
+    def run_setup() -> None:
+        for index, argv in enumerate(spec_worktree.setup, start=1):
+            done = process.run(
+                list(argv),
+                cwd=workspace.path,
+                env=check_env(ctx.rec),
+                timeout=1800,
+                stdout_path=run_dir / f"setup-{index}.out",
+                stderr_path=run_dir / f"setup-{index}.err",
+                redactor=ctx.rec.redactor,
+                cancel=ctx.stop,
+                sandbox=sandbox_for(ctx, workspace, None),
+            )
+            ctx.event(
+                spec.id,
+                EventType.NOTE,
+                what="setup",
+                argv=list(argv),
+                exit_code=done.exit_code,
+            )
+            if not done.ok:
+                raise LoopctlError(f"worktree setup `{' '.join(argv)}` exited {done.exit_code}")
+
+    # Setup runs only when its inputs changed; else the pool or a seed supplies its folders.
+    warming.setup(ctx, spec, workspace, taken, run_setup)
 
 
 def placed_unchanged(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> list[str]:
