@@ -89,9 +89,10 @@ def run_tasks(root: Path) -> list[dict[str, float | str]]:
     from loopctl.definitions import load_project
     from loopctl.engine.runner import Engine
     from loopctl.journal.events import EventLog
+    from loopctl.journal.recorder import Recorder
 
     project = load_project(root)
-    outcome = Engine(project).run_loop_once(project.loop("warm"))
+    outcome = Engine(Recorder(project)).run_loop_once(project.loop("warm"))
     assert outcome.ok, outcome
     events = EventLog(project.paths.events_file).read()
     found = {e.task: e.time for e in events if e.type == "task_found"}
