@@ -41,9 +41,10 @@ def test_goal_met_commits_the_fix_and_records_spend(
     assert git(repo, "rev-parse", f"{GOAL_BRANCH}~1").strip() == base
     assert git(repo, "rev-parse", "main").strip() == base
     assert "return a - b" in (repo / "calc.py").read_text()
-    # keep = on-failure (the default): a finished task's worktree is removed, its branch stays.
+    # keep = on-failure (the default): a finished task's worktree is let go (parked, detached,
+    # in the loop's pool for the next task: see test_warm_workspaces.py), its branch stays.
     assert loop_worktrees(repo) == []
-    leftovers = [p for p in worktree_root().rglob("*") if p.name == TASK]
+    leftovers = [p for p in worktree_root().rglob("*") if p.name == TASK and ".pool" not in p.parts]
     assert leftovers == []
     state = (repo / ".loop" / "STATE.md").read_text()
     assert f"### `{TASK}` — done" in state
