@@ -38,8 +38,9 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
     """The workspace `spec` is worked in, ready for its first (or next) attempt.
 
     In place: the repository itself. Resumed (`view` recorded a worktree): the same worktree at
-    the base the log recorded. Otherwise a fresh worktree at the task's base ref, after whatever
-    an earlier run left there is archived; files copied and setup commands run (`[worktree]`).
+    the base the log recorded. Otherwise a fresh worktree at the task's base ref (a pooled one
+    made fresh, or a new one: `warming.take`), after whatever an earlier run left there is
+    archived; files copied, and setup run, skipped or seeded by its inputs (`warming.setup`).
     Every step is recorded (`worktree_created`, `worktree_prepared`).
     """
     root = ctx.paths.root
