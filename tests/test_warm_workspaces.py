@@ -198,3 +198,19 @@ def test_prune_drops_seeds_beyond_the_size_and_pools_of_loops_that_no_longer_poo
     rows = json.loads(invoke(monkeypatch, repo, "worktrees", "--json").output)["worktrees"]
     assert [r for r in rows if r["kind"] != "task"] == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_the_log_says_how_each_workspace_came(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(repo, tmp_path)
+    assert invoke(monkeypatch, repo, "run", "warm", "--once").exit_code == 0
+
+    shown = invoke(monkeypatch, repo, "log", "warm")
+
+    assert shown.exit_code == 0, shown.output
+    assert "pool miss, setup ran (no seed for these setup inputs)" in shown.output
+    assert (
+        "pool hit, setup skipped (setup inputs unchanged and preserved folders intact)"
+        in shown.output
+    )

@@ -252,6 +252,9 @@ def _describe_more(event: Event, who: str) -> str | None:
         return f"{who}inbox {d.get('item')} not sent to {d.get('channel')}: {d.get('error')}"
     if t == EventType.DIGEST_SENT:
         return f"digest sent ({d.get('waiting')} waiting)"
+    if t == EventType.NOTE and d.get("what") == "workspace_ready":
+        setup = f", setup {d['decision']} ({d.get('reason')})" if d.get("decision") else ""
+        return f"{who}workspace ready in {d.get('took_s')} s: pool {d.get('pool')}{setup}"
     if t == EventType.NOTE:
         said = d.get("reason") or d.get("warning") or d.get("mode") or ""
         return f"{who}note: {str(d.get('what', '')).replace('_', ' ')}" + (
