@@ -117,3 +117,92 @@ def test_wall_left_counts_only_the_time_the_run_worked() -> None:
 )
 def test_identical_failure_streak(fingerprints: list[str | None], streak: int) -> None:
     assert identical_failure_streak(fingerprints) == streak
+
+
+# --- two tasks in one run (issue 18: every budget test above has one task) --------------------
+
+
+def task_agent(seq: int, at: float, task: str, attempt: int, tokens: int, usd: float) -> Event:
+    event = agent(seq, at, attempt, tokens, usd)
+    return Event(event.seq, event.ts, event.type, "r1", "loop", task, event.data)
+
+
+TWO_TASKS = [
+    ev(1, EventType.TICK_STARTED, 0),
+    # Attempt 1 of task a and attempt 1 of task b are two attempts, not one.
+    # Costs are binary fractions, so a sum can equal a limit exactly.
+    task_agent(2, 10, "a", 1, 1000, 0.125),
+    task_agent(3, 11, "b", 1, 1000, 0.125),
+    task_agent(4, 12, "a", 2, 1000, 0.125),
+]
+
+
+def test_the_mean_attempt_cost_keeps_the_attempts_of_two_tasks_apart() -> None:
+    from loopctl.journal.budgets import mean_attempt_cost
+
+    tokens, usd = mean_attempt_cost(TWO_TASKS)
+    assert (tokens, usd) == (1000, 0.125)  # merged by number, attempt 1 would be 2000
+
+
+def test_a_maker_and_a_checker_turn_of_one_attempt_are_one_attempt() -> None:
+    from loopctl.journal.budgets import mean_attempt_cost
+
+    events = [task_agent(1, 0, "a", 1, 600, 0.0625), task_agent(2, 1, "a", 1, 400, 0.0625)]
+    tokens, usd = mean_attempt_cost(events)
+    assert (tokens, usd) == (1000, 0.125)
+    assert mean_attempt_cost([]) == (0.0, 0.0)
+
+
+def test_a_turn_without_an_attempt_number_is_not_counted_into_attempt_1() -> None:
+    from loopctl.journal.budgets import mean_attempt_cost
+
+    loose = task_agent(1, 0, "a", 0, 3000, 0.375)
+    loose = Event(1, loose.ts, loose.type, "r1", "loop", "a", {**loose.data, "attempt": None})
+    events = [loose, task_agent(2, 1, "a", 1, 1000, 0.125)]
+    assert mean_attempt_cost(events) == (2000, 0.25)  # two attempts: (3000 + 1000) / 2
+
+
+@pytest.mark.parametrize(("limit", "stops"), [(3999, True), (4000, False)])
+def test_a_token_budget_counts_every_task_of_the_run(limit: int, stops: bool) -> None:
+    # 3000 used over both tasks, an attempt costs 1000: one more fits a 4000 budget exactly.
+    # Counted per task, task a alone (2000) would never reach 3999.
+    reason = stop_reason(Budget(max_tokens=limit), TWO_TASKS, T0 + timedelta(seconds=20))
+    if stops:
+        assert reason == f"token budget: 3000 of {limit} used and an attempt takes about 1000"
+    else:
+        assert reason is None
+
+
+@pytest.mark.parametrize(("limit", "stops"), [(0.499, True), (0.5, False)])
+def test_a_cost_budget_counts_every_task_of_the_run(limit: float, stops: bool) -> None:
+    # $0.375 used over both tasks and an attempt costs $0.125: one more fits $0.50 exactly.
+    reason = stop_reason(Budget(max_usd=limit), TWO_TASKS, T0 + timedelta(seconds=20))
+    if stops:
+        assert reason == "cost budget: $0.38 of $0.50 used and an attempt costs about $0.12"
+    else:
+        assert reason is None
+
+
+def test_the_time_budget_stops_at_its_limit_not_after() -> None:
+    at_limit = stop_reason(Budget(max_wall_s=20), TWO_TASKS, T0 + timedelta(seconds=20))
+    assert at_limit == "time budget: 20s of 20s used"
+    assert stop_reason(Budget(max_wall_s=21), TWO_TASKS, T0 + timedelta(seconds=20)) is None
+
+
+def test_wall_time_counts_each_tick_from_its_start_to_its_finish() -> None:
+    events = [
+        ev(1, EventType.TICK_STARTED, 0),
+        ev(2, EventType.TICK_FINISHED, 40),
+        ev(3, EventType.TICK_STARTED, 100),  # the idle minute between ticks is not work
+        ev(4, EventType.TICK_FINISHED, 110),
+        ev(5, EventType.TICK_STARTED, 200),
+    ]
+    assert spend(events, T0 + timedelta(seconds=205)).wall_s == 40 + 10 + 5
+    assert spend(events[:4], T0 + timedelta(seconds=500)).wall_s == 50  # nothing open
+
+
+def test_wall_time_is_zero_without_a_tick_and_never_negative() -> None:
+    assert spend([agent(1, 5, 1, 10, 0.0)], T0 + timedelta(seconds=60)).wall_s == 0.0
+    # A clock stepped back between two events (NTP) must not make the run's time negative.
+    backwards = [ev(1, EventType.TICK_STARTED, 100), ev(2, EventType.TICK_FINISHED, 40)]
+    assert spend(backwards, T0 + timedelta(seconds=200)).wall_s == 0.0

@@ -446,3 +446,27 @@ def test_a_log_rewritten_in_place_is_read_again_from_the_start(tmp_path: Path) -
     log.path.write_bytes(b"".join([*lines, lines[2]]))
     with pytest.raises(LogCorrupt, match=":3:"):
         log.read()
+
+
+@pytest.mark.parametrize("deleted", [2, 3, 4])
+def test_a_record_deleted_from_the_middle_is_corruption(tmp_path: Path, deleted: int) -> None:
+    """Every remaining line is intact (its checksum holds): only the seq gap shows the loss."""
+    log = _log(tmp_path)
+    _fill(log, 5)
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    del lines[deleted - 1]
+    log.path.write_bytes(b"".join(lines))
+
+    expected = rf":{deleted}: .*seq {deleted + 1} follows seq {deleted - 1}, expected {deleted}"
+    with pytest.raises(LogCorrupt, match=expected):
+        _log(tmp_path).read()
+
+
+def test_a_log_that_starts_after_seq_1_is_corruption(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    _fill(log, 3)
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    log.path.write_bytes(b"".join(lines[1:]))
+
+    with pytest.raises(LogCorrupt, match=r":1: .*seq 2 follows seq 0, expected 1"):
+        _log(tmp_path).read()

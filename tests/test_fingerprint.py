@@ -591,3 +591,75 @@ def test_short_names_the_digest_exit_code_and_first_failure() -> None:
     assert fp.short().startswith(f"{fp.digest} no exit code: ValueError: x")
     assert fp.short().endswith("…")
     assert Fingerprint(0, (), (), "abc").short() == "abc exit 0: no error lines"
+
+
+# --- edges mutation testing found unchecked (issue 18) ------------------------------------------
+
+STABLE_OUTPUT = (
+    "tests/test_x.py:3: AssertionError: größer\nFAILED tests/test_x.py::test_a - assert 1 == 2\n"
+)
+
+
+def test_digests_are_stable_across_versions() -> None:
+    # Digests are stored in the log and compared with later runs' (the identical-failure rule,
+    # a run resumed by a newer loopctl): the canonical form behind them must never drift.
+    assert fingerprint(1, STABLE_OUTPUT).digest == "94d1737d591d"
+    assert fingerprint(None, "").digest == "bd85f5481c7e"
+
+
+def test_a_traceback_frame_indented_by_one_space_is_not_its_final_line() -> None:
+    output = (
+        "Traceback (most recent call last):\n"
+        ' File "x.py", line 1, in <module>\n'
+        "  raise RuntimeError\n"
+        "RuntimeError: boom\n"
+    )
+    assert error_lines(output) == ("raise RuntimeError", "RuntimeError: boom")
+
+
+@pytest.mark.parametrize(("length", "shown"), [(80, 80), (81, 80)])
+def test_a_long_error_line_is_cut_to_80_characters_in_the_short_form(
+    length: int, shown: int
+) -> None:
+    line = "error: " + "x" * (length - len("error: "))
+    found = fingerprint(1, line)
+    assert len(found.error_lines[0]) == length
+    what = found.short().split(": ", 1)[1]
+    assert len(what) == shown
+    assert what.endswith("…") is (length > 80)
+    assert what.startswith("error: xxx")
+
+
+def test_progress_lines_are_never_error_lines_even_when_they_say_failed() -> None:
+    output = (
+        "tests/test_a.py::test_x FAILED                                   [ 50%]\n"
+        "tests/test_a.py::test_y PASSED  [100%]\n"
+        " 45%|#### | error downloading\n"
+        "E   AssertionError: boom\n"
+    )
+    assert error_lines(output) == ("E AssertionError: boom",)
+
+
+def test_an_empty_pytest_e_line_does_not_end_the_scan() -> None:
+    output = "E\nE   \nE   ValueError: first\nsomething: error: second\n"
+    assert error_lines(output) == ("E ValueError: first", "something: error: second")
+
+
+def test_only_the_last_line_of_a_traceback_is_its_final_line() -> None:
+    output = (
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "E\n"
+        "ValueError: boom\n"
+        "collected 3 items\n"
+        "Ran the rest\n"
+    )
+    # "E" (pytest's empty marker) is never an error line itself; what follows the traceback is
+    # ordinary output again, kept only where it looks like an error.
+    assert error_lines(output) == ("ValueError: boom",)
+
+
+def test_the_short_form_names_the_first_error_line() -> None:
+    found = fingerprint(2, "error: first thing\nerror: second thing\n")
+    assert found.error_lines == ("error: first thing", "error: second thing")
+    assert found.short() == f"{found.digest} exit 2: error: first thing"

@@ -166,9 +166,23 @@ def test_a_child_process_can_take_a_lock_this_process_released(tmp_path: Path) -
 
 
 def test_different_loops_do_not_block_each_other(tmp_path: Path) -> None:
-    with RunnerLock(tmp_path, "a"), RunnerLock(tmp_path, "b"):
+    with RunnerLock(tmp_path, "a"):
+        # Another process takes loop b's lock while this one holds loop a's.
+        child = _spawn(tmp_path, "b")
+        try:
+            assert read_line(child) == "ready"
+            _go(child)
+            assert read_line(child) == "WON"
+            held_a, held_b = read_holder(tmp_path, "a"), read_holder(tmp_path, "b")
+            assert held_a is not None
+            assert held_a["pid"] == os.getpid()
+            assert held_b is not None
+            assert held_b["pid"] == child.pid
+        finally:
+            _finish(child)
+        assert read_holder(tmp_path, "b") is None  # released when the child ended
         assert read_holder(tmp_path, "a") is not None
-        assert read_holder(tmp_path, "b") is not None
+    assert read_holder(tmp_path, "a") is None
 
 
 def test_the_holder_file_records_pid_host_since_and_argv(tmp_path: Path) -> None:

@@ -106,7 +106,11 @@ def test_exit_code_and_output_go_to_files_and_tails(tmp_path: Path, env: dict[st
     assert done.stdout_tail == "to out\n"
     assert done.stderr_tail == "to err\n"
     assert (done.stdout_path, done.stderr_path) == (out, err)
-    assert done.duration_s >= 0
+    # The duration is the program's run, measured around it: between its own sleep and ours.
+    started = time.monotonic()
+    slow = run([PY, "-c", "import time; time.sleep(0.3)"], cwd=tmp_path, env=env)
+    outer = time.monotonic() - started
+    assert 0.3 <= slow.duration_s <= outer
 
 
 def test_success_runs_in_cwd_with_exactly_the_given_env(

@@ -234,3 +234,116 @@ def test_empty_redactor_returns_the_same_object() -> None:
     assert redactor.redact(text) is text
     assert redactor.redact_bytes(data) is data
     assert redactor.secrets == ()
+
+
+# --- the edges: the 6-character minimum, encoded forms (issue 18) ------------------------------
+
+
+def test_six_characters_is_the_shortest_value_withheld_and_redacted() -> None:
+    source = {"SIX_TOKEN": "abc123", "FIVE_TOKEN": "abc12", "SEVEN_TOKEN": "abc1234"}
+    assert sorted(withheld_values(source=source)) == ["abc123", "abc1234"]
+    redactor = Redactor.from_environment(source=source)
+    assert redactor.redact("abc123 abc12 abc1234") == f"{REDACTED} abc12 {REDACTED}"
+
+
+def test_each_line_of_a_multiline_secret_is_redacted_from_six_characters() -> None:
+    redactor = Redactor(["line-1\nshort\nlong line three"])
+    assert redactor.redact("line-1") == REDACTED
+    assert redactor.redact("long line three") == REDACTED
+    assert redactor.redact("short") == "short"  # five characters: ordinary text
+
+
+@pytest.mark.parametrize("prefix", [b"", b"x", b"xy", b'{"k": "', b"user:"])
+def test_a_secret_inside_any_base64_text_is_redacted(prefix: bytes) -> None:
+    import base64
+
+    secret = "sk-live-0123456789abcdef"
+    redactor = Redactor([secret])
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        encoded = encode(prefix + secret.encode() + b'" trailing').decode()
+        shown = redactor.redact(f"Authorization: Basic {encoded}")
+        assert REDACTED in shown, (prefix, encoded)
+        # What is left cannot be decoded back to the secret.
+        assert secret not in shown
+        assert encoded not in shown
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        "p%40ss%2Fw%C3%B6rd%3Dx%26y",  # quote(..., safe="")
+        "p%40ss%2Fw%C3%B6rd%3Dx%26y".replace("%20", "+"),
+    ],
+)
+def test_a_url_encoded_secret_is_redacted(encoded: str) -> None:
+    redactor = Redactor(["p@ss/wörd=x&y"])
+    assert redactor.redact(f"https://h/?token={encoded}&n=1") == f"https://h/?token={REDACTED}&n=1"
+
+
+def test_a_secret_with_spaces_is_redacted_in_its_quote_plus_form() -> None:
+    redactor = Redactor(["open sesame 42"])
+    assert redactor.redact("q=open+sesame+42") == f"q={REDACTED}"
+    assert redactor.redact("q=open%20sesame%2042") == f"q={REDACTED}"
+
+
+def test_base64_fragments_shorter_than_8_characters_are_not_redacted() -> None:
+    from loopctl.secrets import encoded_forms
+
+    # Six bytes fill 8 base64 characters only when they start the encoded stream; at the two
+    # other alignments only 7 characters are the secret's own, too few to be distinctive.
+    assert encoded_forms("abcdef") == {"YWJjZGVm"}
+    assert encoded_forms("abcdefghijkl") == {
+        "YWJjZGVmZ2hpamts",
+        "FiY2RlZmdoaWprb",
+        "hYmNkZWZnaGlqa2",
+    }
+    assert encoded_forms("a/b?c~d>e") >= {"a%2Fb%3Fc~d%3Ee", "YS9iP2N-ZD5l", "YS9iP2N+ZD5l"}
+
+
+def test_a_bare_string_allow_is_one_name_not_its_letters() -> None:
+    source = {"P": "letter", "PATH_EXTRA": "x", "MY_TOKEN": "token-value"}
+    env = build_env(allow="MY_TOKEN", source=source)
+    assert env == {"MY_TOKEN": "token-value"}
+    assert withheld_values(allow="MY_TOKEN", source=source) == []
+    assert withheld_values(allow="M", source=source) == ["token-value"]
+
+
+def test_an_allowed_prefix_passes_secrets_and_git_variables_only_when_named() -> None:
+    source = {"GIT_AUTHOR_NAME": "me", "GIT_DIR": "/x", "APP_TOKEN": "app-token-1", "APP_X": "1"}
+    assert build_env(allow=("GIT_AUTHOR_*", "APP_*"), source=source) == {
+        "GIT_AUTHOR_NAME": "me",
+        "APP_TOKEN": "app-token-1",
+        "APP_X": "1",
+    }
+    assert withheld_values(allow=("APP_*",), source=source) == []
+    assert withheld_values(allow=("APP_X",), source=source) == ["app-token-1"]
+
+
+def test_the_same_secret_in_two_variables_is_listed_once() -> None:
+    source = {"A_TOKEN": "shared-value", "B_TOKEN": "shared-value", "C_KEY": "other-value"}
+    assert withheld_values(source=source) == ["shared-value", "other-value"]
+
+
+def test_overlapping_and_repeated_secrets_leave_no_fragment_in_bytes_either() -> None:
+    redactor = Redactor(["abcdef", "cdefgh", "zzzzzz"])
+    text = "1abcdefgh2 abcdef zzzzzzz 3"
+    expected = f"1{REDACTED}2 {REDACTED} {REDACTED} 3"
+    assert redactor.redact(text) == expected
+    assert redactor.redact_bytes(text.encode()) == expected.encode()
+    assert redactor.secrets[0] == max(redactor.secrets, key=len)  # longest first
+
+
+def test_an_empty_value_among_secrets_is_skipped_not_the_end_of_the_list() -> None:
+    redactor = Redactor(["", "abcdef", "", "ghijkl"])
+    assert redactor.redact("abcdef ghijkl") == f"{REDACTED} {REDACTED}"
+
+
+def test_an_allowed_prefix_is_exactly_what_precedes_its_star() -> None:
+    source = {"APP_TOKEN": "app-token-1", "APPLE_TOKEN": "apple-token", "AP_KEY": "ap-key-12"}
+    assert build_env(allow=("APP_*",), source=source) == {"APP_TOKEN": "app-token-1"}
+    assert sorted(withheld_values(allow=("APP_*",), source=source)) == ["ap-key-12", "apple-token"]
+
+
+def test_an_encoded_form_of_exactly_six_characters_is_redacted() -> None:
+    redactor = Redactor(["ab cde"])  # six characters; its quote_plus form is six as well
+    assert redactor.redact("q=ab+cde&r=1") == f"q={REDACTED}&r=1"

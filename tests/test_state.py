@@ -59,7 +59,15 @@ def test_notes_written_by_a_human_are_kept_verbatim(tmp_path: Path) -> None:
     state.write_text(text.split("## Notes")[0] + notes)
     record_run(log, 2)
     write_state(state, history.fold(log.read()).values())
-    assert state.read_text().endswith(notes)
+    rewritten = state.read_text()
+    assert rewritten.endswith(notes)
+    assert rewritten.count("## Notes") == 1
+    # Everything above the notes is the projection of the new log, not the old file kept.
+    fresh = tmp_path / "fresh.md"
+    write_state(fresh, history.fold(log.read()).values())
+    generated = fresh.read_text().split("## Notes")[0]
+    assert rewritten == generated + notes
+    assert generated != text.split("## Notes")[0]
 
 
 def test_inbox_items_open_and_close_by_events(tmp_path: Path) -> None:

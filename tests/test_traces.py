@@ -394,11 +394,9 @@ def test_a_resumed_run_is_one_trace_whose_live_spans_match_the_rebuilt_ones(
     make_project(repo, "fixer.py", config_extra=_traced_file(repo))
     # Killed right after attempt 1 starts (seq 6, after tick_started, task_found, tasks_listed,
     # the sandbox note and worktree_created): nothing has finished, nothing was sent.
-    monkeypatch.setenv("LOOPCTL_TEST_KILL_AT_SEQ", "6")
-    killed = run_loopctl(repo, "goal", "tests green")
+    killed = run_loopctl(repo, "goal", "tests green", kill_at_seq=6)
     assert killed.returncode == -9, killed.stderr
     assert [e.type for e in events(repo)][-1] == "attempt_started"
-    monkeypatch.delenv("LOOPCTL_TEST_KILL_AT_SEQ")
 
     resumed = run_loopctl(repo, "goal", "tests green")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,17 @@ def test_an_edit_is_seen_at_once_and_an_unchanged_tree_replays_the_same_answer(
     assert cached.exists()
     replay = validate(repo)
     assert (replay.returncode, replay.stdout, replay.stderr) == (0, first.stdout, first.stderr)
+    # A hit replays the remembered answer, not a fresh one: mark the remembered one and see it.
+    saved = json.loads(cached.read_text())
+    assert (saved["stdout"], saved["exit_code"]) == (first.stdout, 0)
+    cached.write_text(json.dumps({**saved, "stdout": "remembered answer\n", "exit_code": 3}))
+    hit = validate(repo)
+    assert (hit.returncode, hit.stdout) == (3, "remembered answer\n")
+    # A remembered answer under another key is never replayed: a fresh validation instead.
+    cached.write_text(json.dumps({**saved, "key": "0" * 64, "stdout": "stale\n"}))
+    fresh = validate(repo)
+    assert (fresh.returncode, fresh.stdout) == (0, first.stdout)
+    assert json.loads(cached.read_text())["key"] == saved["key"]  # and it is remembered again
 
     loop = repo / ".loop" / "loops" / "example.toml"
     loop.write_text('evrey = "5m"\n' + loop.read_text())
@@ -37,7 +49,12 @@ def test_an_edit_is_seen_at_once_and_an_unchanged_tree_replays_the_same_answer(
 
     new_skill = repo / "skills" / "new-skill"
     new_skill.mkdir()
-    assert validate(repo).stdout != broken.stdout  # a new folder alone changes the key
+    # A new folder alone changes the key: the marked answer under the old key is not replayed.
+    saved = json.loads(cached.read_text())
+    cached.write_text(json.dumps({**saved, "stdout": "remembered answer\n"}))
+    after = validate(repo)
+    assert after.stdout != "remembered answer\n"
+    assert "example.toml" in after.stdout  # still the real (broken) answer
 
 
 def test_no_cache_without_the_gitignore_that_keeps_it_out_of_commits(repo: Path) -> None:

@@ -7,7 +7,6 @@ import errno
 import fcntl
 import json
 import os
-import signal
 import threading
 import time
 import zlib
@@ -178,7 +177,6 @@ class EventLog:
                     raise
             finally:
                 os.close(fd)
-            _crash_point(record["seq"])
             if keep == 0:
                 fsync_dir(self.path.parent)
         return _event_from(record)
@@ -539,16 +537,6 @@ def _read_range(path: Path, offset: int, length: int) -> bytes:
             return handle.read(length)
     except FileNotFoundError:
         return b""
-
-
-def _crash_point(seq: int) -> None:
-    """Fault injection for the crash tests: die by SIGKILL right after appending event `seq`.
-
-    Set LOOPCTL_TEST_KILL_AT_SEQ=N in a test's environment; unset, this costs one dict lookup.
-    """
-    target = os.environ.get("LOOPCTL_TEST_KILL_AT_SEQ")
-    if target is not None and target == str(seq):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 # One decoder for every line: json.loads with a keyword argument builds a new one per call.

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from support.cli import loopctl_killed_at_argv
 from support.repos import git
 
 from loopctl.journal import history
@@ -58,12 +59,9 @@ def clone(template: Path, where: Path) -> Path:
 
 def run_once(repo: Path, home: Path, *, kill_at_seq: int | None = None) -> int:
     """`loopctl run crash --once` in a real process; its exit code (-9 when it was killed)."""
-    env = {k: v for k, v in os.environ.items() if k != "LOOPCTL_TEST_KILL_AT_SEQ"}
-    env["LOOPCTL_HOME"] = str(home)
-    if kill_at_seq is not None:
-        env["LOOPCTL_TEST_KILL_AT_SEQ"] = str(kill_at_seq)
+    env = {**os.environ, "LOOPCTL_HOME": str(home)}
     done = subprocess.run(
-        [PY, "-m", "loopctl", "run", "crash", "--once"],
+        loopctl_killed_at_argv(kill_at_seq, "run", "crash", "--once"),
         cwd=repo,
         env=env,
         capture_output=True,
@@ -77,8 +75,7 @@ def run_once(repo: Path, home: Path, *, kill_at_seq: int | None = None) -> int:
 
 
 def spawn_once(repo: Path, home: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "LOOPCTL_TEST_KILL_AT_SEQ"}
-    env["LOOPCTL_HOME"] = str(home)
+    env = {**os.environ, "LOOPCTL_HOME": str(home)}
     return subprocess.Popen(
         [PY, "-m", "loopctl", "run", "crash", "--once"],
         cwd=repo,

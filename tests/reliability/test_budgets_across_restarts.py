@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import loopctl_killed_at_argv
 from support.repos import git
 
 from loopctl.journal.events import EventLog, EventType
@@ -43,12 +44,13 @@ def project(root: Path, budget: str) -> Path:
 
 
 def goal(repo: Path, home: Path, kill_at_seq: int | None = None) -> int:
-    env = {k: v for k, v in os.environ.items() if k != "LOOPCTL_TEST_KILL_AT_SEQ"}
-    env["LOOPCTL_HOME"] = str(home)
-    if kill_at_seq is not None:
-        env["LOOPCTL_TEST_KILL_AT_SEQ"] = str(kill_at_seq)
+    env = {**os.environ, "LOOPCTL_HOME": str(home)}
     return subprocess.run(
-        [PY, "-m", "loopctl", "goal", "fixed"], cwd=repo, env=env, capture_output=True, timeout=300
+        loopctl_killed_at_argv(kill_at_seq, "goal", "fixed"),
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        timeout=300,
     ).returncode
 
 

@@ -15,7 +15,6 @@ so these checks are shown to hold on their own:
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -77,8 +76,8 @@ def project(
     return repo
 
 
-def run_fix(repo: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_loopctl(repo, "run", "fix", "--once", env=env, timeout=240)
+def run_fix(repo: Path, kill_at_seq: int | None = None) -> subprocess.CompletedProcess[str]:
+    return run_loopctl(repo, "run", "fix", "--once", timeout=240, kill_at_seq=kill_at_seq)
 
 
 def files_at(repo: Path, ref: str) -> list[str]:
@@ -152,9 +151,7 @@ def test_a_survivor_editing_the_worktree_after_the_verdict_gets_nothing_committe
     (markdir / "survivor.pid").unlink()
     (passed,) = events(reference, "attempt_finished")
     assert passed.data["verdict"] == "passed"
-    env = {**os.environ, "LOOPCTL_TEST_KILL_AT_SEQ": str(passed.seq)}
-
-    killed = run_fix(repo, env=env)
+    killed = run_fix(repo, kill_at_seq=passed.seq)
     assert killed.returncode == -9, killed.stderr
     (markdir / "go").write_text("loopctl is down\n")
     wait_for(lambda: (markdir / "tampered").exists(), "the survivor to edit the worktree")
@@ -292,9 +289,7 @@ def test_a_run_killed_after_reporting_tampering_resumes_with_that_verdict(
     reference = shutil.copytree(repo, tmp_path / "reference", symlinks=True)
     assert_clean_exit(run_fix(reference), 1)
     (reported,) = [e for e in events(reference, "inbox_opened") if e.data["kind"] == "approval"]
-    env = {**os.environ, "LOOPCTL_TEST_KILL_AT_SEQ": str(reported.seq)}
-
-    assert run_fix(repo, env=env).returncode == -9
+    assert run_fix(repo, kill_at_seq=reported.seq).returncode == -9
     resumed = run_fix(repo)
 
     assert_clean_exit(resumed, 1)

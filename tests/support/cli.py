@@ -28,12 +28,24 @@ def loopctl_argv(*args: str) -> list[str]:
     return [PY, "-m", "loopctl", *args]
 
 
+KILLED_AT = Path(__file__).parents[1] / "programs" / "loopctl_killed_at.py"
+
+
+def loopctl_killed_at_argv(seq: int | None, *args: str) -> list[str]:
+    """loopctl that dies by SIGKILL right after appending event `seq` (None: plain loopctl)."""
+    return loopctl_argv(*args) if seq is None else [PY, str(KILLED_AT), str(seq), *args]
+
+
 def run_loopctl(
-    repo: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    repo: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    kill_at_seq: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess: exit codes, stderr, no tracebacks."""
     return subprocess.run(
-        loopctl_argv(*args),
+        loopctl_killed_at_argv(kill_at_seq, *args),
         cwd=repo,
         capture_output=True,
         text=True,

@@ -1,0 +1,983 @@
+"""Mutation testing of the modules behind loopctl's guarantees (cosmic-ray), one command.
+
+    python bench/mutation.py                 # every module below, then bench/MUTATION.md
+    python bench/mutation.py secrets budgets # some of them (names are the keys of TARGETS)
+    python bench/mutation.py --fast          # the CI subset, a few minutes on 2 cores
+    python bench/mutation.py --list          # the targets, their tests and their mutant counts
+    python bench/mutation.py --recheck gates # only the survivors recorded last time, again
+    python bench/mutation.py --render        # MUTATION.md again, after an EQUIVALENT entry
+
+Results accumulate per target in bench/mutation.json (targets run one by one add up) and are
+rendered to bench/MUTATION.md; the exit code is 1 while a mutant survives.
+
+Each target is mutated in its own copy of the tree (under $TMPDIR/loopctl-mutation-<pid>), never in
+this checkout, and each mutant runs only the targeted tests that should kill it (`-x`: the first
+failure ends the run), one mutant at a time, without xdist. `PYTHONPATH` points at the copy, so
+the `loopctl` subprocesses the tests start run the mutant too.
+
+A mutant is killed (a test failed or timed out), survived, or equivalent: it survived, and
+EQUIVALENT below explains why no test can tell it from the original. Skipped mutants (operators
+left out of OPERATORS, lines outside a target's functions) are not counted.
+
+HAND_WRITTEN mutants are the one-line bugs issue 18 found surviving (a dropped `--no-renames`, an
+approval check removed, ...): cosmic-ray's operators do not produce them, so each is applied as
+a text substitution and must be killed by the same targeted tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "MUTATION.md"
+RESULTS_JSON = ROOT / "bench" / "mutation.json"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module behind a guarantee, and the fast tests that should kill its mutants."""
+
+    module: str
+    tests: tuple[str, ...]
+    # Only these functions (and methods of these classes) are mutated; empty: the whole module.
+    only: tuple[str, ...] = ()
+    timeout: float = 120.0  # per mutant; a mutant that hangs the tests is killed by it
+    why: str = ""
+
+
+TARGETS: dict[str, Target] = {
+    "gates": Target(
+        "loopctl/delivery/gates.py",
+        ("tests/test_gates.py", "tests/test_approval_binding.py", "tests/test_inbox.py"),
+        why="invariants 3 and 9: an approval covers exactly the sha it was shown",
+    ),
+    "pipeline": Target(
+        "loopctl/delivery/pipeline.py",
+        ("tests/test_approval_binding.py", "tests/test_inbox.py"),
+        only=("_gate_check", "_finish_step", "_close_finished_gates", "open_gate"),
+        timeout=180.0,
+        why="approval binding at delivery time (the rest of the pipeline is git plumbing)",
+    ),
+    "budgets": Target(
+        "loopctl/journal/budgets.py",
+        ("tests/test_budgets.py",),
+        why="budgets per task and per run, the mean-cost forecast",
+    ),
+    "fuse": Target(
+        "loopctl/journal/fuse.py",
+        ("tests/test_fuse.py", "tests/test_schedule.py"),
+        why="the circuit breaker that stops a loop after repeated failures",
+    ),
+    "fingerprint": Target(
+        "loopctl/checks/fingerprint.py",
+        ("tests/test_fingerprint.py",),
+        why="the same failure is recognised as the same",
+    ),
+    "secrets": Target(
+        "loopctl/secrets.py",
+        (
+            "tests/test_secrets.py",
+            "tests/test_properties.py::"
+            "test_a_secret_at_any_offset_split_across_any_reads_never_reaches_the_output",
+        ),
+        why="secrets never in logs (redaction, encoded forms, the 6-character minimum)",
+    ),
+    "protected": Target(
+        "loopctl/checks/verdicts.py",
+        ("tests/test_protected_paths.py",),
+        only=("protected_violations",),
+        why="protected paths and the maker's scope",
+    ),
+    "changed-paths": Target(
+        "loopctl/git.py",
+        ("tests/test_protected_paths.py",),
+        only=("changed_paths", "tree_changes", "_split_z", "_untracked"),
+        why="what the maker changed, renames included (--no-renames)",
+    ),
+    "events": Target(
+        "loopctl/journal/events.py",
+        (
+            "tests/test_events.py",
+            "tests/test_event_records.py",
+            "tests/test_properties.py::test_a_torn_last_record_is_dropped_then_cut_and_the_log_goes_on",
+            "tests/test_state.py",
+        ),
+        timeout=60.0,  # the tests take seconds; a mutant that hangs `follow` waits this long
+        why="the append-only log: torn tails, seq gaps, one writer",
+    ),
+    "sandbox": Target(
+        "loopctl/sandbox.py",
+        ("tests/test_sandbox.py",),
+        why="agents run confined",
+    ),
+    "integrity": Target(
+        "loopctl/checks/integrity.py",
+        ("tests/test_engine_security.py",),
+        timeout=240.0,
+        why="an agent that tampers with definitions, refs or git config is caught",
+    ),
+    "schedule": Target(
+        "loopctl/scheduling/timing.py",
+        (
+            "tests/test_schedule.py",
+            "tests/test_schedule_rules.py",
+            "tests/test_properties.py::test_a_decision_names_the_latest_slot_at_or_before_now",
+            "tests/test_properties.py::"
+            "test_a_scheduler_asking_at_any_times_fires_each_slot_at_most_once_and_never_early",
+        ),
+        why="due-time decisions: a tick runs when due, once",
+    ),
+}
+
+# The CI subset: pure modules with second-long tests (see README, Development).
+# The CI subset (--fast): these targets in full (seconds each), and the HAND_WRITTEN mutants of
+# every other target; the whole set takes longer than CI's 10 minutes on 2 cores.
+FAST = ("protected", "changed-paths")
+
+# Operators kept: each is a plausible one-line bug (a negated or dropped condition, an
+# off-by-one, a swapped boolean, a loop that never runs, a swallowed exception). The cross
+# products cosmic-ray also offers (`+` into `<<`, `==` into `is`, ...) are left out: they
+# multiply the run time without modelling bugs anyone writes.
+OPERATORS = frozenset(
+    {
+        "core/AddNot",
+        "core/ReplaceTrueWithFalse",
+        "core/ReplaceFalseWithTrue",
+        "core/ReplaceAndWithOr",
+        "core/ReplaceOrWithAnd",
+        "core/ReplaceBreakWithContinue",
+        "core/ReplaceContinueWithBreak",
+        "core/ZeroIterationForLoop",
+        "core/ExceptionReplacer",
+        "core/NumberReplacer",
+        "core/ReplaceUnaryOperator_Delete_Not",
+        "core/ReplaceBinaryOperator_Add_Sub",
+        "core/ReplaceBinaryOperator_Sub_Add",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "core/ReplaceBinaryOperator_Div_Mul",
+        *(
+            f"core/ReplaceComparisonOperator_{a}_{b}"
+            for a, b in (
+                ("Eq", "NotEq"),
+                ("NotEq", "Eq"),
+                ("Lt", "LtE"),
+                ("LtE", "Lt"),
+                ("Gt", "GtE"),
+                ("GtE", "Gt"),
+                ("In", "NotIn"),
+                ("NotIn", "In"),
+                ("Is", "IsNot"),
+                ("IsNot", "Is"),
+            )
+        ),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    """A surviving mutant no test can kill, and why: matched by target ("*": any), operator and
+    the source line it changes (stripped; a substring is enough). Only survivors are matched."""
+
+    target: str
+    operator: str
+    line: str
+    why: str
+
+
+_UNUSED_DEFAULT = (
+    "a default of budgets.Spend: its one constructor, budgets.spend, passes every field"
+)
+
+EQUIVALENT: tuple[Equivalent, ...] = (
+    Equivalent(
+        "*",
+        "core/ReplaceTrueWithFalse",
+        "@dataclass(",
+        "frozen/slots off: only assignment to a field would behave differently, and mypy"
+        " --strict already rejects any such assignment in loopctl",
+    ),
+    Equivalent(
+        "*",
+        "core/ReplaceBinaryOperator_Mul_Div",
+        "*,",
+        "a keyword-only marker `*` turned into a positional-only `/`: every call passes the"
+        " parameters before it by position and the rest by keyword, which both signatures accept",
+    ),
+    Equivalent(
+        "*",
+        "core/NumberReplacer",
+        "@functools.lru_cache(maxsize=",
+        "the size of a cache of pure results: only how often they are recomputed changes",
+    ),
+    Equivalent(
+        "gates",
+        "core/ReplaceFalseWithTrue",
+        "gated: bool = False",
+        "a default of Step: its constructors (plan_steps, Step.from_json) always pass `gated`",
+    ),
+    Equivalent(
+        "secrets",
+        "core/NumberReplacer",
+        "for offset in range(3):",
+        "range(4): a fourth alignment (3 leading bytes) is the first one shifted by whole base64"
+        " characters, so it adds no new form (range(2), which drops one, is killed)",
+    ),
+    Equivalent(
+        "secrets",
+        "core/NumberReplacer",
+        "first = -(-offset * 8 // 6)",
+        "ceil(offset * 8 / 6) for offsets 0-2 is 0, 2, 3, and so is ceil(offset * 7 / 6),"
+        " ceil(offset * 9 / 6) and ceil(offset * 8 / 7): the same first character (a change that"
+        " moves it, like 8 / 5, is killed)",
+    ),
+    Equivalent(
+        "secrets",
+        "core/NumberReplacer",
+        "for start, end in spans[1:]:",
+        "spans[0:] folds the first span into the region it already starts: the same regions"
+        " (spans[2:], which skips one, is killed)",
+    ),
+    *(
+        Equivalent(
+            "fuse",
+            "core/NumberReplacer",
+            line,
+            "a default of DaySpend: its one constructor, day_spend, passes every field",
+        )
+        for line in ("tokens: int = 0", "usd: float = 0.0")
+    ),
+    Equivalent(
+        "fuse",
+        "core/NumberReplacer",
+        "tokens, usd = task_attempt_cost(seen, loop, task) if task else (0.0, 0.0)",
+        "without a task no cost is predicted: ±1 token cannot carry an integer spend already"
+        " below an integer cap past it, and -1 USD only lowers a sum the fuse check already"
+        " held below the cap (+1 USD, which refuses a retry with a cent of room, is killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceComparisonOperator_Eq_NotEq",
+        "if keep == 0:",
+        "which appends fsync the log's folder: only a power cut between the write and the"
+        " folder's flush could show it, which no test can stage",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceFalseWithTrue",
+        'body = json.dumps(record, allow_nan=False).encode("ascii")',
+        "_plain_json already refused NaN and infinities (allow_nan=False) before any record"
+        " is encoded",
+    ),
+    *(
+        Equivalent(
+            "events",
+            "core/NumberReplacer",
+            line,
+            "the read cache's validity check: a mismatch makes `read` parse the file from the"
+            " start, which gives the same events, only slower",
+        )
+        for line in (
+            "handle.seek(max(seen[2] - len(seen[3]), 0))",
+            "if handle.read(len(seen[3])) != seen[3]:",
+        )
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        'line += buf.count(b"\\n", 0, consumed)',
+        "counting from index 1: what follow reads starts a line, and no line is empty, so its"
+        " first byte is never a newline (from -1, which miscounts, is killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "if index > 0 or start == 0:",
+        "`index > -1`: the first piece starts mid-line only when the tail did not reach the"
+        " file's start, and then the tail holds three newlines, so the last two lines never"
+        " include it (`index > 1` and `start == 1`, which drop a needed line, are killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        'and type(record.get("run", 0)) in _TEXT_OR_NONE',
+        "the default for a missing key is any int, which fails the type check the same way",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "step = min(step * 2, _TAIL_CHUNK_MAX)",
+        "how fast the tail's read-back chunk grows: it grows until the newlines needed are"
+        " found, so only the number of reads changes",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "if size == 0:",
+        "an empty file and a 1-byte one: the general path finds no complete line and returns"
+        " (0, 0) as well",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "found = 0",
+        "starting at -1 reads back one line more than needed, with the same answer (starting at"
+        " 1, which reads one line too few, is killed)",
+    ),
+    Equivalent(
+        "schedule",
+        "core/ReplaceComparisonOperator_Gt_GtE",
+        "return (jump if jump > latest else latest), count",
+        "when jump == latest both branches return the same slot",
+    ),
+    Equivalent(
+        "schedule",
+        "core/ReplaceComparisonOperator_Gt_GtE",
+        "if previous is None or slot > previous:",
+        "when slot == previous, storing it again changes nothing",
+    ),
+    Equivalent(
+        "schedule",
+        "core/NumberReplacer",
+        "jitter_s: float = 0.0",
+        "a default of -1.0 instead of 0.0: stable_jitter treats any jitter <= 0 as none (the"
+        " default of 1.0 is killed)",
+    ),
+    Equivalent(
+        "schedule",
+        "core/ReplaceComparisonOperator_LtE_Lt",
+        "if jitter_s <= 0:",
+        "a jitter of 0 then draws uniform(0, 0), which is 0.0 as well",
+    ),
+    Equivalent(
+        "schedule",
+        "core/ReplaceOrWithAnd",
+        "if schedule.kind is not TriggerKind.CRON or not schedule.cron:",
+        "a schedule has a cron expression exactly when its kind is CRON: `or` and `and` agree on"
+        " every schedule that can exist",
+    ),
+    Equivalent(
+        "schedule",
+        "core/NumberReplacer",
+        "if jitter_s <= 0:",
+        "`<= -1`: a jitter is never negative (definitions refuse one), and uniform(0, 0) is 0.0"
+        " as well (`<= 1`, which drops sub-second jitters, is killed)",
+    ),
+    Equivalent(
+        "schedule",
+        "core/ReplaceAndWithOr",
+        "if schedule.kind is TriggerKind.EVERY and schedule.every_s:",
+        "a schedule has every_s exactly when its kind is EVERY (Schedule.of copies a parsed"
+        " Trigger, and `every` durations are positive): `and` and `or` agree on every schedule"
+        " that can exist",
+    ),
+    Equivalent(
+        "schedule",
+        "core/NumberReplacer",
+        "steps = max(steps, 0)",
+        "`max(steps, -1)`: decide calls this only once now >= the first slot, so steps >= 0"
+        " (`max(steps, 1)` is killed)",
+    ),
+    Equivalent(
+        "schedule",
+        "core/NumberReplacer",
+        "else ((following - latest).total_seconds() if following else 86400.0)",
+        "a crontab expression (five fields, no year) always fires again: `following` is never"
+        " None here, so the fallback period is never used",
+    ),
+    Equivalent(
+        "schedule",
+        "core/NumberReplacer",
+        "_TINY = timedelta(microseconds=1)",
+        "cron slots are whole minutes apart: 1 or 2 microseconds past a slot find the same next"
+        " one (0, which finds the slot itself, is killed)",
+    ),
+    Equivalent(
+        "schedule",
+        "core/NumberReplacer",
+        "jump, following = now - timedelta(days=1), None",
+        "walking the last 2 days instead of 1 finds the same latest slot, only slower (0 days,"
+        " which skips the walk, is killed)",
+    ),
+    *(
+        Equivalent("budgets", "core/NumberReplacer", line, _UNUSED_DEFAULT)
+        for line in (
+            "tokens: int = 0",
+            "usd: float = 0.0",
+            "usd_unknown_calls: int = 0",
+            "wall_s: float = 0.0",
+            "agent_calls: int = 0",
+        )
+    ),
+    Equivalent(
+        "budgets",
+        "core/NumberReplacer",
+        'int(event.data.get("attempt") or 0)',
+        "a turn without an attempt number is keyed 0; -1 is as distinct from every real"
+        " attempt (1, 2, ...) as 0 is (the +1 mutant, merging it into attempt 1, is killed)",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class HandWritten:
+    target: str
+    old: str
+    new: str
+    bug: str
+    # Edits of other modules made together with this one: (module, old, new).
+    also: tuple[tuple[str, str, str], ...] = ()
+
+    def edits(self) -> tuple[tuple[str, str, str], ...]:
+        return ((TARGETS[self.target].module, self.old, self.new), *self.also)
+
+
+# Issue 18's survivors, kept as regressions: each must stay killed. (`--no-renames` in
+# git.tree_changes is belt and braces: plumbing `diff-tree` never detects renames unless given
+# -M, whatever diff.renames says, so dropping it there is an equivalent mutant.)
+HAND_WRITTEN: tuple[HandWritten, ...] = (
+    HandWritten(
+        "changed-paths",
+        '["diff", "--name-only", "-z", "--no-renames",',
+        '["diff", "--name-only", "-z",',
+        "a renamed pytest.ini lists only its new name (changed_paths)",
+    ),
+    HandWritten(
+        "events",
+        "if event.seq != prev_seq + 1:",
+        "if event.seq <= prev_seq:",
+        "a record deleted from the middle of the log is accepted",
+    ),
+    HandWritten(
+        "budgets",
+        'return (event.task, int(event.data.get("attempt") or 0))',
+        'return int(event.data.get("attempt") or 0)',
+        "the mean-cost forecast merges attempt 1 of two tasks",
+    ),
+    HandWritten(
+        "secrets",
+        "MIN_SECRET_LENGTH = 6",
+        "MIN_SECRET_LENGTH = 7",
+        "the 6-character minimum for redaction moves",
+    ),
+    HandWritten(
+        "secrets",
+        'forms = {quote(secret, safe=""), quote_plus(secret)}',
+        "forms = set()",
+        "URL-encoded secrets are no longer redacted",
+    ),
+    HandWritten(
+        "secrets",
+        "        if len(fragment) >= 8:",
+        "        if False:",
+        "base64-encoded secrets are no longer redacted",
+    ),
+    HandWritten(
+        "protected",
+        "elif scope and first_match(path, scope) is None:",
+        "elif False:",
+        "the maker's scope is not enforced",
+    ),
+    HandWritten(
+        "gates",
+        "if approved_sha != plan.commit:",
+        "if False:",
+        "an approval of another sha is accepted (gates)",
+    ),
+    # The delivery's own check alone is redundant by design: it runs only on a gate whose sha
+    # is the plan's commit, where "approved sha != the item's sha" is exactly the policy's
+    # "approved sha != the plan's commit". So the mutant removes both, as issue 18 did.
+    HandWritten(
+        "pipeline",
+        "if gate.sha != gate.approved_sha:",
+        "if False:",
+        "an approval of another sha is accepted at delivery (both checks removed)",
+        also=(("loopctl/delivery/gates.py", "if approved_sha != plan.commit:", "if False:"),),
+    ),
+)
+
+
+@dataclass
+class Tally:
+    killed: int = 0
+    survived: int = 0
+    equivalent: int = 0
+    skipped: int = 0
+    pending: int = 0  # not run yet (a run stopped part-way and salvaged)
+    seconds: float = 0.0
+    survivors: list[str] = field(default_factory=list)
+    hand: list[tuple[str, bool]] = field(default_factory=list)
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def _copy_tree(dest: Path) -> None:
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".loop")
+    for name in ("loopctl", "tests", "agents", "skills"):
+        if (ROOT / name).exists():
+            shutil.copytree(ROOT / name, dest / name, ignore=ignore, symlinks=True)
+    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
+
+
+def _test_command(target: Target) -> str:
+    # No xdist, no timeout plugin interplay: one process per mutant, the first failure wins.
+    return " ".join(
+        [
+            _python(),
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "--no-header",
+            "-o",
+            "addopts=",
+            *target.tests,
+        ]
+    )
+
+
+def _config(target: Target) -> str:
+    return (
+        "[cosmic-ray]\n"
+        f'module-path = "{target.module}"\n'
+        f"timeout = {target.timeout}\n"
+        "excluded-modules = []\n"
+        f'test-command = "{_test_command(target)}"\n'
+        '[cosmic-ray.distributor]\nname = "local"\n'
+    )
+
+
+def _line_ranges(source: str, names: Sequence[str]) -> list[tuple[int, int]]:
+    ranges = []
+    for node in ast.walk(ast.parse(source)):
+        named = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        if named and node.name in names:
+            ranges.append((node.lineno, node.end_lineno or node.lineno))
+    return ranges
+
+
+def _env(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def _cr(tree: Path, *args: str) -> None:
+    subprocess.run(
+        [_python(), "-m", "cosmic_ray.cli", *args],
+        cwd=tree,
+        env=_env(tree),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _prepare(
+    name: str, target: Target, work: Path, only: set[tuple[int, str, int, str]] | None = None
+) -> tuple[Path, Path]:
+    tree = work / name
+    _copy_tree(tree)
+    (tree / "cr.toml").write_text(_config(target), encoding="utf-8")
+    session = tree / "session.sqlite"
+    _cr(tree, "init", "cr.toml", str(session))
+    _filter(session, target, tree, only)
+    return tree, session
+
+
+def _survivor_key(line: str) -> tuple[int, str, int, str] | None:
+    """(row, operator, occurrence, source text) of a stored survivor line."""
+    match = re.match(r"\S+:(\d+) (\S+) \(occurrence (\d+)\): `(.*)`$", line)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2), int(match.group(3)), match.group(4)
+
+
+def _filter(
+    session: Path, target: Target, tree: Path, only: set[tuple[int, str, int, str]] | None = None
+) -> None:
+    """Skip the operators left out and the lines outside the target's functions; with `only`,
+    every mutant but those (the survivors of the last run, for --recheck)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    source = (tree / target.module).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    ranges = _line_ranges(source, target.only) if target.only else []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        skip = []
+        found = set()
+        for item in db.pending_work_items:
+            mutation = item.mutations[0]
+            line = mutation.start_pos[0]
+            outside = bool(target.only) and not any(a <= line <= b for a, b in ranges)
+            key = (line, mutation.operator_name, mutation.occurrence, lines[line - 1].strip())
+            found.add(key)
+            if (
+                mutation.operator_name not in OPERATORS
+                or outside
+                or (only is not None and key not in only)
+            ):
+                skip.append(item.job_id)
+        if only is not None and not only <= found:
+            raise SystemExit(
+                f"{target.module} changed since its survivors were recorded: run it in full"
+            )
+        if skip:
+            db.set_multiple_results(
+                skip, WorkResult(output="filtered", worker_outcome=WorkerOutcome.SKIPPED)
+            )
+
+
+def _counts(name: str, target: Target, session: Path, tree: Path, tally: Tally) -> None:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    lines = (tree / target.module).read_text(encoding="utf-8").splitlines()
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                tally.skipped += 1
+                continue
+            if result.test_outcome != TestOutcome.SURVIVED:
+                tally.killed += 1
+                continue
+            mutation = item.mutations[0]
+            row = mutation.start_pos[0]
+            text = lines[row - 1].strip() if row <= len(lines) else ""
+            if _is_equivalent(name, mutation.operator_name, text):
+                tally.equivalent += 1
+            else:
+                tally.survived += 1
+                tally.survivors.append(
+                    f"{target.module}:{row} {mutation.operator_name}"
+                    f" (occurrence {mutation.occurrence}): `{text}`"
+                )
+        tally.pending = len(db.pending_work_items)
+
+
+def salvage(folder: Path) -> Tally:
+    """What a stopped run of one target measured, from its copy ($TMPDIR/loopctl-mutation-<pid>/
+    <target>): the mutants it ran count, the rest are recorded as pending."""
+    name = folder.name
+    tally = Tally(seconds=time.time() - (folder / "cr.toml").stat().st_mtime)
+    # Lines are read from this checkout: the copy's module may be mutated at this moment.
+    _counts(name, TARGETS[name], folder / "session.sqlite", ROOT, tally)
+    return tally
+
+
+def _hand_written(name: str, target: Target, tree: Path, tally: Tally) -> None:
+    for mutant in (m for m in HAND_WRITTEN if m.target == name):
+        originals = {}
+        for module, old, new in mutant.edits():
+            path = tree / module
+            originals[path] = path.read_text(encoding="utf-8")
+            path.write_text(originals[path].replace(old, new), encoding="utf-8")
+        try:
+            done = subprocess.run(
+                _test_command(target).split(),
+                cwd=tree,
+                env={**_env(tree), "PYTHONDONTWRITEBYTECODE": "1"},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=target.timeout,
+                check=False,
+            )
+            killed = done.returncode != 0
+        except subprocess.TimeoutExpired:
+            killed = True
+        finally:
+            for path, original in originals.items():
+                path.write_text(original, encoding="utf-8")
+        tally.hand.append((mutant.bug, killed))
+
+
+def check_hand_written() -> None:
+    """Every hand-written mutant still applies to exactly one place (the code moves on)."""
+    for mutant in HAND_WRITTEN:
+        for module, old, _new in mutant.edits():
+            if (ROOT / module).read_text(encoding="utf-8").count(old) != 1:
+                raise SystemExit(
+                    f"{module}: hand-written mutant ({mutant.bug}) no longer applies once:"
+                    f" {old!r}; update HAND_WRITTEN in bench/mutation.py"
+                )
+
+
+def run_target(
+    name: str,
+    work: Path,
+    *,
+    operators: bool = True,
+    only: set[tuple[int, str, int, str]] | None = None,
+) -> Tally:
+    """Mutate one target; `operators` False: only its hand-written mutants; `only`: only these
+    mutants (--recheck)."""
+    target = TARGETS[name]
+    started = time.monotonic()
+    if operators:
+        tree, session = _prepare(name, target, work, only)
+    else:
+        tree = work / name
+        _copy_tree(tree)
+    # The unmutated tree must pass, or every mutant would look killed.
+    baseline = subprocess.run(
+        _test_command(target).split(), cwd=tree, env=_env(tree), capture_output=True, text=True
+    )
+    if baseline.returncode != 0:
+        raise SystemExit(f"{name}: the targeted tests fail unmutated:\n{baseline.stdout[-3000:]}")
+    tally = Tally()
+    if operators:
+        _cr(tree, "exec", "cr.toml", str(session))
+        _counts(name, target, session, tree, tally)
+    _hand_written(name, target, tree, tally)
+    tally.seconds = time.monotonic() - started
+    shutil.rmtree(tree, ignore_errors=True)
+    return tally
+
+
+def count_mutants(name: str, work: Path) -> int:
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    _, session = _prepare(name, TARGETS[name], work)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        count = len(db.pending_work_items)
+    shutil.rmtree(work / name, ignore_errors=True)
+    return count
+
+
+def _load() -> dict[str, dict[str, Any]]:
+    import json
+
+    try:
+        saved: dict[str, dict[str, Any]] = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return saved
+
+
+def _record(results: dict[str, Tally], argv: Sequence[str]) -> None:
+    """Merge this run's targets into RESULTS_JSON (targets run one by one add up), then render
+    bench/MUTATION.md from it."""
+    import json
+
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    machine = (
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, {git}"
+    )
+    try:
+        saved = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = {}
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    command = "python bench/mutation.py" + (" " + " ".join(argv) if argv else "")
+    for name, t in results.items():
+        saved[name] = {
+            "module": TARGETS[name].module,
+            "killed": t.killed,
+            "survived": t.survived,
+            "equivalent": t.equivalent,
+            "hand_written": [[bug, killed] for bug, killed in t.hand],
+            "seconds": round(t.seconds),
+            "pending": t.pending,
+            "survivors": t.survivors,
+            "measured": now,
+            "machine": machine,
+            "command": command,
+        }
+    saved = {name: saved[name] for name in TARGETS if name in saved}
+    RESULTS_JSON.write_text(json.dumps(saved, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    _render(saved)
+
+
+def _is_equivalent(target: str, operator: str, text: str) -> bool:
+    return any(
+        e.target in (target, "*") and e.operator == operator and e.line in text for e in EQUIVALENT
+    )
+
+
+def _reclassify(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A stored entry with EQUIVALENT as it is now: a survivor explained since it was measured
+    counts as equivalent (the list only grows; a survivor a newer test kills stays one until
+    the target is run again)."""
+    still: list[str] = []
+    explained = 0
+    for line in entry["survivors"]:
+        match = re.match(r"\S+:\d+ (\S+) \(occurrence \d+\): `(.*)`$", line)
+        if match and _is_equivalent(name, match.group(1), match.group(2)):
+            explained += 1
+        else:
+            still.append(line)
+    return {
+        **entry,
+        "survivors": still,
+        "survived": len(still),
+        "equivalent": int(entry["equivalent"]) + explained,
+    }
+
+
+def _render(saved: dict[str, dict[str, Any]]) -> None:
+    saved = {name: _reclassify(name, entry) for name, entry in saved.items()}
+    out = [
+        "# Mutation testing results",
+        "",
+        "Written by `python bench/mutation.py` (cosmic-ray; README, Development) from"
+        " bench/mutation.json: each target as last measured, one mutant at a time. Killed: a"
+        " targeted test failed or timed out. Equivalent: survived, and `EQUIVALENT` in"
+        " bench/mutation.py says why no test can tell it apart. Hand-written: issue 18's one-line"
+        " bugs (`HAND_WRITTEN`), killed / tried.",
+        "",
+        "| target | module | killed | survived | equivalent | hand-written | seconds | measured |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    partial = []
+    for name, r in saved.items():
+        hand = r["hand_written"]
+        assert isinstance(hand, list)
+        shown = f"{sum(1 for _, k in hand if k)}/{len(hand)}" if hand else "-"
+        out.append(
+            f"| {name} | {r['module']} | {r['killed']} | {r['survived']} | {r['equivalent']}"
+            f" | {shown} | {r['seconds']} | {r['measured']} |"
+        )
+        if r.get("pending"):
+            partial.append(f"{name} ({r['pending']} mutants not run yet)")
+    if partial:
+        out += ["", f"Stopped part-way (--salvage): {', '.join(partial)}."]
+    not_run = [name for name in TARGETS if name not in saved]
+    if not_run:
+        out += ["", f"Not measured yet: {', '.join(not_run)}."]
+    machines = sorted({f"{r['machine']}" for r in saved.values()})
+    out += ["", "Machine: " + "; ".join(machines) + "."]
+    survivors = [s for r in saved.values() for s in r["survivors"]]  # type: ignore[attr-defined]
+    missed = [
+        f"{name}: {bug}"
+        for name, r in saved.items()
+        for bug, killed in r["hand_written"]  # type: ignore[attr-defined]
+        if not killed
+    ]
+    out += ["", "Surviving mutants:" if survivors else "No surviving mutants."]
+    out += [f"- {s}" for s in survivors]
+    if missed:
+        out += ["", "Hand-written mutants that survived:", *(f"- {m}" for m in missed)]
+    RESULTS.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*", help=f"some of: {', '.join(TARGETS)}")
+    parser.add_argument(
+        "--fast",
+        action="store_true",
+        help=f"CI: {', '.join(FAST)} in full, hand-written mutants of the rest (no file written)",
+    )
+    parser.add_argument("--list", action="store_true", help="targets, tests and mutant counts")
+    parser.add_argument("--no-write", action="store_true", help=f"do not rewrite {RESULTS.name}")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help=f"run again only the survivors {RESULTS_JSON.name} lists (after new tests)",
+    )
+    parser.add_argument(
+        "--salvage",
+        type=Path,
+        metavar="DIR",
+        help="record what a stopped run measured, from its copy of one target",
+    )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help=f"rewrite {RESULTS.name} from {RESULTS_JSON.name} with EQUIVALENT as it is now",
+    )
+    args = parser.parse_args(argv)
+    names = list(args.targets) or list(TARGETS)
+    if args.fast:
+        names = [n for n in names if n in FAST or any(m.target == n for m in HAND_WRITTEN)]
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        parser.error(f"unknown target {', '.join(unknown)}; known: {', '.join(TARGETS)}")
+    if args.render:
+        _render(_load())
+        return 0
+    if args.salvage is not None:
+        tally = salvage(args.salvage)
+        _record({args.salvage.name: tally}, ["--salvage", args.salvage.name])
+        print(
+            f"{args.salvage.name}: killed {tally.killed}, survived {tally.survived}, equivalent"
+            f" {tally.equivalent}, {tally.pending} not run"
+        )
+        for line in tally.survivors:
+            print(f"    survived: {line}")
+        return 0
+    check_hand_written()
+    work = Path(tempfile.gettempdir()) / f"loopctl-mutation-{os.getpid()}"
+    try:
+        if args.list:
+            for name in names:
+                t = TARGETS[name]
+                count = count_mutants(name, work)
+                print(f"{name:14} {count:5} mutants  {t.module}  {' '.join(t.tests)}")
+            return 0
+        started = time.monotonic()
+        results: dict[str, Tally] = {}
+        previous = _load() if args.recheck else {}
+        for name in names:
+            only = None
+            if args.recheck:
+                if name not in previous:
+                    print(f"{name:14} not measured yet: run it in full first", flush=True)
+                    continue
+                only = {k for s in previous[name]["survivors"] if (k := _survivor_key(s))}
+            tally = run_target(name, work, operators=not args.fast or name in FAST, only=only)
+            if args.recheck:
+                # The mutants killed before stay killed: the same module, more tests.
+                tally.killed += int(previous[name]["killed"])
+                tally.equivalent += int(previous[name]["equivalent"])
+                tally.seconds += float(previous[name]["seconds"])
+                tally.pending = int(previous[name].get("pending", 0))
+            results[name] = tally
+            hand = sum(k for _, k in tally.hand)
+            print(
+                f"{name:14} killed {tally.killed:4}  survived {tally.survived:3}  equivalent"
+                f" {tally.equivalent:3}  hand-written {hand}/{len(tally.hand)}"
+                f"  ({tally.seconds:.0f} s)",
+                flush=True,
+            )
+            for line in tally.survivors:
+                print(f"    survived: {line}", flush=True)
+            for bug, killed in tally.hand:
+                if not killed:
+                    print(f"    hand-written survived: {bug}", flush=True)
+            if not (args.no_write or args.fast):  # each target as it finishes
+                _record({name: tally}, sys.argv[1:] if argv is None else list(argv))
+        print(f"{time.monotonic() - started:.0f} s", flush=True)
+        failed = any(t.survived or not all(k for _, k in t.hand) for t in results.values())
+        return 1 if failed else 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
