@@ -17,6 +17,11 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
+from loopctl.commands.state_sync import merge_logs
+from loopctl.definitions import TriggerKind
+from loopctl.journal.events import Event, EventLog, encode_line
+from loopctl.process import _Capture
 from loopctl.scheduling.timing import (
     Action,
     CatchUp,
@@ -27,11 +32,6 @@ from loopctl.scheduling.timing import (
     decide,
     grace_s,
 )
-
-from loopctl.commands.state_sync import merge_logs
-from loopctl.definitions import TriggerKind
-from loopctl.journal.events import Event, EventLog, encode_line
-from loopctl.process import _Capture
 from loopctl.secrets import REDACTED, Redactor
 
 FAST = settings(

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from loopctl.definitions import TriggerKind
+from loopctl.journal.events import Event, EventType
 from loopctl.scheduling.timing import (
     LoopTiming,
     Schedule,
@@ -17,9 +20,6 @@ from loopctl.scheduling.timing import (
     next_fire,
     slot_of,
 )
-
-from loopctl.definitions import TriggerKind
-from loopctl.journal.events import Event, EventType
 
 T = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 

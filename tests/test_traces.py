@@ -392,9 +392,9 @@ def test_a_resumed_run_is_one_trace_whose_live_spans_match_the_rebuilt_ones(
     repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     make_project(repo, "fixer.py", config_extra=_traced_file(repo))
-    # Killed right after attempt 1 starts (seq 6, after tick_started, task_found, tasks_listed,
-    # the sandbox note and worktree_created): nothing has finished, nothing was sent.
-    killed = run_loopctl(repo, "goal", "tests green", kill_at_seq=6)
+    # Killed right after attempt 1 starts (whatever notes came before it): nothing has
+    # finished, nothing was sent.
+    killed = run_loopctl(repo, "goal", "tests green", kill_at_seq="attempt_started")
     assert killed.returncode == -9, killed.stderr
     assert [e.type for e in events(repo)][-1] == "attempt_started"
 

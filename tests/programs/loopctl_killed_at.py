@@ -1,6 +1,9 @@
 """loopctl, for the crash tests: dies by SIGKILL right after appending event N to the log.
 
     python tests/programs/loopctl_killed_at.py N <loopctl arguments...>
+    python tests/programs/loopctl_killed_at.py attempt_started <loopctl arguments...>
+
+N is an event's seq; a name is an event type: the first event of that type appended.
 
 Fault injection stays out of the product: this wrapper patches `EventLog.append` in its own
 process and then runs loopctl's `main`, so no environment variable a user could set by accident
@@ -17,14 +20,14 @@ from typing import Any
 
 
 def main() -> int:
-    target = int(sys.argv[1])
+    target = sys.argv[1]
     from loopctl.journal import events
 
     append = events.EventLog.append
 
     def append_then_die(self: events.EventLog, *args: Any, **kwargs: Any) -> events.Event:
         event = append(self, *args, **kwargs)
-        if event.seq == target:
+        if target in (str(event.seq), event.type):
             os.kill(os.getpid(), signal.SIGKILL)
         return event
 

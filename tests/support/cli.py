@@ -31,8 +31,9 @@ def loopctl_argv(*args: str) -> list[str]:
 KILLED_AT = Path(__file__).parents[1] / "programs" / "loopctl_killed_at.py"
 
 
-def loopctl_killed_at_argv(seq: int | None, *args: str) -> list[str]:
-    """loopctl that dies by SIGKILL right after appending event `seq` (None: plain loopctl)."""
+def loopctl_killed_at_argv(seq: int | str | None, *args: str) -> list[str]:
+    """loopctl that dies by SIGKILL right after appending event `seq`, or the first event of a
+    type given by name (None: plain loopctl)."""
     return loopctl_argv(*args) if seq is None else [PY, str(KILLED_AT), str(seq), *args]
 
 
@@ -41,7 +42,7 @@ def run_loopctl(
     *args: str,
     env: dict[str, str] | None = None,
     timeout: float = 60,
-    kill_at_seq: int | None = None,
+    kill_at_seq: int | str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess: exit codes, stderr, no tracebacks."""
     return subprocess.run(
