@@ -326,6 +326,18 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         "events",
+        "core/ReplaceComparisonOperator_Gt_GtE",
+        "if index > 0 or start == 0:",
+        "`index >= 0` is `index > -1`: see the NumberReplacer entry on this line",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceBinaryOperator_Sub_Add",
+        "buf = _read_range(self.path, offset, current[2] - offset)",
+        "asking for more bytes than the file has returns what it has: the same buffer",
+    ),
+    Equivalent(
+        "events",
         "core/NumberReplacer",
         "if size == 0:",
         "an empty file and a 1-byte one: the general path finds no complete line and returns"
