@@ -195,9 +195,11 @@ def test_an_interrupted_task_shows_as_interrupted_with_its_resume_command_in_col
     resumed = run_loopctl(repo, *as_json[0]["resume"].split()[1:])  # the command it printed
     assert_clean_exit(resumed, 0)
     assert len(events(repo, "run_resumed")) == 1
-    after = json.loads(run_loopctl(repo, "worktrees", "--json").stdout)["worktrees"]
-    # Done: its worktree is gone (keep = on_failure) or listed as done; nothing to resume.
+    listed_after = json.loads(run_loopctl(repo, "worktrees", "--json").stdout)["worktrees"]
+    # Done: its worktree is gone (keep = on_failure: parked in the pool) or listed as done.
+    after = [r for r in listed_after if r["kind"] == "task"]
     assert all(r["task_status"] == "done" and r["resume"] is None for r in after)
+    assert [r["kind"] for r in listed_after] == ["pooled"]
     assert "interrupted" not in run_loopctl(repo, "worktrees").stdout
 
 
