@@ -62,35 +62,39 @@ class Target:
 TARGETS: dict[str, Target] = {
     "gates": Target(
         "loopctl/delivery/gates.py",
-        ("tests/test_gates.py", "tests/test_approval_binding.py", "tests/test_inbox.py"),
+        (
+            "tests/delivery/test_gates.py",
+            "tests/delivery/test_approval_binding.py",
+            "tests/commands/test_inbox.py",
+        ),
         why="invariants 3 and 9: an approval covers exactly the sha it was shown",
     ),
     "pipeline": Target(
         "loopctl/delivery/pipeline.py",
-        ("tests/test_approval_binding.py", "tests/test_inbox.py"),
+        ("tests/delivery/test_approval_binding.py", "tests/commands/test_inbox.py"),
         only=("_gate_check", "_finish_step", "_close_finished_gates", "open_gate"),
         timeout=180.0,
         why="approval binding at delivery time (the rest of the pipeline is git plumbing)",
     ),
     "budgets": Target(
         "loopctl/journal/budgets.py",
-        ("tests/test_budgets.py",),
+        ("tests/journal/test_budgets.py",),
         why="budgets per task and per run, the mean-cost forecast",
     ),
     "fuse": Target(
         "loopctl/journal/fuse.py",
-        ("tests/test_fuse.py", "tests/test_schedule.py"),
+        ("tests/journal/test_fuse.py", "tests/scheduling/test_schedule.py"),
         why="the circuit breaker that stops a loop after repeated failures",
     ),
     "fingerprint": Target(
         "loopctl/checks/fingerprint.py",
-        ("tests/test_fingerprint.py",),
+        ("tests/checks/test_fingerprint.py",),
         why="the same failure is recognised as the same",
     ),
     "secrets": Target(
         "loopctl/secrets.py",
         (
-            "tests/test_secrets.py",
+            "tests/foundation/test_secrets.py",
             "tests/test_properties.py::"
             "test_a_secret_at_any_offset_split_across_any_reads_never_reaches_the_output",
         ),
@@ -98,43 +102,43 @@ TARGETS: dict[str, Target] = {
     ),
     "protected": Target(
         "loopctl/checks/verdicts.py",
-        ("tests/test_protected_paths.py",),
+        ("tests/checks/test_protected_paths.py",),
         only=("protected_violations",),
         why="protected paths and the maker's scope",
     ),
     "changed-paths": Target(
         "loopctl/git.py",
-        ("tests/test_protected_paths.py",),
+        ("tests/checks/test_protected_paths.py",),
         only=("changed_paths", "tree_changes", "_split_z", "_untracked"),
         why="what the maker changed, renames included (--no-renames)",
     ),
     "events": Target(
         "loopctl/journal/events.py",
         (
-            "tests/test_events.py",
-            "tests/test_event_records.py",
+            "tests/journal/test_events.py",
+            "tests/journal/test_event_records.py",
             "tests/test_properties.py::test_a_torn_last_record_is_dropped_then_cut_and_the_log_goes_on",
-            "tests/test_state.py",
+            "tests/journal/test_state.py",
         ),
         timeout=60.0,  # the tests take seconds; a mutant that hangs `follow` waits this long
         why="the append-only log: torn tails, seq gaps, one writer",
     ),
     "sandbox": Target(
         "loopctl/sandbox.py",
-        ("tests/test_sandbox.py",),
+        ("tests/foundation/test_sandbox.py",),
         why="agents run confined",
     ),
     "integrity": Target(
         "loopctl/checks/integrity.py",
-        ("tests/test_engine_security.py",),
+        ("tests/engine/test_engine_security.py",),
         timeout=240.0,
         why="an agent that tampers with definitions, refs or git config is caught",
     ),
     "schedule": Target(
         "loopctl/scheduling/timing.py",
         (
-            "tests/test_schedule.py",
-            "tests/test_schedule_rules.py",
+            "tests/scheduling/test_schedule.py",
+            "tests/scheduling/test_schedule_rules.py",
             "tests/test_properties.py::test_a_decision_names_the_latest_slot_at_or_before_now",
             "tests/test_properties.py::"
             "test_a_scheduler_asking_at_any_times_fires_each_slot_at_most_once_and_never_early",

@@ -7,11 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.repos import git, make_repo
+from support.repos import make_repo
 
 REAL_HOME = Path.home()
-# `git` stays importable from here for tests written on other branches (use support.repos).
-__all__ = ["git"]
 
 
 @pytest.fixture(autouse=True)

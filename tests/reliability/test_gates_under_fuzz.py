@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from engine_helpers import assert_clean_exit, events, git, invoke, loopctl_argv, make_project
-from inbox_helpers import action, add_remote, ledger_entries, ship_loop, the_approval
+from support.cli import assert_clean_exit, invoke, loopctl_argv
+from support.delivery import action, ledger_entries, ship_loop, the_approval
+from support.journal import events
+from support.repos import add_remote, git, make_project
 
 from loopctl.commands import inbox as inbox_actions
 from loopctl.commands.inbox import InboxError

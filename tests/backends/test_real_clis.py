@@ -1,0 +1,414 @@
+"""The real Claude Code, Codex, opencode and aider CLIs, driven by loopctl's presets.
+
+Each test runs `loopctl` beside the scripted model server (tests/support/model_server.py),
+sealed in a loopback-only network namespace when running as root, so the CLI under test can
+reach nothing but that server; the server's log proves it was asked. See
+tests/backends/real_clis.py for the set-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from real_clis import (
+    API_KEY,
+    CLIS,
+    VERSIONS,
+    Sandbox,
+    SealedRun,
+    cli_environment,
+    make_sandbox,
+    require_cli,
+    run_sealed,
+    use_real_maker,
+)
+from support.journal import events
+from support.model_server import secret_digest
+from support.repos import GOAL_BRANCH, all_text_under, commit_all, git, make_project, write_loop
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK = "tests-green"
+# What each CLI's scripted golden run costs: (input, output) tokens, and USD where known.
+# claude: 3 model calls of 100/20, priced by Claude Code itself; codex: 2 calls, priced from
+# loopctl's table; opencode: 3 agent calls (its title call is not reported), priced from its
+# config; aider: 2 calls (it re-asks after adding calc.py to the chat), priced from its metadata.
+SPEND: dict[str, tuple[int, int, float]] = {
+    "claude": (300, 60, 0.003),
+    "codex": (200, 40, (200 * 3.0 + 40 * 15.0) / 1e6),
+    "opencode": (300, 60, 0.0018),
+    "aider": (200, 40, 0.0012),
+}
+PRICES = '\n[prices."gpt-5.5"]\ninput = 3.0\noutput = 15.0\n'
+ONE_ATTEMPT = "\n[budget]\nmax_iterations = 1\n"
+AUTH_HEADER = {"claude": "x-api-key", "codex": "authorization", "opencode": "authorization"}
+
+
+def project(repo: Path, name: str, box: Sandbox, *, config: str = PRICES, **agent: Any) -> None:
+    make_project(repo)
+    use_real_maker(repo, name, box, **agent)
+    (repo / ".loop" / "config.toml").write_text(
+        (repo / ".loop" / "config.toml").read_text() + config
+    )
+    commit_all(repo, f"the real {name} as maker")
+
+
+def assert_sealed(run: SealedRun, box: Sandbox) -> None:
+    """The model server was asked, and (as root) nothing but loopback existed."""
+    assert run.posts(), f"the CLI never reached the model server:\n{run.done.stderr}"
+    if box.sealed:
+        assert run.interfaces == ["lo"]
+
+
+def finished_makers(repo: Path) -> list[dict[str, Any]]:
+    return [dict(e.data) for e in events(repo, "agent_finished") if e.data["role"] == "maker"]
+
+
+def branch_files(repo: Path, branch: str) -> list[str]:
+    return git(repo, "diff", "--name-only", f"main...{branch}").split()
+
+
+# --- the golden path ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_goal_with_the_real_cli_fixes_calc_and_accounts_for_it(repo: Path, name: str) -> None:
+    box = make_sandbox()
+    env = cli_environment(name, box)
+    project(repo, name, box)
+
+    run = run_sealed(repo, box, env, "goal", "tests green")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+    # Only the fix is committed: no agent files (.aider*, histories), and loopctl's one commit
+    # (aider's auto-commit is off; codex could not commit from its sandbox anyway).
+    assert branch_files(repo, GOAL_BRANCH) == ["calc.py"]
+    assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "1"
+    (maker,) = finished_makers(repo)
+    assert maker["backend"] == name
+    assert maker["status"] == "ok"
+    tokens_in, tokens_out, usd = SPEND[name]
+    assert (maker["input_tokens"], maker["output_tokens"]) == (tokens_in, tokens_out)
+    assert maker["cost_usd"] == pytest.approx(usd)
+    assert maker["session_id"]
+    # The key reached the model server, and nowhere in loopctl's own files.
+    if name in AUTH_HEADER:
+        header = AUTH_HEADER[name]
+        sent = API_KEY if header == "x-api-key" else f"Bearer {API_KEY}"
+        assert {p["headers"].get(header) for p in run.posts()} == {secret_digest(sent)}
+    for path, content in all_text_under(repo / ".loop"):
+        assert API_KEY not in content, path
+    if name == "claude":
+        # stdin is /dev/null: Claude Code did not wait for input that never comes.
+        err = next((repo / ".loop" / "runs").rglob("maker.err")).read_text()
+        assert "no stdin data received" not in err
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_run_once_with_the_real_cli_commits_on_the_loop_branch(repo: Path, name: str) -> None:
+    box = make_sandbox()
+    env = cli_environment(name, box)
+    project(repo, name, box)
+    write_loop(repo, "fixer", 'goal = "tests green"\nprompt = "Fix add() in calc.py"\n')
+    commit_all(repo, "a loop")
+
+    run = run_sealed(repo, box, env, "run", "fixer", "--once")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    (done,) = [e for e in events(repo, "task_finished") if e.loop == "fixer"]
+    assert done.data["status"] == "done"
+    branch = f"loop/fixer/{done.task}"
+    assert "return a + b" in git(repo, "show", f"{branch}:calc.py")
+    assert branch_files(repo, branch) == ["calc.py"]
+
+
+# --- failures through the real CLIs ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_a_refused_key_stops_the_task_at_once_with_an_inbox_item(repo: Path, name: str) -> None:
+    box = make_sandbox()
+    env = cli_environment(name, box)
+    project(repo, name, box)
+
+    # The server wants another key: every request is a 401.
+    run = run_sealed(repo, box, env, "goal", "tests green", key="sk-the-right-one")
+
+    assert run.done.returncode == 1, run.done.stdout + run.done.stderr
+    assert "Traceback" not in run.done.stderr
+    assert_sealed(run, box)
+    assert {p["status"] for p in run.posts() if p["status"] != 200} == {401}
+    (maker,) = finished_makers(repo)  # one attempt: no retry storm
+    assert maker["status"] == "error"  # aider exits 0 here: its output tells
+    (finished,) = events(repo, "task_finished")
+    assert finished.data["status"] == "stopped"
+    assert "could not authenticate" in finished.data["reason"]
+    (item,) = events(repo, "inbox_opened")
+    assert "could not authenticate" in item.data["summary"]
+    assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "0"
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_a_rate_limit_then_success_finishes_the_task(repo: Path, name: str) -> None:
+    box = make_sandbox()
+    env = cli_environment(name, box, CLAUDE_CODE_MAX_RETRIES="3")
+    project(repo, name, box)
+    limited = {
+        "status": 429,
+        "body": {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+        "headers": {"retry-after": "0"},
+    }
+
+    run = run_sealed(repo, box, env, "goal", "tests green", failures=[limited])
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    statuses = [p["status"] for p in run.posts()]
+    assert 429 in statuses
+    assert statuses[-1] == 200
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+    (finished,) = events(repo, "task_finished")
+    assert finished.data["status"] == "done"
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_a_hung_model_is_ended_by_loopctls_timeout_with_the_whole_process_group(
+    repo: Path, name: str
+) -> None:
+    box = make_sandbox()
+    env = cli_environment(name, box)
+    # opencode and aider take seconds to start; the timeout must outlast that to hit the hang.
+    timeout = "6s" if name in ("claude", "codex") else "20s"
+    project(repo, name, box, config=PRICES + ONE_ATTEMPT, timeout=timeout)
+
+    run = run_sealed(repo, box, env, "goal", "tests green", script="hang")
+
+    assert run.done.returncode == 1, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    assert {p["status"] for p in run.posts()} == {0}  # asked, never answered
+    (maker,) = finished_makers(repo)
+    assert maker["status"] == "timeout"
+    (started,) = [e for e in events(repo, "agent_started") if e.data["role"] == "maker"]
+    assert process_group(started.data["pid"]) == []  # the CLI and everything it started
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_a_cli_that_claims_success_without_a_fix_does_not_pass(repo: Path, name: str) -> None:
+    box = make_sandbox()
+    env = cli_environment(name, box)
+    project(repo, name, box, config=PRICES + ONE_ATTEMPT)
+
+    run = run_sealed(repo, box, env, "goal", "tests green", script="never_fix")
+
+    assert run.done.returncode == 1
+    assert_sealed(run, box)
+    (maker,) = finished_makers(repo)
+    assert maker["exit_code"] == 0  # the CLI says all is well …
+    assert "Fixed add()." in maker["text"]
+    (check,) = events(repo, "check_finished")
+    assert check.data["passed"] is False  # … the check says otherwise
+    assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "0"
+
+
+# --- Claude Code's permissions -------------------------------------------------------------------
+
+
+def test_a_permission_denial_reported_with_exit_0_is_not_a_success(repo: Path) -> None:
+    box = make_sandbox()
+    env = cli_environment("claude", box)
+    project(repo, "claude", box, config=PRICES + ONE_ATTEMPT)
+
+    # The model edits through `Bash python3 -c …`, which acceptEdits denies.
+    run = run_sealed(repo, box, env, "goal", "tests green", script="denied")
+
+    assert run.done.returncode == 1
+    assert_sealed(run, box)
+    (maker,) = finished_makers(repo)
+    assert (maker["exit_code"], maker["status"]) == (0, "ok")
+    assert maker["permission_denials"] == 1
+    assert maker["denied_tools"] == ["Bash"]
+    (finished,) = events(repo, "task_finished")
+    assert finished.data["status"] != "done"
+    assert "add(2, 3) is not 5" in finished.data["reason"]
+    worktree_calc = Path(events(repo, "worktree_created")[0].data["path"]) / "calc.py"
+    assert "return a - b" in worktree_calc.read_text()
+
+
+def test_bypass_permissions_as_root_is_refused_up_front_unless_a_sandbox(repo: Path) -> None:
+    box = make_sandbox()
+    env = cli_environment("claude", box)
+    env.pop("IS_SANDBOX", None)  # some machines set it; Claude Code honours only "1"
+    project(repo, "claude", box, extra='permission_mode = "bypassPermissions"\n')
+
+    refused = run_sealed(repo, box, env, "goal", "tests green")
+    if os.geteuid() != 0:
+        # Not root: Claude Code accepts the mode and the run works.
+        assert refused.done.returncode == 0, refused.done.stderr
+        return
+    assert refused.done.returncode == 1
+    assert "refuses bypassPermissions when run as root" in refused.done.stderr
+    assert "Traceback" not in refused.done.stderr
+    assert events(repo, "worktree_created") == []
+    assert refused.posts() == []
+
+    # IS_SANDBOX=1 is Claude Code's own switch for a disposable root sandbox.
+    allowed = run_sealed(repo, box, {**env, "IS_SANDBOX": "1"}, "goal", "tests green")
+    assert allowed.done.returncode == 0, allowed.done.stdout + allowed.done.stderr
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+
+
+# --- Codex specifics ---------------------------------------------------------------------------
+
+
+def test_codex_with_an_unknown_model_slug_still_succeeds_through_its_shell_tool(
+    repo: Path,
+) -> None:
+    box = make_sandbox()
+    env = cli_environment("codex", box)
+    # "fake-model": codex warns with an item of type "error" and offers exec_command only.
+    project(repo, "codex", box, config='\n[prices."fake-model"]\ninput = 3.0\noutput = 15.0\n')
+    agent = repo / "agents" / "real-codex.toml"
+    agent.write_text(agent.read_text().replace('"gpt-5.5"', '"fake-model"'))
+    commit_all(repo, "unknown slug")
+
+    run = run_sealed(repo, box, env, "goal", "tests green")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    out = next((repo / ".loop" / "runs").rglob("maker.out")).read_text()
+    warnings = [
+        json.loads(line)
+        for line in out.splitlines()
+        if line.startswith("{") and '"type":"error"' in line
+    ]
+    assert warnings, "codex no longer warns about unknown model metadata"
+    (maker,) = finished_makers(repo)
+    assert maker["status"] == "ok"
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+    # A custom provider speaks plain HTTP: no websocket upgrade was tried.
+    assert all(p["method"] == "POST" for p in run.requests)
+    assert {p["path"] for p in run.requests} == {"/v1/responses"}
+
+
+def process_group(pgid: int) -> list[int]:
+    """Living processes in process group `pgid` (zombies count as gone)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+# --- the versions we claim ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_the_cli_tested_is_the_pinned_version_the_readme_names(name: str) -> None:
+    binary = require_cli(name)
+    script = (ROOT / "scripts" / "install-agent-clis").read_text()
+    readme = (ROOT / "README.md").read_text()
+    version = VERSIONS[name]
+    assert re.search(rf"[@=]{re.escape(version)}\"", script), f"{name} {version} is not pinned"
+    assert version in readme
+
+    done = subprocess.run(
+        [str(binary), "--version"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        env={**os.environ, "PATH": f"{binary.parent}{os.pathsep}{os.environ['PATH']}"},
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert version in done.stdout
+
+
+# --- MCP connectors through the real CLIs ------------------------------------------------------
+
+MCP_SERVER = Path(__file__).parents[1] / "programs" / "mcp_server.py"
+MCP_SECRET = "ref-passphrase-real-cli-51c0"
+
+
+def connector_project(repo: Path, tmp_path: Path, name: str) -> tuple[Sandbox, dict[str, str]]:
+    box = make_sandbox()
+    env = cli_environment(
+        name,
+        box,
+        REF_PASSPHRASE=MCP_SECRET,
+        MCP_RECORD=str(tmp_path / "mcp-calls.jsonl"),
+        MCP_STARTED=str(tmp_path / "mcp-started.jsonl"),
+    )
+    connector = (
+        f'\n[connectors.ref]\ncommand = ["{sys.executable}", "{MCP_SERVER}"]\n'
+        'env_allow = ["REF_PASSPHRASE", "MCP_RECORD", "MCP_STARTED"]\n'
+    )
+    # The test's MCP server records its calls beside the test: a place the agent file grants,
+    # since the CLI starts the server inside loopctl's sandbox.
+    grant = f"\n[sandbox]\nwrite = [{json.dumps(str(tmp_path))}]\n"
+    project(repo, name, box, config=PRICES + connector, extra='connectors = ["ref"]\n' + grant)
+    return box, env
+
+
+def assert_secret_kept(repo: Path, run: SealedRun, tmp_path: Path) -> None:
+    """The connector got its secret; the model and loopctl's files never saw it."""
+    (started,) = [json.loads(line) for line in (tmp_path / "mcp-started.jsonl").open()]
+    assert started["secret_sha"] == hashlib.sha256(MCP_SECRET.encode()).hexdigest()[:12]
+    assert all(MCP_SECRET not in json.dumps(p) for p in run.requests)
+    for path, content in all_text_under(repo / ".loop"):
+        assert MCP_SECRET not in content, path
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+
+
+def test_real_claude_calls_a_declared_mcp_connector_without_seeing_its_secret(
+    repo: Path, tmp_path: Path
+) -> None:
+    box, env = connector_project(repo, tmp_path, "claude")
+
+    run = run_sealed(repo, box, env, "goal", "tests green", script="lookup_then_fix")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    offered = {tool for request in run.model_requests() for tool in request.tools}
+    assert {"mcp__ref__lookup", "mcp__ref__delete"} <= offered
+    (call,) = [json.loads(line) for line in (tmp_path / "mcp-calls.jsonl").open()]
+    assert (call["tool"], call["arguments"]) == ("lookup", {"key": "alpha"})
+    answers = [answer for request in run.model_requests() for answer in request.tool_results]
+    assert any("alpha: first letter" in answer for answer in answers)
+    (maker,) = finished_makers(repo)
+    assert "permission_denials" not in maker  # the preset allowed the declared server's tools
+    assert_secret_kept(repo, run, tmp_path)
+
+
+def test_real_codex_starts_a_declared_mcp_connector_behind_its_tool_search(
+    repo: Path, tmp_path: Path
+) -> None:
+    box, env = connector_project(repo, tmp_path, "codex")
+
+    # Codex starts MCP servers beside its first model call: answer once the server is up.
+    started = tmp_path / "mcp-started.jsonl"
+    run = run_sealed(repo, box, env, "goal", "tests green", wait_for_file=started)
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    # Codex 0.171 starts the server at once but offers MCP tools to the model only through its
+    # deferred `tool_search`, not by name.
+    tool_types = {
+        tool.get("type") for request in run.model_requests() for tool in request.body["tools"]
+    }
+    assert "tool_search" in tool_types
+    assert_secret_kept(repo, run, tmp_path)

@@ -1,0 +1,366 @@
+"""`loopctl ui`: the dashboard served by a real `loopctl ui` process, driven over HTTP, by a real
+Chromium (Playwright), and attacked by a sandboxed agent hunting for its token."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from support.cli import assert_clean_exit, invoke, run_loopctl, spawn_loopctl
+from support.delivery import inbox_items, ship_loop, the_approval
+from support.journal import events
+from support.processes import wait_for
+from support.repos import add_remote, make_project, remote_refs, write_agent, write_loop
+from support.ui import browser, dashboard, screenshot
+
+from loopctl.journal.events import EventLog
+from loopctl.paths import ProjectPaths
+from loopctl.ui.security import Guard, is_loopback
+
+PROGRAMS = Path(__file__).parents[1] / "programs"
+BRANCH = "loop/ship/main"
+
+
+def gated(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A loop whose push waits for approval: one approval item in the inbox; the remote."""
+    make_project(repo, "fixer.py")
+    remote = add_remote(repo, tmp_path)
+    ship_loop(repo, 'actions = ["commit", "push"]')
+    done = invoke(monkeypatch, repo, "run", "ship", "--once")
+    assert done.exit_code == 0, done.output
+    return remote
+
+
+def hostile_item(repo: Path) -> str:
+    """An escalation whose text is an agent's attempt at markup and terminal escapes."""
+    EventLog(ProjectPaths(repo).events_file).append(
+        "inbox_opened",
+        run="20261201T000000-beef",
+        loop="ship",
+        task="evil",
+        data={
+            "id": "e5c0de",
+            "kind": "escalation",
+            "summary": '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
+            "\x1b[2Jall checks passed",
+            "evidence": {"question": "<b>approve me</b>", "reason": "<a href=//evil>x</a>"},
+        },
+    )
+    return "e5c0de"
+
+
+# --- start-up -----------------------------------------------------------------------------
+
+
+def test_other_commands_never_import_the_web_stack() -> None:
+    probe = (
+        "import sys; from loopctl.cli.app import app;"
+        " print(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in ('starlette', 'uvicorn', 'anyio', 'playwright')"
+        " or m.startswith('loopctl.ui')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "[]", loaded.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "loopctl", "--help"], capture_output=True, text=True, check=True
+    )
+    assert " ui " in shown.stdout
+
+
+def test_refuses_to_start_inside_an_agent(repo: Path) -> None:
+    env = {**os.environ, "LOOPCTL_ROLE": "maker"}
+    done = run_loopctl(repo, "ui", "--no-open", env=env, timeout=30)
+    assert_clean_exit(done, 1)
+    assert done.stderr.startswith("loopctl: `loopctl ui` is a human's command"), done.stderr
+    assert "http://" not in done.stdout
+
+
+def test_host_and_origin_rules() -> None:
+    guard = Guard(token="t" * 43, host="127.0.0.1", port=8123)
+    assert guard.host_ok("127.0.0.1:8123")
+    assert guard.host_ok("localhost:8123")
+    assert not guard.host_ok("evil.example:8123")  # DNS rebinding: the attacker's own name
+    assert not guard.host_ok("127.0.0.1:8124")
+    assert not guard.host_ok(None)
+    assert guard.origin_ok("http://127.0.0.1:8123", "same-origin", "127.0.0.1:8123")
+    assert not guard.origin_ok("http://127.0.0.1:9999", None, "127.0.0.1:8123")  # another port
+    assert not guard.origin_ok("http://127.0.0.1:8123", "same-site", "127.0.0.1:8123")
+    assert not guard.origin_ok(None, "same-origin", "127.0.0.1:8123")
+    assert not guard.origin_ok("null", None, "127.0.0.1:8123")
+    assert not guard.token_ok("t" * 42)
+    assert guard.token_ok("t" * 43)
+    wide = Guard(token="x", host="0.0.0.0", port=80)
+    assert wide.host_ok("10.1.2.3:80")
+    assert not wide.host_ok("rebind.example:80")
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("192.168.1.2")
+
+
+# --- over HTTP ----------------------------------------------------------------------------
+
+
+def test_requests_without_the_token_from_another_origin_or_host_are_refused(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = gated(repo, tmp_path, monkeypatch)
+    item = the_approval(monkeypatch, repo)["id"]
+    with dashboard(repo) as ui:
+        approve = f"{ui.base}/inbox/{item}/approve"
+        origin = {"Origin": ui.base}
+        with httpx.Client(timeout=20) as plain:
+            assert plain.get(f"{ui.base}/inbox").status_code == 401
+            assert plain.get(f"{ui.base}/inbox?token=wrong").status_code == 403
+            # The sign-in redirect stays on this server, whatever the path looks like.
+            login = httpx.get(f"{ui.base}//evil.example/x?token={ui.token}")
+            assert login.status_code == 303
+            assert login.headers["location"] == "/evil.example/x"
+            assert plain.post(approve, headers=origin).status_code == 401
+            assert plain.post(f"{approve}?token={ui.token}", headers=origin).status_code == 403
+            # A rebound DNS name reaches the port but names itself in Host.
+            rebound = plain.get(ui.url, headers={"Host": f"evil.example:{ui.port}"})
+            assert rebound.status_code == 403
+        cookie = {f"loopctl_ui_{ui.port}": ui.token}
+        with httpx.Client(timeout=20, cookies=cookie) as session:
+            page = session.get(f"{ui.base}/inbox")
+            assert page.status_code == 200
+            assert item in page.text
+            assert "default-src 'none'" in page.headers["content-security-policy"]
+            foreign = {"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}
+            assert session.post(approve, headers=foreign).status_code == 403
+            assert session.post(approve).status_code == 403  # no Origin at all
+            assert (
+                session.post(approve, headers={"Origin": "http://evil.example"}).status_code == 403
+            )
+            assert session.get(f"{ui.base}/inbox", headers={"Host": "evil:1"}).status_code == 403
+    assert events(repo, "approved") == []
+    assert remote_refs(remote) == {}
+    assert the_approval(monkeypatch, repo)["approved"] is None
+
+
+def test_page_actions_record_what_the_cli_records(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = gated(repo, tmp_path, monkeypatch)
+    question = hostile_item(repo)
+    item = the_approval(monkeypatch, repo)["id"]
+    with dashboard(repo) as ui:
+        cookie = {f"loopctl_ui_{ui.port}": ui.token}
+        origin = {"Origin": ui.base, "Sec-Fetch-Site": "same-origin"}
+        with httpx.Client(timeout=60, cookies=cookie, follow_redirects=True) as session:
+            # The CLI's own refusal, word for word, and nothing recorded.
+            wrong = session.post(f"{ui.base}/inbox/{question}/approve", headers=origin)
+            assert wrong.status_code == 200
+            assert "is a escalation item, not an approval" in wrong.text
+            assert 'class="notice bad"' in wrong.text
+            dismissed = session.post(f"{ui.base}/inbox/{question}/dismiss", headers=origin)
+            assert f"dismissed {question}" in dismissed.text
+            rejected = session.post(
+                f"{ui.base}/inbox/{item}/reject", headers=origin, data={"reason": "not today"}
+            )
+            assert f"rejected {item}: nothing was delivered" in rejected.text
+            listing = session.get(f"{ui.base}/inbox?loop=ship&all=1")
+            assert listing.text.count("<tr data-item=") == 2
+    assert events(repo, "approved") == []
+    closed = {e.data["id"]: e.data for e in events(repo, "inbox_closed")}
+    assert closed[question]["resolution"] == "dismissed"
+    assert closed[item] == {"id": item, "resolution": "rejected", "reason": "not today"}
+    (stopped,) = events(repo, "task_finished", "evil")
+    assert stopped.data["status"] == "stopped"  # what `inbox dismiss` records for a question
+    assert events(repo, "task_finished", "main")[-1].data["status"] == "rejected"
+    assert remote_refs(remote) == {}
+    assert inbox_items(monkeypatch, repo) == []
+
+
+def test_retry_from_the_page_runs_the_task_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "never_fixes.py")
+    write_loop(
+        repo, "tidy", 'goal = "tests green"\nprompt = "fix add"\n\n[budget]\nmax_iterations = 1\n'
+    )
+    assert invoke(monkeypatch, repo, "run", "tidy", "--once").exit_code == 1
+    (item,) = inbox_items(monkeypatch, repo)
+    write_agent(repo, "maker", "fixer.py")  # the human fixed what made it fail
+    port = free_port()
+    with dashboard(repo, "--port", str(port)) as ui:
+        assert ui.port == port
+        cookie = {f"loopctl_ui_{ui.port}": ui.token}
+        with httpx.Client(timeout=120, cookies=cookie, follow_redirects=True) as session:
+            page = session.get(f"{ui.base}/inbox/{item['id']}")
+            assert 'action="/inbox/' + item["id"] + '/retry"' in page.text
+            done = session.post(f"{ui.base}/inbox/{item['id']}/retry", headers={"Origin": ui.base})
+            assert "retried" in done.text, done.text
+    assert [r.data["kind"] for r in events(repo, "tick_started")] == ["tick", "requeue"]
+    (requeued,) = events(repo, "task_requeued")
+    assert requeued.data["reason"] == "retry"
+    assert events(repo, "task_finished", "main")[-1].data["status"] == "done"
+    assert inbox_items(monkeypatch, repo) == []
+
+
+def test_without_the_ui_extra_it_says_how_to_install_it(repo: Path) -> None:
+    blocked = (
+        "import sys; sys.modules['starlette'] = None; sys.argv = ['loopctl', 'ui', '--no-open'];"
+        " from loopctl.__main__ import main; raise SystemExit(main())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert_clean_exit(done, 1)
+    assert done.stderr.strip() == (
+        "loopctl: `loopctl ui` needs the ui extra (starlette is missing):"
+        " pip install 'loopctl-runtime[ui]'"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_sandboxed_agent_cannot_find_the_token_or_approve(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_environment: Path
+) -> None:
+    from loopctl import process
+    from loopctl.sandbox import make_sandbox
+    from loopctl.secrets import build_env
+
+    remote = gated(repo, tmp_path, monkeypatch)
+    item = the_approval(monkeypatch, repo)["id"]
+    home = isolated_environment
+    # A decoy of the token's shape where the agent can read: proof that the hunt finds tokens.
+    decoy = "D" * 43
+    (home / "notes.txt").write_text(f"token={decoy}\n")
+    worktree = tmp_path / "agent-worktree"
+    worktree.mkdir()
+    with dashboard(repo) as ui:
+        box = make_sandbox(root=repo, worktree=worktree)
+        env = build_env(extra={"HOME": str(home), "LOOPCTL_ROLE": "maker"})
+        done = process.run(
+            [sys.executable, "-I", str(PROGRAMS / "token_hunter.py"), str(ui.port), item,
+             str(home), str(repo)],
+            cwd=worktree,
+            env=env,
+            timeout=240,
+            sandbox=box,
+        )  # fmt: skip
+        report = json.loads(done.stdout_tail.strip().splitlines()[-1])
+        assert ui.process.poll() is None  # the server is still up: it refused, it did not die
+    assert decoy in report["candidates"], report  # the hunt worked where it could look
+    assert ui.token not in report["candidates"]
+    assert report["pids_visible"] < 10, report  # the server's process is out of sight
+    assert report["attempts"] >= 3
+    # Every attempt reached the server (no -1) and was refused.
+    assert set(report["statuses"]) <= {401, 403}, report
+    assert events(repo, "approved") == []
+    assert remote_refs(remote) == {}
+    assert the_approval(monkeypatch, repo)["approved"] is None
+
+
+# --- in a real browser --------------------------------------------------------------------
+
+
+def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = gated(repo, tmp_path, monkeypatch)
+    hostile_item(repo)
+    (commit,) = events(repo, "commit_created", "main")
+    listed = {i["id"] for i in inbox_items(monkeypatch, repo)}
+    item = the_approval(monkeypatch, repo)["id"]
+    with dashboard(repo) as ui, browser() as chromium:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        page.goto(ui.url)
+        assert "token=" not in page.url  # exchanged for a cookie, gone from the address bar
+        page.goto(f"{ui.base}/inbox")
+        shown = set(
+            page.locator("tr[data-item]").evaluate_all("rows => rows.map(r => r.dataset.item)")
+        )
+        assert shown == listed
+        screenshot(page, "inbox")
+
+        page.goto(f"{ui.base}/inbox/e5c0de")
+        assert page.evaluate("window.pwned") is None  # agent text stayed text
+        assert "<script>window.pwned=1</script>" in page.locator("p.summary").inner_text()
+        assert "\x1b" not in page.content()
+        screenshot(page, "escalation")
+
+        page.goto(f"{ui.base}/loops")
+        assert page.locator("tr[data-loop=ship]").count() == 1
+        assert page.locator("svg.chart").count() >= 2
+        screenshot(page, "loops")
+
+        page.goto(f"{ui.base}/inbox/{item}")
+        diff = page.locator("pre.diff")
+        assert "+    return a + b" in diff.inner_text()
+        assert diff.locator("span.add").count() >= 1
+        assert diff.locator("span.del").count() >= 1
+        assert f"push {commit.data['sha'][:12]} to origin" in page.inner_text("main")
+        screenshot(page, "approval")
+        page.fill("form.approve input[name=note]", "looks right")
+        page.click("form.approve button")
+        page.wait_for_selector("p.notice")
+        assert "approved" in page.inner_text("p.notice")
+        screenshot(page, "approved")
+        # The browser's back-and-resubmit, or a second click, must not deliver twice.
+        again = page.request.post(
+            f"{ui.base}/inbox/{item}/approve", headers={"Origin": ui.base}, form={"note": "again"}
+        )
+        assert again.status == 200
+        assert "already closed" in again.text()
+
+        page.goto(f"{ui.base}/runs")
+        screenshot(page, "runs")
+        page.click("tbody tr a")
+        page.wait_for_selector("#timeline li")
+        screenshot(page, "run")
+    (granted,) = events(repo, "approved")
+    assert granted.data["sha"] == commit.data["sha"]
+    assert granted.data["note"] == "looks right"
+    assert len([e for e in events(repo, "action_started") if e.data.get("action") == "push"]) == 1
+    assert remote_refs(remote) == {f"refs/heads/{BRANCH}": commit.data["sha"]}
+    (closed,) = [i for i in inbox_items(monkeypatch, repo, "--all") if i["id"] == item]
+    assert closed["resolution"] == "approved"
+
+
+def test_a_running_loops_page_updates_without_reload(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker, release = tmp_path / "signals" / "started", tmp_path / "signals" / "release"
+    marker.parent.mkdir()
+    make_project(repo, "slow_fixer.py", marker, release)
+    ship_loop(repo, 'actions = ["commit"]')
+    runner = spawn_loopctl(repo, "run", "ship", "--once")
+    try:
+        wait_for(marker.exists, "the agent to start", timeout=60)
+        (started,) = events(repo, "tick_started")
+        with dashboard(repo) as ui, browser() as chromium:
+            page = chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+            page.goto(ui.url)
+            page.goto(f"{ui.base}/runs/{started.run}")
+            assert page.get_attribute("#run-status", "data-status") == "running"
+            before = page.locator("#timeline li").count()
+            page.evaluate("window.sameDocument = true")
+            screenshot(page, "run-live")
+            release.write_text("go")
+            page.wait_for_selector("#run-status[data-status=done]", timeout=60_000)
+            assert page.evaluate("window.sameDocument") is True  # no reload happened
+            assert page.locator("#timeline li.new").count() >= 2
+            assert page.locator("#timeline li").count() > before
+            assert "finished: done" in page.inner_text("#timeline")
+            screenshot(page, "run-finished")
+        out, err = runner.communicate(timeout=60)
+        assert runner.returncode == 0, out + err
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate(timeout=10)
