@@ -8,7 +8,7 @@ from datetime import datetime
 
 from loopctl.definitions.config import Budget
 from loopctl.journal.events import Event, EventType
-from loopctl.usage import clamp_usd, tokens_of, usd_of
+from loopctl.journal.schema import agent_finished
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +56,17 @@ def spend(events: Sequence[Event], now: datetime) -> Spend:
         if event.type != EventType.AGENT_FINISHED:
             continue
         calls += 1
-        data = event.data
-        tokens += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
-        cost = clamp_usd(data.get("cost_usd"))  # an old log may hold 1e999 or NaN
-        if cost is None:
+        turn = agent_finished(event)  # clamped: an old log may hold 1e999 or NaN
+        tokens += turn.tokens
+        if turn.cost_usd is None:
             unknown += 1
         else:
-            usd += float(cost)
+            usd += turn.cost_usd
     return Spend(tokens, usd, unknown, active_wall_seconds(events, now), calls)
 
 
 def _task_and_attempt(event: Event) -> Hashable:
-    return (event.task, int(event.data.get("attempt") or 0))
+    return (event.task, agent_finished(event).attempt or 0)
 
 
 def mean_attempt_cost(
@@ -83,10 +82,9 @@ def mean_attempt_cost(
         if event.type != EventType.AGENT_FINISHED:
             continue
         entry = per_attempt.setdefault(attempt_of(event), [0.0, 0.0])
-        entry[0] += tokens_of(event.data.get("input_tokens")) + tokens_of(
-            event.data.get("output_tokens")
-        )
-        entry[1] += usd_of(event.data.get("cost_usd"))
+        turn = agent_finished(event)
+        entry[0] += turn.tokens
+        entry[1] += turn.cost_usd or 0.0
     if not per_attempt:
         return 0.0, 0.0
     count = len(per_attempt)

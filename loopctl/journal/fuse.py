@@ -15,7 +15,7 @@ from loopctl.definitions.config import Config
 from loopctl.journal.budgets import mean_attempt_cost
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import new_item_id
-from loopctl.usage import tokens_of, usd_of
+from loopctl.journal.schema import agent_finished
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +33,9 @@ def day_spend(events: Iterable[Event], now: datetime, tz: tzinfo) -> DaySpend:
     for event in events:
         if event.type != EventType.AGENT_FINISHED or event.time.astimezone(tz).date() != today:
             continue
-        data = event.data
-        tokens += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
-        usd += usd_of(data.get("cost_usd"))
+        turn = agent_finished(event)  # clamped: an old log may hold 1e999 or NaN
+        tokens += turn.tokens
+        usd += turn.cost_usd or 0.0
     return DaySpend(today, tokens, usd)
 
 
@@ -71,7 +71,7 @@ def task_attempt_cost(events: Iterable[Event], loop: str, task: str) -> tuple[fl
     """
     return mean_attempt_cost(
         (event for event in events if event.loop == loop and event.task == task),
-        attempt_of=lambda event: (event.run, event.data.get("attempt")),
+        attempt_of=lambda event: (event.run, agent_finished(event).attempt),
     )
 
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.errors import UsageError
+from loopctl.journal import schema
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.statuses import RunStatus, TaskStatus
-from loopctl.usage import clamp_usd, tokens_of
 
 
 @dataclass(slots=True)
@@ -126,7 +126,7 @@ def fold(events: Iterable[Event]) -> dict[str, RunView]:
             run = RunView(
                 run=event.run,
                 loop=event.loop or "",
-                kind=str(event.data.get("kind", "tick")),
+                kind=schema.tick_started(event).kind,
                 started=event.ts,
                 data=dict(event.data),
             )
@@ -165,18 +165,19 @@ def _apply(run: RunView, event: Event) -> None:
     if kind == EventType.RUN_RESUMED:
         run.status = RunStatus.RUNNING
     elif kind == EventType.TICK_FINISHED:
+        tick = schema.tick_finished(event)
         run.finished = event.ts
-        run.status = str(data.get("status", "done"))
-        run.reason = str(data.get("reason", ""))
+        run.status = tick.status or RunStatus.DONE
+        run.reason = tick.reason
     elif kind == EventType.RUN_INTERRUPTED:
         run.status = RunStatus.INTERRUPTED
     elif kind == EventType.TASK_FOUND:
         task = _task(run, event)
-        task.prompt = str(data.get("prompt", ""))
-        task.title = str(data.get("title", ""))
-        task.base_ref = data.get("base_ref")
-        fields = data.get("fields")
-        task.fields = dict(fields) if isinstance(fields, dict) else {}
+        found = schema.task_found(event)
+        task.prompt = found.prompt
+        task.title = found.title
+        task.base_ref = found.base_ref
+        task.fields = found.fields
     elif kind == EventType.WORKTREE_CREATED:
         task = _task(run, event)
         task.worktree = data.get("path")
@@ -185,7 +186,7 @@ def _apply(run: RunView, event: Event) -> None:
         task.base_ref_sha = data.get("base_ref_sha") or data.get("base_sha")
     elif kind == EventType.ATTEMPT_STARTED:
         task = _task(run, event)
-        number = int(data.get("attempt", len(task.attempts) + 1))
+        number = schema.attempt_started(event).attempt or len(task.attempts) + 1
         existing = task.attempt(number)
         if existing is None:
             task.attempts.append(AttemptView(number=number, started=event.ts))
@@ -193,41 +194,41 @@ def _apply(run: RunView, event: Event) -> None:
             existing.starts += 1
     elif kind == EventType.AGENT_FINISHED:
         task = _task(run, event)
-        tokens = tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
-        # Clamped again on reading: a log written before usage was checked may hold 1e999.
-        cost = clamp_usd(data.get("cost_usd"))
+        turn = schema.agent_finished(event)  # counts and costs clamped on reading
+        tokens, cost = turn.tokens, turn.cost_usd
         task.tokens += tokens
-        task.cost_usd += float(cost or 0.0)
-        backend = str(data.get("backend") or "unknown")
-        task.by_backend.setdefault(backend, Spend()).add(
-            Spend(tokens, float(cost or 0.0), 1, 1 if cost is None else 0)
+        task.cost_usd += cost or 0.0
+        task.by_backend.setdefault(turn.backend or "unknown", Spend()).add(
+            Spend(tokens, cost or 0.0, 1, 1 if cost is None else 0)
         )
-        attempt = task.attempt(int(data.get("attempt", 0)))
+        attempt = task.attempt(turn.attempt or 0)
         if attempt is not None:
-            attempt.agent_tail = str(data.get("output_tail") or "")
-            attempt.agent_status = str(data.get("status") or "") or None
+            attempt.agent_tail = turn.output_tail
+            attempt.agent_status = turn.status
             attempt.tokens += tokens
             if cost is not None:
-                attempt.cost_usd = (attempt.cost_usd or 0.0) + float(cost)
+                attempt.cost_usd = (attempt.cost_usd or 0.0) + cost
     elif kind == EventType.ATTEMPT_FINISHED:
         task = _task(run, event)
-        attempt = task.attempt(int(data.get("attempt", 0)))
+        ended = schema.attempt_finished(event)
+        attempt = task.attempt(ended.attempt or 0)
         if attempt is not None:
             attempt.finished = event.ts
-            attempt.verdict = str(data.get("verdict", "failed"))
-            attempt.reason = str(data.get("reason", ""))
-            attempt.fingerprint = data.get("fingerprint")
-            attempt.output_tail = str(data.get("output_tail", ""))
-            attempt.fatal = data.get("fatal") is True
+            attempt.verdict = ended.verdict or "failed"
+            attempt.reason = ended.reason
+            attempt.fingerprint = ended.fingerprint
+            attempt.output_tail = ended.output_tail
+            attempt.fatal = ended.fatal
     elif kind == EventType.COMMIT_CREATED:
         task = _task(run, event)
         task.commit = data.get("sha")
     elif kind == EventType.TASK_FINISHED:
         task = _task(run, event)
-        task.status = str(data.get("status", "done"))
-        task.reason = str(data.get("reason", ""))
-        if data.get("commit"):
-            task.commit = data.get("commit")
+        outcome = schema.task_finished(event)
+        task.status = outcome.status or TaskStatus.DONE
+        task.reason = outcome.reason
+        if outcome.commit:
+            task.commit = outcome.commit
 
 
 def latest_run(runs: dict[str, RunView], loop: str) -> RunView | None:

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import inbox_closed, inbox_opened
 from loopctl.journal.statuses import ItemState
 from loopctl.text import code_block, code_span, escape_markdown, strip_controls
 
@@ -74,13 +75,13 @@ def unique_item_id(
     taken: dict[str, tuple[str, ...]] = {}
     for event in events:
         if event.type == EventType.INBOX_OPENED:
-            data = event.data
-            taken[str(data.get("id"))] = (
+            opened = inbox_opened(event)
+            taken[opened.id] = (
                 event.run or "",
                 event.loop or "",
                 event.task or "",
-                str(data.get("kind", "")),
-                str(data.get("summary", "")),
+                opened.kind or "",
+                opened.summary,
             )
     for length in range(6, len(digest) + 1):
         candidate = digest[:length]
@@ -100,29 +101,23 @@ def items(events: Iterable[Event]) -> list[InboxItem]:
     found: dict[str, InboxItem] = {}
     for event in events:
         if event.type == EventType.INBOX_OPENED:
-            data = event.data
-            item_id = str(data.get("id"))
-            evidence = data.get("evidence")
-            found[item_id] = InboxItem(
-                id=item_id,
-                kind=str(data.get("kind", ItemKind.FAILED)),
+            opened = inbox_opened(event)
+            found[opened.id] = InboxItem(
+                id=opened.id,
+                kind=opened.kind or ItemKind.FAILED,
                 loop=event.loop,
                 task=event.task,
                 run=event.run,
                 opened=event.ts,
                 # A log older than the cleaning at the source may hold escape sequences.
-                summary=strip_controls(str(data.get("summary", ""))),
-                evidence=dict(evidence) if isinstance(evidence, dict) else {},
+                summary=strip_controls(opened.summary),
+                evidence=opened.evidence,
             )
         elif event.type == EventType.INBOX_CLOSED:
-            item_id = str(event.data.get("id"))
-            item = found.get(item_id)
+            closed = inbox_closed(event)
+            item = found.get(closed.id)
             if item is not None and item.is_open:
-                found[item_id] = replace(
-                    item,
-                    closed=event.ts,
-                    resolution=str(event.data.get("resolution", "closed")),
-                )
+                found[closed.id] = replace(item, closed=event.ts, resolution=closed.resolution)
         elif event.type == EventType.APPROVED:
             item = found.get(str(event.data.get("id")))
             if item is not None and item.is_open:

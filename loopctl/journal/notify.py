@@ -20,6 +20,7 @@ from loopctl.definitions.config import Notify
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
+from loopctl.journal.schema import inbox_closed
 
 if TYPE_CHECKING:
     from loopctl.journal.recorder import Recorder
@@ -308,7 +309,7 @@ def build_digest(
         if event.type == EventType.INBOX_OPENED:
             opened += 1
         else:
-            closed[str(event.data.get("resolution", "closed"))] += 1
+            closed[inbox_closed(event).resolution] += 1
     loops = tuple(
         LoopDigest(name, dict(e["runs"]), dict(e["tasks"]), e["tokens"], e["usd"])
         for name, e in sorted(per_loop.items())

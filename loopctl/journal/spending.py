@@ -15,7 +15,7 @@ from typing import Any
 
 from loopctl.errors import UsageError
 from loopctl.journal.events import Event, EventType
-from loopctl.usage import clamp_usd, tokens_of
+from loopctl.journal.schema import AgentFinished, agent_finished
 
 
 class GroupBy(StrEnum):
@@ -97,13 +97,13 @@ class _Sum:
         return SpendRow(key, self.tokens, self.usd, self.calls, self.unpriced)
 
 
-def _key(event: Event, by: GroupBy, day: date) -> str:
+def _key(event: Event, turn: AgentFinished, by: GroupBy, day: date) -> str:
     if by is GroupBy.DAY:
         return day.isoformat()
     if by is GroupBy.LOOP:
         return event.loop or "-"
     if by is GroupBy.BACKEND:
-        return str(event.data.get("backend") or "unknown")
+        return turn.backend or "unknown"
     return f"{event.loop or '-'}/{event.task or '-'}"
 
 
@@ -125,11 +125,10 @@ def spend_report(
         when = event.time
         if (since is not None and when < since) or when > now:
             continue
-        data = event.data
-        tokens = tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
-        cost = clamp_usd(data.get("cost_usd"))  # an old log may hold 1e999 or NaN
+        turn = agent_finished(event)  # clamped: an old log may hold 1e999 or NaN
+        tokens, cost = turn.tokens, turn.cost_usd
         day = when.astimezone(tz).date()
-        buckets = [total, groups.setdefault(_key(event, by, day), _Sum())]
+        buckets = [total, groups.setdefault(_key(event, turn, by, day), _Sum())]
         if by is not GroupBy.DAY:  # by day, the groups are the days already
             buckets.append(per_day.setdefault(day, _Sum()))
         for bucket in buckets:

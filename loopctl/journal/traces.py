@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from loopctl.journal import schema
 from loopctl.journal.events import Event
-from loopctl.usage import clamp_tokens, clamp_usd
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 Attributes = Mapping[str, AttrValue]
@@ -163,9 +164,24 @@ def time_ns(ts: str) -> int:
 
 
 def _seconds_ns(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    return round(value * 1e9)
+    try:
+        nanos = float(value) * 1e9
+    except OverflowError:  # a 400-digit integer
+        return 0
+    # NaN or infinity would make `round` raise: a hostile log must not break an export.
+    return round(nanos) if math.isfinite(nanos) and nanos >= 0 else 0
+
+
+def _started_ns(value: object, default: int) -> int:
+    """A check command's `started` timestamp in nanoseconds; `default` when unreadable."""
+    if not isinstance(value, str):
+        return default
+    try:
+        return time_ns(value)
+    except (ValueError, OverflowError):
+        return default
 
 
 def provider_name(backend: str, model: str | None) -> str:
@@ -448,23 +464,21 @@ class TraceBuilder:
     # --- one handler per event type ------------------------------------------------------------
 
     def _tick_started(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        data = event.data
+        started = schema.tick_started(event)
         loop = event.loop or "loop"
-        trigger = data.get("trigger")
-        check = data.get("check")
         run.first_ns = at
         run.tick = self._open_workflow(run, loop, at)
         run.tick.attributes.update(
             {
-                "loopctl.tick.kind": _text(data.get("kind")),
-                "loopctl.trigger": _text(trigger.get("fired"))
-                if isinstance(trigger, dict)
+                "loopctl.tick.kind": started.kind,
+                "loopctl.trigger": _text(started.trigger.get("fired")),
+                "loopctl.maker": started.maker,
+                "loopctl.checker": started.judge,
+                "loopctl.in_place": started.in_place or None,
+                "loopctl.check.command": " ".join(started.check)
+                if started.check is not None
                 else None,
-                "loopctl.maker": _text(data.get("maker")),
-                "loopctl.checker": _text(data.get("judge")),
-                "loopctl.in_place": data.get("in_place") is True or None,
-                "loopctl.check.command": " ".join(check) if isinstance(check, list) else None,
-                "loopctl.goal": self._content(data.get("condition")),
+                "loopctl.goal": self._content(started.condition),
             }
         )
         return TraceBatch()
@@ -484,14 +498,14 @@ class TraceBuilder:
         task = event.task
         if task is None or task in run.tasks:
             return TraceBatch()
-        data = event.data
+        found = schema.task_found(event)
         item = run.tasks[task] = self._open_task(run, task, at)
-        item.attributes["loopctl.task.title"] = self._content(data.get("title"))
-        item.attributes["loopctl.task.prompt"] = self._content(data.get("prompt"))
+        item.attributes["loopctl.task.title"] = self._content(found.title)
+        item.attributes["loopctl.task.prompt"] = self._content(found.prompt)
         return TraceBatch()
 
     def _attempt_started(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        number = _int(event.data.get("attempt"))
+        number = schema.attempt_started(event).attempt
         if event.task is None or number is None:
             return TraceBatch()
         key = (event.task, number)
@@ -502,24 +516,23 @@ class TraceBuilder:
         return TraceBatch()
 
     def _agent_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        data = event.data
-        agent = _text(data.get("agent")) or "agent"
-        backend = _text(data.get("backend")) or "unknown"
-        request_model = _text(data.get("request_model")) or _text(data.get("model"))
-        response_model = _text(data.get("model"))
+        turn = schema.agent_finished(event)  # counts clamped: OTLP counts are int64
+        agent = turn.agent or "agent"
+        backend = turn.backend or "unknown"
+        request_model = turn.request_model or turn.model
+        response_model = turn.model
         provider = provider_name(backend, request_model)
-        number = _int(data.get("attempt"))
-        role = _text(data.get("role"))
-        start = at - _seconds_ns(data.get("duration_s"))
+        number = turn.attempt
+        role = turn.role
+        start = at - _seconds_ns(turn.duration_s)
         parent = (
             span_id(run.run, "attempt", event.task, number)
             if event.task is not None and number
             else self._task_id(run, event.task)
         )
         own = span_id(run.run, "agent", event.seq)
-        inp = clamp_tokens(data.get("input_tokens"))  # OTLP counts are int64
-        out = clamp_tokens(data.get("output_tokens"))
-        status = _text(data.get("status")) or "ok"
+        inp, out = turn.input_tokens, turn.output_tokens
+        status = turn.status or "ok"
         attrs: dict[str, object] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent,
@@ -529,15 +542,15 @@ class TraceBuilder:
             "gen_ai.response.model": response_model,
             "gen_ai.usage.input_tokens": inp,
             "gen_ai.usage.output_tokens": out,
-            "gen_ai.usage.cache_read.input_tokens": clamp_tokens(data.get("cached_tokens")),
+            "gen_ai.usage.cache_read.input_tokens": turn.cached_tokens,
             "loopctl.task.id": event.task,
             "loopctl.attempt.number": number,
             "loopctl.agent.role": role,
             "loopctl.agent.backend": backend,
             "loopctl.agent.status": status,
-            "loopctl.agent.exit_code": _int(data.get("exit_code")),
-            "loopctl.agent.turns": _int(data.get("turns")),
-            "loopctl.cost_usd": clamp_usd(data.get("cost_usd")),
+            "loopctl.agent.exit_code": turn.exit_code,
+            "loopctl.agent.turns": turn.turns,
+            "loopctl.cost_usd": turn.cost_usd,
         }
         if self.capture_content:
             prompt = None
@@ -546,7 +559,7 @@ class TraceBuilder:
             text = self._content(prompt)
             if text is not None:
                 attrs["gen_ai.input.messages"] = _messages("user", text)
-            said = self._content(data.get("text"), keep_end=True)
+            said = self._content(turn.text, keep_end=True)
             if said is not None:
                 attrs["gen_ai.output.messages"] = _messages("assistant", said)
         spans = [
@@ -561,11 +574,8 @@ class TraceBuilder:
                 error=status if status not in ("ok", "approval") else None,
             )
         ]
-        calls = data.get("tool_calls")
-        if isinstance(calls, list):
-            for index, call in enumerate(calls[:MAX_TOOL_SPANS]):
-                if isinstance(call, dict):
-                    spans.append(self._tool_call(run, event, own, start, index, call))
+        for index, call in enumerate(turn.tool_calls[:MAX_TOOL_SPANS]):
+            spans.append(self._tool_call(run, event, own, start, index, call))
         for kind, value in (("input", inp), ("output", out)):
             if value is None:
                 continue
@@ -609,8 +619,8 @@ class TraceBuilder:
         )
 
     def _check_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        data = event.data
-        number = _int(data.get("attempt"))
+        checked = schema.check_finished(event)
+        number = checked.attempt
         if event.task is None or number is None:
             return TraceBatch()
         parent = span_id(run.run, "attempt", event.task, number)
@@ -618,22 +628,18 @@ class TraceBuilder:
         if attempt is not None:
             attempt.attributes.update(
                 {
-                    "loopctl.check.passed": data.get("passed") is True,
-                    "loopctl.check.source": _text(data.get("source")) or "",
-                    "loopctl.check.fingerprint": _text(data.get("fingerprint")) or "",
+                    "loopctl.check.passed": checked.passed,
+                    "loopctl.check.source": checked.source or "",
+                    "loopctl.check.fingerprint": checked.fingerprint or "",
                 }
             )
         spans = []
-        commands = data.get("commands")
-        commands = commands if isinstance(commands, list) else []
+        commands = checked.commands
         for index, ran in enumerate(commands):
-            if not isinstance(ran, dict):
-                continue
             argv = (
                 [str(a) for a in ran.get("argv", [])] if isinstance(ran.get("argv"), list) else []
             )
-            started = ran.get("started")
-            start = time_ns(started) if isinstance(started, str) else at
+            start = _started_ns(ran.get("started"), at)
             code = _int(ran.get("exit_code"))
             error = None
             if ran.get("timed_out") is True:
@@ -658,9 +664,7 @@ class TraceBuilder:
                         "gen_ai.conversation.id": run.run,
                         "loopctl.check.command": " ".join(argv),
                         "loopctl.check.exit_code": code,
-                        "gen_ai.tool.call.result": self._content(
-                            data.get("output_tail"), keep_end=True
-                        )
+                        "gen_ai.tool.call.result": self._content(checked.output_tail, keep_end=True)
                         if last
                         else None,
                     },
@@ -670,18 +674,18 @@ class TraceBuilder:
         return TraceBatch(tuple(spans))
 
     def _attempt_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        data = event.data
-        number = _int(data.get("attempt"))
+        ended = schema.attempt_finished(event)
+        number = ended.attempt
         if event.task is None or number is None:
             return TraceBatch()
         item = run.attempts.pop((event.task, number), None)
         if item is None:  # its start is not in what we were given
             item = self._open_attempt(run, event.task, number, at)
-        verdict = _text(data.get("verdict")) or "unknown"
+        verdict = ended.verdict or "unknown"
         extra = {
             "loopctl.attempt.verdict": verdict,
-            "loopctl.attempt.fingerprint": _text(data.get("fingerprint")),
-            "loopctl.attempt.reason": self._content(data.get("reason")),
+            "loopctl.attempt.fingerprint": ended.fingerprint,
+            "loopctl.attempt.reason": self._content(ended.reason),
         }
         error = verdict if verdict == "failed" else None
         return TraceBatch((self._close(run, item, at, extra, error),))
@@ -692,28 +696,26 @@ class TraceBuilder:
         item = run.tasks.pop(event.task, None)
         if item is None:
             item = self._open_task(run, event.task, at)
-        data = event.data
-        status = _text(data.get("status")) or "unknown"
+        outcome = schema.task_finished(event)
+        status = outcome.status or "unknown"
         extra = {
             "loopctl.task.status": status,
-            "loopctl.task.attempts": _int(data.get("attempts")),
-            "loopctl.task.commit": _text(data.get("commit")),
-            "loopctl.task.reason": self._content(data.get("reason")),
+            "loopctl.task.attempts": outcome.attempts,
+            "loopctl.task.commit": outcome.commit,
+            "loopctl.task.reason": self._content(outcome.reason),
         }
         error = status if status in ("failed", "stopped") else None
         return TraceBatch((self._close(run, item, at, extra, error),))
 
     def _tick_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        data = event.data
-        status = _text(data.get("status")) or "unknown"
-        tasks = data.get("tasks")
+        ended = schema.tick_finished(event)
+        status = ended.status or "unknown"
         extra: dict[str, object] = {
             "loopctl.tick.status": status,
-            "loopctl.tick.reason": self._content(data.get("reason")),
+            "loopctl.tick.reason": self._content(ended.reason),
         }
-        if isinstance(tasks, dict):
-            for name, count in sorted(tasks.items()):
-                extra[f"loopctl.tasks.{name}"] = _int(count)
+        for name, count in sorted(ended.tasks.items()):
+            extra[f"loopctl.tasks.{name}"] = count
         item = run.tick or self._open_workflow(run, event.loop, run.first_ns)
         error = status if status in ("failed", "stopped") else None
         span = self._close(run, item, at, extra, error)
@@ -759,10 +761,11 @@ class TraceBuilder:
         if event.type == "commit_created":
             attrs = {"loopctl.commit": data.get("sha"), "loopctl.branch": data.get("branch")}
         elif event.type == "inbox_opened":
+            opened = schema.inbox_opened(event)
             attrs = {
-                "loopctl.inbox.id": data.get("id"),
-                "loopctl.inbox.kind": data.get("kind"),
-                "loopctl.inbox.summary": self._content(data.get("summary")),
+                "loopctl.inbox.id": opened.id or None,
+                "loopctl.inbox.kind": opened.kind,
+                "loopctl.inbox.summary": self._content(opened.summary),
             }
         elif event.type == "budget_stopped":
             attrs = {"loopctl.reason": data.get("reason")}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loopctl.journal.events import Event, EventType
+from loopctl.journal.events import Event
+from loopctl.journal.schema import WORKSPACE_READY, workspace_ready
 
-# The `what` of the note loopctl.engine.warming records once a task's worktree is ready:
+# The note loopctl.engine.warming records once a task's worktree is ready (WORKSPACE_READY) has:
 # pool (hit | miss), took_s, saved_s, and with setup: decision (skipped | seeded | ran), reason,
 # inputs_hash, inputs, preserve, method (reflink | copy), published, setup_s.
-WORKSPACE_READY = "workspace_ready"
+__all__ = ["WORKSPACE_READY", "time_saved"]
 
 
 def time_saved(events: Iterable[Event]) -> dict[str, float | int]:
@@ -17,16 +18,12 @@ def time_saved(events: Iterable[Event]) -> dict[str, float | int]:
     saved = 0.0
     counts = {"pool_hits": 0, "seed_hits": 0, "setups_skipped": 0, "setups_run": 0}
     for event in events:
-        if event.type != EventType.NOTE:
+        ready = workspace_ready(event)
+        if ready is None:
             continue
-        if event.data.get("what") != WORKSPACE_READY:
-            continue
-        counts["pool_hits"] += event.data.get("pool") == "hit"
-        decision = event.data.get("decision")
-        counts["seed_hits"] += decision == "seeded"
-        counts["setups_skipped"] += decision == "skipped"
-        counts["setups_run"] += decision == "ran"
-        value = event.data.get("saved_s")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            saved += float(value)
+        counts["pool_hits"] += ready.pool == "hit"
+        counts["seed_hits"] += ready.decision == "seeded"
+        counts["setups_skipped"] += ready.decision == "skipped"
+        counts["setups_run"] += ready.decision == "ran"
+        saved += ready.saved_s or 0.0  # NaN, infinite or negative: not a saving
     return {"saved_s": round(saved, 3), **counts}
