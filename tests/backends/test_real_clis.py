@@ -3,7 +3,7 @@
 Each test runs `loopctl` beside the scripted model server (tests/support/model_server.py),
 sealed in a loopback-only network namespace when running as root, so the CLI under test can
 reach nothing but that server; the server's log proves it was asked. See
-tests/backends/real_clis.py for the set-up.
+tests/support/real_clis.py for the set-up.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_clis import (
+from support.journal import events
+from support.model_server import secret_digest
+from support.real_clis import (
     API_KEY,
     CLIS,
     VERSIONS,
@@ -30,8 +32,6 @@ from real_clis import (
     run_sealed,
     use_real_maker,
 )
-from support.journal import events
-from support.model_server import secret_digest
 from support.repos import GOAL_BRANCH, all_text_under, commit_all, git, make_project, write_loop
 
 ROOT = Path(__file__).resolve().parents[2]

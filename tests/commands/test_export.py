@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from real_clis import CLIS_BIN
 from support.cli import assert_clean_exit, invoke, run_loopctl
+from support.real_clis import CLIS_BIN
 from support.repos import git, make_project, write_agent, write_loop
 
 from loopctl.commands.export import DIST_NAME, every_to_cron

@@ -15,16 +15,11 @@ from support.repos import (
     git,
     loop_worktrees,
     make_project,
+    tasks_command,
     toml_value,
     write_agent,
     write_loop,
 )
-
-
-def tasks_command(*ids: str) -> str:
-    """A `[tasks] command` line printing one JSON item per id."""
-    items = [{"id": task_id, "title": f"task {task_id}"} for task_id in ids]
-    return f"command = {toml_value([PY, '-c', f'import json; print(json.dumps({items!r}))'])}\n"
 
 
 def tick_runs(repo: Path, loop: str) -> list[str]:

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from support.cli import invoke
 from support.journal import attempt_starts, events
-from support.repos import commit_all, make_project, write_loop
-from test_engine_loop import tasks_command
+from support.repos import commit_all, make_project, tasks_command, write_loop
 
 
 def test_the_second_task_of_a_run_is_stopped_by_what_the_first_spent(

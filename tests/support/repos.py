@@ -195,3 +195,9 @@ def all_text_under(*folders: Path) -> Iterable[tuple[Path, str]]:
         for path in folder.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 yield path, path.read_bytes().decode("utf-8", "replace")
+
+
+def tasks_command(*ids: str) -> str:
+    """A `[tasks] command` line printing one JSON item per id."""
+    items = [{"id": task_id, "title": f"task {task_id}"} for task_id in ids]
+    return f"command = {toml_value([PY, '-c', f'import json; print(json.dumps({items!r}))'])}\n"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.cli import loopctl_argv
 from support.model_server import Request, wire_of
 from support.repos import FAST_CHECK, toml_value, write_config

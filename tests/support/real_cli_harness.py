@@ -21,10 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support`
 
-from real_cli_scripts import SCRIPTS, after_file, with_failures
 from support.model_server import Reply, ScriptedModelServer
+from support.real_cli_scripts import SCRIPTS, after_file, with_failures
 
 
 def main() -> int:
