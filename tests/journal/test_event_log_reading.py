@@ -4,6 +4,7 @@ of the file must not let a rewritten log or a later damaged line be misread (iss
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,48 @@ def test_damage_after_an_incremental_read_names_its_own_line(tmp_path: Path) -> 
         log.read()
     assert caught.value.line == 4
     assert f"{log.path}:4:" in str(caught.value)
+
+
+def test_a_line_that_is_only_a_checksum_tail_is_a_checksum_mismatch(tmp_path: Path) -> None:
+    """A damaged line reduced to the checksum's tail (marker at its very start) is reported as
+    the checksum it carries, not as unreadable JSON."""
+    log = new_log(tmp_path)
+    log.append(EventType.NOTE)
+    with log.path.open("ab") as handle:
+        handle.write(b', "sum": "00000000"}\n')
+        handle.write(b"{}\n")
+    with pytest.raises(LogCorrupt) as caught:
+        log.read()
+    assert caught.value.line == 2
+    assert caught.value.reason.startswith("checksum '00000000' does not match the content")
+
+
+def test_follow_goes_on_after_the_log_is_cut_by_hand(tmp_path: Path) -> None:
+    """Cut below what `follow` parsed: it parses again from the start (seq 1 first) and shows
+    only the events newer than those it showed."""
+    log = new_log(tmp_path)
+    for n in range(3):
+        log.append(EventType.NOTE, data={"n": n})
+    later: list[int] = []
+    passes: list[int] = []
+
+    def stop() -> bool:
+        # Called after each pass. The first call after the cut ends the pass that showed
+        # seq 3; the second comes after a pass over the cut log: then two records arrive.
+        if cut:
+            passes.append(1)
+            if len(passes) == 2:
+                later.extend(log.append(EventType.NOTE, data={"n": n}).seq for n in (3, 4))
+        return time.monotonic() > deadline  # a bound for a broken follow, not a wait
+
+    cut = False
+    deadline = time.monotonic() + 30
+    feed = log.follow(0, stop=stop, poll=0.01)
+    assert [next(feed).seq for _ in range(3)] == [1, 2, 3]
+    first = log.path.read_bytes().splitlines(keepends=True)[0]
+    log.path.write_bytes(first)  # by hand: records 2 and 3 are gone...
+    log.append(EventType.NOTE, data={"n": 1})  # ...and a new seq 2 is shorter than what was read
+    cut = True
+    shown = next(feed)
+    assert later == [3, 4]
+    assert (shown.seq, shown.data) == (4, {"n": 4})
