@@ -596,6 +596,19 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "seeking past the remembered tail reads nothing, a mismatch: `read` parses the file from"
         " the start, which gives the same events, only slower",
     ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "line = 1",
+        "follow's first pass always takes the new-file branch, which sets the line to 1 again",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceFalseWithTrue",
+        "text = json.dumps(value, default=_json_default, allow_nan=False)",
+        "a NaN let through here is refused by _encode's own allow_nan=False a moment later,"
+        " with the same ValueError and before anything is written",
+    ),
 )
 
 

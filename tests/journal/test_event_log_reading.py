@@ -93,3 +93,15 @@ def test_follow_goes_on_after_the_log_is_cut_by_hand(tmp_path: Path) -> None:
     shown = next(feed)
     assert later == [3, 4]
     assert (shown.seq, shown.data) == (4, {"n": 4})
+
+
+def test_a_one_record_log_read_again_and_again_goes_on(tmp_path: Path) -> None:
+    """Where a read stopped is the end of what it parsed: reading an unchanged one-record log
+    again, then after an append, gives exactly the records there are."""
+    log = new_log(tmp_path)
+    log.append(EventType.NOTE, data={"n": 1})
+    assert [e.seq for e in log.read()] == [1]
+    assert [e.seq for e in log.read()] == [1]
+    log.append(EventType.NOTE, data={"n": 2})
+    assert [e.seq for e in log.read()] == [1, 2]
+    assert [e.seq for e in log.read()] == [1, 2]
