@@ -630,6 +630,34 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " without a hook in between (the text matches other lines too; their mutants, checked"
         " by hand, are killed)",
     ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "if keep == 0:",
+        "which appends fsync the log's folder: only a power cut between the write and the"
+        " folder's flush could show it, which no test can stage",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "after_seq = 0",
+        "-1 instead of 0 for a recreated log: every seq is at least 1, so the same events show"
+        " (+1, which hides the new log's first event, is killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "if current is not None and current[2] > offset:",
+        "comparing another stat field (inode, mtime: large numbers) with the offset: the pass"
+        " then reads the range from the offset to the size, empty when nothing was added",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "self, after_seq: int, stop: Callable[[], bool], poll: float = 0.2",
+        "a default poll of 1.2 s instead of 0.2 s: only the pace of an idle follow (-0.8, which"
+        " time.sleep refuses, is killed)",
+    ),
 )
 
 
