@@ -658,6 +658,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "a default poll of 1.2 s instead of 0.2 s: only the pace of an idle follow (-0.8, which"
         " time.sleep refuses, is killed)",
     ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "pos = 0",
+        "_corrupt_at counting newlines from byte 1: a log's first byte is `{`, never a newline"
+        " (the same text in _parse, where skipping a byte breaks every record, is killed)",
+    ),
 )
 
 
