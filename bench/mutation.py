@@ -443,7 +443,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     Equivalent(
         "budgets",
         "core/NumberReplacer",
-        'int(event.data.get("attempt") or 0)',
+        "agent_finished(event).attempt or 0)",
         "a turn without an attempt number is keyed 0; -1 is as distinct from every real"
         " attempt (1, 2, ...) as 0 is (the +1 mutant, merging it into attempt 1, is killed)",
     ),
@@ -699,8 +699,8 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
     ),
     HandWritten(
         "budgets",
-        'return (event.task, int(event.data.get("attempt") or 0))',
-        'return int(event.data.get("attempt") or 0)',
+        "return (event.task, agent_finished(event).attempt or 0)",
+        "return agent_finished(event).attempt or 0",
         "the mean-cost forecast merges attempt 1 of two tasks",
     ),
     HandWritten(
