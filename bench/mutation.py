@@ -665,6 +665,26 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "_corrupt_at counting newlines from byte 1: a log's first byte is `{`, never a newline"
         " (the same text in _parse, where skipping a byte breaks every record, is killed)",
     ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "offset = 0  # bytes of complete, already parsed lines",
+        "follow's first pass always takes the new-file branch, which sets the offset to 0 again",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "prev_seq = 0",
+        "follow's initial prev_seq: the first pass's new-file branch sets it again (the same"
+        " text in the cut branch is killed by test_event_log_reading)",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "same_file = (seen[0], seen[1]) == (info.st_dev, info.st_ino)",
+        "the read cache's validity check: a wrong field never matches, so `read` parses the"
+        " file from the start, which gives the same events, only slower",
+    ),
 )
 
 
