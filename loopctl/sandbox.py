@@ -172,16 +172,22 @@ class Sandbox:
                 args += ["--tmpfs", folder]
         # What the private /tmp would hide but the agent needs to read: the checkout (its
         # definitions and prompt files), the programs it runs, loopctl's own interpreter.
+        declared = {Path(os.path.abspath(_expand(p, env, home))) for p in self.readable}
         visible = [
             self.root,
             home,
             Path(executable).parent,
-            *_program_files(args_after),
+            *_program_files([executable, *args_after]),
             *self.extra_visible,
             *(Path(p) for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
-            *(_expand(p, env, home) for p in self.readable),
+            *declared,
         ]
         for path in _unique(visible):
+            # A temp root itself (a PATH entry "/tmp", a program directly in /tmp, a HOME of
+            # /tmp) is never bound whole: that would put the host's /tmp back over the private
+            # one. Only `[sandbox] read` can ask for it, by name.
+            if str(path) in PRIVATE_TMP and path not in declared:
+                continue
             if _under_private_tmp(path) and path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         for path in self.writable_paths(env):

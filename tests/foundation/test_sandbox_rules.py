@@ -532,3 +532,60 @@ def test_an_argument_with_a_newline_exposes_nothing(tmp_path: Path) -> None:
     done = run_confined(box, [sys.executable, "-c", code, str(odd / "a\nb")], worktree)
     assert not done.ok
     assert "No such file or directory" in done.stderr_tail
+
+
+@pytest.mark.parametrize("how", ["path-entry", "program-in-tmp", "home"])
+def test_a_temp_root_in_path_program_or_home_never_reopens_the_hosts_tmp(
+    tmp_path: Path, how: str
+) -> None:
+    """Hostile set-ups that name /tmp itself: PATH=/tmp:…, an agent program directly in /tmp,
+    HOME=/tmp. Each once bound the whole host /tmp read-only over the private one, so the agent
+    read every other process's temp files. The program still runs; the host's files stay out."""
+    import shutil
+    import tempfile
+
+    if not LINUX:
+        pytest.skip("bubblewrap is Linux only")
+    root, worktree = folders(tmp_path, "repo", "work")
+    box = sandbox.make_sandbox(root=root, worktree=worktree)
+    with tempfile.NamedTemporaryFile("w", dir="/tmp", prefix="host-secret-") as secret:
+        secret.write("host temp file\n")
+        secret.flush()
+        probe = f"import os; print(os.path.exists({secret.name!r}))"
+        env = dict(os.environ)
+        executable = sys.executable
+        with tempfile.TemporaryDirectory() as keep:
+            if how == "path-entry":
+                env["PATH"] = "/tmp" + os.pathsep + env.get("PATH", "")
+            elif how == "home":
+                env["HOME"] = "/tmp"
+            else:
+                # A copy of the interpreter's launcher directly in /tmp (a symlink would be
+                # refused): the agent's own program lives in a temp root.
+                launcher = Path("/tmp") / f"agent-{Path(keep).name}"
+                shutil.copy(sys.executable, launcher)
+                executable = str(launcher)
+            try:
+                ran = run_confined(box, [executable, "-c", probe], worktree, env)
+            finally:
+                if how == "program-in-tmp":
+                    Path(executable).unlink()
+    assert ran.ok, ran.output_tail()
+    assert ran.stdout_tail.split() == ["False"]
+
+
+def test_tmp_declared_readable_by_name_is_the_one_way_to_see_it(tmp_path: Path) -> None:
+    """`[sandbox] read = ["/tmp"]` is a user's explicit choice, and is honoured."""
+    import tempfile
+
+    if not LINUX:
+        pytest.skip("bubblewrap is Linux only")
+    root, worktree = folders(tmp_path, "repo", "work")
+    box = sandbox.make_sandbox(root=root, worktree=worktree, readable=("/tmp",))
+    with tempfile.NamedTemporaryFile("w", dir="/tmp", prefix="shared-") as shared:
+        ran = run_confined(
+            box,
+            [sys.executable, "-c", f"import os; print(os.path.exists({shared.name!r}))"],
+            worktree,
+        )
+    assert ran.stdout_tail.split() == ["True"], ran.output_tail()
