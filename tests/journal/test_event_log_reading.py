@@ -146,3 +146,29 @@ def test_follow_with_its_default_poll_waits_between_passes(tmp_path: Path) -> No
 
     assert [e.seq for e in log.follow(0, stop=stop)] == [1]
     assert len(passes) == 2
+
+
+def _summed(prefix: bytes) -> bytes:
+    """A line whose checksum tail matches its bytes, whatever they are (as the writer sums)."""
+    import zlib
+
+    crc = zlib.crc32(b"}", zlib.crc32(prefix))
+    return prefix + b', "sum": "' + b"%08x" % crc + b'"}'
+
+
+def test_a_summed_last_line_with_text_after_its_object_is_a_torn_write_not_damage(
+    tmp_path: Path,
+) -> None:
+    """A checksum can match a line whose JSON object ends early (a write cut and resumed
+    over itself): as the last line it is torn and skipped; anywhere else it is damage."""
+    log = new_log(tmp_path)
+    log.append(EventType.NOTE, data={"word": "kept"})
+    odd = _summed(b'{"v": 1} and more')
+    with log.path.open("ab") as handle:
+        handle.write(odd + b"\n")  # the last line, complete with its newline
+    assert [e.data["word"] for e in new_log(tmp_path).read()] == ["kept"]
+    first = log.path.read_bytes().split(b"\n")[0]
+    with log.path.open("ab") as handle:  # now a record follows it: the odd line is damage
+        handle.write(first + b"\n")
+    with pytest.raises(LogCorrupt, match="not valid JSON"):
+        new_log(tmp_path).read()
