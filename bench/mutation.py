@@ -456,6 +456,15 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         "sandbox",
+        "core/ReplaceComparisonOperator_Eq_NotEq",
+        "return any(path == Path(tmp) or Path(tmp) in path.parents for tmp in PRIVATE_TMP)",
+        "a temp root itself is skipped before this is asked (unless `[sandbox] read` names it,"
+        " and then both forms bind it); `!=` only adds read-only binds of paths outside the"
+        " private temp roots, which the read-only root already shows as they are, before the"
+        " writable binds and hidden paths stack on top",
+    ),
+    Equivalent(
+        "sandbox",
         "core/ExceptionReplacer",
         "except (ImportError, KeyError):",
         "the fallback for a uid without a passwd entry: every account the tests run under has"
