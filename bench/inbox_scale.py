@@ -34,6 +34,29 @@ def make_repo(folder: Path) -> Path:
     return folder
 
 
+def append_failed_item(log: EventLog, n: int, tail: str) -> None:
+    """Item `n`: a failed task with the evidence a real one carries (both inbox benches use it)."""
+    log.append(
+        "inbox_opened",
+        run=f"20261130T080000-{n % 97:04x}",
+        loop=f"loop-{n % 7}",
+        task=f"pr-{n}",
+        data={
+            "id": f"{n:06x}",
+            "kind": "failed",
+            "summary": f"pr-{n}: not met after 5 attempts: tests still fail",
+            "evidence": {
+                "reason": "not met after 5 attempts: tests still fail",
+                "branch": f"loop/loop-{n % 7}/pr-{n}",
+                "worktree": f"/home/dev/.cache/loopctl/worktrees/r/loop-{n % 7}/pr-{n}",
+                "fingerprint": f"{n * 2654435761 % 2**48:012x}",
+                "attempts": 5,
+                "check_tail": tail[-1500:],
+            },
+        },
+    )
+
+
 def write_log(repo: Path, count: int) -> int:
     """`count` failed-task items with realistic evidence, appended through loopctl's own log.
 
@@ -46,25 +69,7 @@ def write_log(repo: Path, count: int) -> int:
     with tempfile.TemporaryDirectory(prefix="loopctl-bench-log-", dir=scratch_root) as scratch:
         log = EventLog(Path(scratch) / "events.jsonl")
         for n in range(count):
-            log.append(
-                "inbox_opened",
-                run=f"20261130T080000-{n % 97:04x}",
-                loop=f"loop-{n % 7}",
-                task=f"pr-{n}",
-                data={
-                    "id": f"{n:06x}",
-                    "kind": "failed",
-                    "summary": f"pr-{n}: not met after 5 attempts: tests still fail",
-                    "evidence": {
-                        "reason": "not met after 5 attempts: tests still fail",
-                        "branch": f"loop/loop-{n % 7}/pr-{n}",
-                        "worktree": f"/home/dev/.cache/loopctl/worktrees/r/loop-{n % 7}/pr-{n}",
-                        "fingerprint": f"{n * 2654435761 % 2**48:012x}",
-                        "attempts": 5,
-                        "check_tail": tail[-1500:],
-                    },
-                },
-            )
+            append_failed_item(log, n, tail)
         shutil.copyfile(log.path, target)
     return target.stat().st_size
 

@@ -28,6 +28,7 @@ import httpx
 from loopctl.journal.events import EventLog
 
 sys.path.insert(0, str(Path(__file__).parent))
+from inbox_scale import append_failed_item
 from results import Row, print_rows
 
 GOAL_MS = 300.0
@@ -97,24 +98,7 @@ def write_log(repo: Path, items: int, runs: int) -> int:
             )
             log.append("tick_finished", run=run, loop=loop, data={"status": status})
         for n in range(items):
-            log.append(
-                "inbox_opened",
-                run=f"20261130T080000-{n % 97:04x}",
-                loop=f"loop-{n % 7}",
-                task=f"pr-{n}",
-                data={
-                    "id": f"{n:06x}",
-                    "kind": "failed",
-                    "summary": f"pr-{n}: not met after 5 attempts: tests still fail",
-                    "evidence": {
-                        "reason": "not met after 5 attempts: tests still fail",
-                        "branch": f"loop/loop-{n % 7}/pr-{n}",
-                        "fingerprint": f"{n * 2654435761 % 2**48:012x}",
-                        "attempts": 5,
-                        "check_tail": tail[-1500:],
-                    },
-                },
-            )
+            append_failed_item(log, n, tail)
         shutil.copyfile(log.path, target)
     return target.stat().st_size
 
