@@ -10,7 +10,11 @@ from loopctl.journal.schema import WORKSPACE_READY, workspace_ready
 # The note loopctl.engine.warming records once a task's worktree is ready (WORKSPACE_READY) has:
 # pool (hit | miss), took_s, saved_s, and with setup: decision (skipped | seeded | ran), reason,
 # inputs_hash, inputs, preserve, method (reflink | copy), published, setup_s.
-__all__ = ["WORKSPACE_READY", "time_saved"]
+__all__ = ["MAX_SAVED_S", "WORKSPACE_READY", "time_saved"]
+
+# The total is held below this (about 31 years): two hostile savings of 1e308 s each would
+# otherwise sum to infinity, which `status --json` would print as `Infinity` (not JSON).
+MAX_SAVED_S = 1e9
 
 
 def time_saved(events: Iterable[Event]) -> dict[str, float | int]:
@@ -25,5 +29,6 @@ def time_saved(events: Iterable[Event]) -> dict[str, float | int]:
         counts["seed_hits"] += ready.decision == "seeded"
         counts["setups_skipped"] += ready.decision == "skipped"
         counts["setups_run"] += ready.decision == "ran"
-        saved += ready.saved_s or 0.0  # NaN, infinite or negative: not a saving
+        # NaN, infinite or negative: not a saving (schema._seconds).
+        saved = min(saved + (ready.saved_s or 0.0), MAX_SAVED_S)
     return {"saved_s": round(saved, 3), **counts}

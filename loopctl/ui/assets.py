@@ -38,6 +38,7 @@ pre.output { white-space:pre-wrap; word-break:break-word; }
 td.runs a { text-decoration:none; margin-right:6px; display:inline-flex; gap:3px;
   align-items:center; }
 td.runs small { color:var(--muted); }
+td.warm { white-space:nowrap; } td.warm small { display:block; color:var(--muted); }
 svg.chart rect.bar { fill:#60a5fa; } svg.chart rect.zero { fill:#e5e7eb; }
 svg.chart text { font-size:10px; fill:var(--muted); }
 section.total { margin:8px 0 16px; }

@@ -8,7 +8,7 @@ markup, a link or a script. The pages load only /static/ files of this server (t
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from urllib.parse import quote
 
@@ -113,12 +113,14 @@ def loops_page(view: LoopsView, project: str) -> str:
             f"<td>{_when(s.next_tick) if s.next_tick != 'on change' else 'on change'}</td>"
             f"<td class=runs>{runs or '<span class=muted>none</span>'}</td>"
             f"<td>{chart(card.days, width=180, height=44)}</td>"
+            f"{warm_cell(s.warm)}"
             f'<td><a href="/inbox?loop={quote(s.loop)}">{s.open_items}</a></td></tr>'
         )
     up = f"up: running ({esc(view.up)})" if view.up else "up: not running"
     table = (
         "<table class=loops><thead><tr><th>Loop</th><th>Trigger</th><th>State</th>"
-        "<th>Next tick</th><th>Last runs</th><th>Spend per day</th><th>Inbox</th></tr></thead>"
+        "<th>Next tick</th><th>Last runs</th><th>Spend per day</th><th>Warm workspaces</th>"
+        "<th>Inbox</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
         if rows
         else "<p class=muted>no loops yet: <code>loopctl init</code>, or <code>loopctl goal"
@@ -130,6 +132,22 @@ def loops_page(view: LoopsView, project: str) -> str:
         f"</section>{table}"
     )
     return layout("Loops", body, active="loops", project=project)
+
+
+def warm_cell(warm: Mapping[str, float | int]) -> str:
+    """What warm workspaces saved a loop (`status`'s `warm_workspaces`), or a dash if nothing."""
+    saved = float(warm.get("saved_s", 0.0))
+    counts = [int(warm.get(key, 0)) for key in _WARM_COUNTS]
+    if not saved and not any(counts):
+        return "<td class=warm><span class=muted>-</span></td>"
+    hits, seeds, skipped, ran = counts
+    return (
+        f'<td class=warm data-saved-s="{esc(saved)}">saved {saved:.1f}s<small>'
+        f"{hits} pool hits, {seeds} seed hits, {skipped} setups skipped, {ran} run</small></td>"
+    )
+
+
+_WARM_COUNTS = ("pool_hits", "seed_hits", "setups_skipped", "setups_run")
 
 
 # --- inbox ----------------------------------------------------------------------------------

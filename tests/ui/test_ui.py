@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import zlib
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +19,16 @@ from support.cli import assert_clean_exit, invoke, run_loopctl, spawn_loopctl
 from support.delivery import inbox_items, ship_loop, the_approval
 from support.journal import events
 from support.processes import wait_for
-from support.repos import add_remote, make_project, remote_refs, write_agent, write_loop
+from support.repos import (
+    PY,
+    add_remote,
+    commit_all,
+    make_project,
+    remote_refs,
+    toml_value,
+    write_agent,
+    write_loop,
+)
 from support.ui import browser, dashboard, screenshot
 
 from loopctl.journal.events import EventLog
@@ -53,6 +65,64 @@ def hostile_item(repo: Path) -> str:
         },
     )
     return "e5c0de"
+
+
+def workspace_ready(repo: Path, loop: str, *notes: dict[str, Any]) -> None:
+    """`workspace_ready` notes of `loop` in the log, as loopctl.engine.warming writes them."""
+    log = EventLog(ProjectPaths(repo).events_file)
+    for note in notes:
+        log.append("note", run="20261201T000000-warm", loop=loop, task="t", data=note)
+
+
+def raw_workspace_ready(repo: Path, loop: str, data: bytes) -> None:
+    """A `workspace_ready` line whose `data` JSON no writer would produce (`1e999`), summed."""
+    log = EventLog(ProjectPaths(repo).events_file)
+    seq = log.last_seq() + 1
+    prefix = (
+        b'{"v": 1, "seq": %d, "ts": "2026-12-01T00:00:00+00:00", "type": "note", "run": null,'
+        b' "loop": "%s", "task": "t", "data": %s' % (seq, loop.encode(), data)
+    )
+    summed = prefix + b', "sum": "%08x"}\n' % zlib.crc32(b"}", zlib.crc32(prefix))
+    with log.path.open("ab") as handle:
+        handle.write(summed)
+
+
+def warm_statuses(monkeypatch: pytest.MonkeyPatch, repo: Path) -> dict[str, Any]:
+    """`loopctl status --json`'s `warm_workspaces` per loop, read as strict JSON."""
+
+    def not_json(name: str) -> None:
+        raise AssertionError(f"status --json printed {name}")
+
+    done = invoke(monkeypatch, repo, "status", "--json")
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.output, parse_constant=not_json)["status"]
+    return {row["loop"]: row["warm_workspaces"] for row in rows}
+
+
+WARM_CELL = re.compile(
+    r'<tr data-loop="(?P<loop>[^"]*)">.*?<td class=warm(?: data-saved-s="(?P<saved>[^"]*)")?>'
+    r"(?P<text>.*?)</td>"
+)
+WARM_TEXT = re.compile(
+    r"saved (?P<shown>[0-9.]+)s<small>(?P<pool_hits>\d+) pool hits, (?P<seed_hits>\d+) seed"
+    r" hits, (?P<setups_skipped>\d+) setups skipped, (?P<setups_run>\d+) run</small>"
+)
+
+
+def warm_shown(page: str) -> dict[str, Any]:
+    """What the loops page shows of warm workspaces per loop: its numbers, or the cell's text."""
+    shown: dict[str, Any] = {}
+    for row in WARM_CELL.finditer(page):
+        text = WARM_TEXT.fullmatch(row["text"])
+        if row["saved"] is None or text is None:
+            shown[row["loop"]] = row["text"]
+            continue
+        assert text["shown"] == f"{float(row['saved']):.1f}"
+        shown[row["loop"]] = {"saved_s": float(row["saved"])} | {
+            key: int(text[key])
+            for key in ("pool_hits", "seed_hits", "setups_skipped", "setups_run")
+        }
+    return shown
 
 
 # --- start-up -----------------------------------------------------------------------------
@@ -144,6 +214,66 @@ def test_requests_without_the_token_from_another_origin_or_host_are_refused(
     assert events(repo, "approved") == []
     assert remote_refs(remote) == {}
     assert the_approval(monkeypatch, repo)["approved"] is None
+
+
+def test_the_loops_page_shows_what_warm_workspaces_saved_as_status_does(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "fixer.py")
+    (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\nnode_modules/\n")
+    (repo / "package.json").write_text('{"name": "calc"}\n')
+    install = "import pathlib; pathlib.Path('node_modules/x').mkdir(parents=True, exist_ok=True)"
+    tasks = json.dumps([{"id": f"t{n}"} for n in (1, 2, 3)])
+    write_loop(
+        repo,
+        "warm",
+        f'goal = "tests green"\n\n[tasks]\ncommand = {toml_value([PY, "-c", f"print({tasks!r})"])}'
+        '\nprompt = "fix {id}"\n\n[budget]\nmax_parallel = 1\n\n'
+        f"[worktree]\nsetup = [{toml_value([PY, '-c', install])}]\n",
+    )
+    ship_loop(repo, 'actions = ["commit"]')
+    write_loop(repo, "quiet", 'goal = "tests green"\nprompt = "fix add"\n')
+    commit_all(repo, "three loops")
+    done = invoke(monkeypatch, repo, "run", "warm", "--once")
+    assert done.exit_code == 0, done.output
+    # What no engine writes: savings that are text, negative, infinite or too large to add up;
+    # markup where a name goes. None of it is a saving; the hits and decisions still count.
+    workspace_ready(
+        repo,
+        "ship",
+        {"what": "workspace_ready", "pool": "hit", "decision": "skipped", "saved_s": "lots"},
+        {"what": "workspace_ready", "pool": "hit", "decision": "seeded", "saved_s": -3},
+        {"what": "workspace_ready", "pool": "<b>x</b>", "decision": "ran", "saved_s": 1.7e308},
+        {"what": "workspace_ready", "pool": "miss", "decision": "ran", "saved_s": 1.7e308},
+    )
+    raw_workspace_ready(
+        repo, "ship", b'{"what": "workspace_ready", "pool": "hit", "saved_s": 1e999}'
+    )
+    status = warm_statuses(monkeypatch, repo)
+    warm = status["warm"]
+    assert (warm["pool_hits"], warm["setups_skipped"], warm["setups_run"]) == (2, 2, 1)
+    assert warm["saved_s"] > 0
+    assert status["ship"] == {
+        "saved_s": 1e9,  # journal.warmth.MAX_SAVED_S: the sum stays a number
+        "pool_hits": 3,
+        "seed_hits": 1,
+        "setups_skipped": 1,
+        "setups_run": 2,
+    }
+    assert set(status["quiet"].values()) == {0}
+    with (
+        dashboard(repo) as ui,
+        httpx.Client(timeout=30, cookies={f"loopctl_ui_{ui.port}": ui.token}) as session,
+    ):
+        page = session.get(f"{ui.base}/loops")
+    assert page.status_code == 200
+    shown = warm_shown(page.text)
+    assert shown == {
+        "quiet": "<span class=muted>-</span>",
+        "ship": status["ship"],
+        "warm": status["warm"],
+    }
+    assert "<b>x</b>" not in page.text
 
 
 def test_page_actions_record_what_the_cli_records(
@@ -275,6 +405,14 @@ def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
 ) -> None:
     remote = gated(repo, tmp_path, monkeypatch)
     hostile_item(repo)
+    workspace_ready(
+        repo,
+        "ship",
+        {"what": "workspace_ready", "pool": "hit", "decision": "skipped", "saved_s": 4.5},
+        {"what": "workspace_ready", "pool": "miss", "decision": "seeded", "saved_s": 2.25},
+        {"what": "workspace_ready", "pool": "hit", "decision": "skipped", "saved_s": "NaN"},
+    )
+    warm = warm_statuses(monkeypatch, repo)["ship"]
     (commit,) = events(repo, "commit_created", "main")
     listed = {i["id"] for i in inbox_items(monkeypatch, repo)}
     item = the_approval(monkeypatch, repo)["id"]
@@ -298,6 +436,19 @@ def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
         page.goto(f"{ui.base}/loops")
         assert page.locator("tr[data-loop=ship]").count() == 1
         assert page.locator("svg.chart").count() >= 2
+        cell = page.locator("tr[data-loop=ship] td.warm")
+        assert warm == {
+            "saved_s": 6.75,
+            "pool_hits": 2,
+            "seed_hits": 1,
+            "setups_skipped": 2,
+            "setups_run": 0,
+        }
+        assert cell.get_attribute("data-saved-s") == "6.75"
+        assert cell.inner_text().split("\n") == [
+            "saved 6.8s",
+            "2 pool hits, 1 seed hits, 2 setups skipped, 0 run",
+        ]
         screenshot(page, "loops")
 
         page.goto(f"{ui.base}/inbox/{item}")
