@@ -39,6 +39,10 @@ _HARDENING = (
 # Commands that never reach a remote need no credential: an empty helper clears every helper
 # configured before it, the repository's own included (network commands rebuild the list).
 _LOCAL_ONLY = ("-c", "credential.helper=")
+# Writing a whole tree (a new worktree, a recycled one moved far) is most of a task's wait for
+# its worktree: one checkout worker per core (git's default is one in all), for trees of at
+# least git's default 100 files.
+_PARALLEL_CHECKOUT = ("-c", "checkout.workers=0")
 
 # The environment beats any config, so these settle what config could otherwise steer.
 _PINNED_ENV = {
@@ -106,6 +110,8 @@ _CONTENT_FREE = frozenset(
         "version",
     }
 )
+# `git worktree` bookkeeping that reads no file content (`add` checks files out: not here).
+_CONTENT_FREE_WORKTREE = frozenset({"list", "lock", "prune", "unlock"})
 
 _DRIVER_KEY = re.compile(
     r"^(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)|diff\.external"
@@ -164,7 +170,7 @@ def _hardened(
     if any("\0" in arg for arg in args):
         raise GitError(f"git {subcommand} refused: an argument contains a NUL byte")
     env = _base_env()
-    if subcommand not in _CONTENT_FREE:
+    if not _content_free(subcommand, args):
         env.update(_filter_neutralisers(cwd))
     env.update(extra_env or {})
     return ["git", *_HARDENING, *_LOCAL_ONLY, *args], env
@@ -225,15 +231,36 @@ def branch_exists(repo: Path, branch: str) -> bool:
     return wanted in out.splitlines()
 
 
-def worktree_add(repo: Path, path: Path, branch: str, base_sha: str) -> None:
-    """Add a worktree at `path` on `branch`, creating the branch at `base_sha` if needed."""
-    if branch_exists(repo, branch):
-        # An existing branch is checked out as it is: its commits are earlier work.
-        args = ["worktree", "add", "--quiet", "--", str(path), branch]
-    else:
+def worktree_add(
+    repo: Path, path: Path, branch: str, base_sha: str, *, branch_is_new: bool | None = None
+) -> None:
+    """Add a worktree at `path` on `branch`, creating the branch at `base_sha` if needed.
+
+    `branch_is_new` is what the caller already knows (None: ask git); a branch that exists
+    after all makes `-b` fail rather than be overwritten.
+    """
+    if branch_is_new is None:
+        branch_is_new = not branch_exists(repo, branch)
+    if branch_is_new:
         sha = _require_sha(repo, base_sha)
         args = ["worktree", "add", "--quiet", "--no-track", "-b", branch, "--", str(path), sha]
-    git(args, cwd=repo)
+    else:
+        # An existing branch is checked out as it is: its commits are earlier work.
+        args = ["worktree", "add", "--quiet", "--", str(path), branch]
+    git([*_PARALLEL_CHECKOUT, *args], cwd=repo)
+
+
+def new_worktree_git_dir(path: Path) -> Path:
+    """The git dir of a linked worktree `git worktree add` has just made, read from its `.git`
+    file (no git call): no agent has run in it yet, so the pointer is the one git wrote."""
+    try:
+        text = (path / ".git").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return git_dir(path)
+    pointed = text.removeprefix("gitdir:").strip()
+    if not text.startswith("gitdir:") or not Path(pointed).is_absolute():
+        return git_dir(path)
+    return Path(pointed)
 
 
 def worktree_remove(repo: Path, path: Path, force: bool = True) -> None:
@@ -994,15 +1021,29 @@ def _config_env(pins: Sequence[tuple[str, str]]) -> dict[str, str]:
 
 
 def _subcommand(args: Sequence[str]) -> str:
+    at = _subcommand_at(args)
+    return args[at] if at is not None else "command"
+
+
+def _subcommand_at(args: Sequence[str]) -> int | None:
     skip = False
-    for arg in args:
+    for index, arg in enumerate(args):
         if skip:
             skip = False
         elif arg in ("-c", "-C"):
             skip = True
         elif not arg.startswith("-") or arg == "--version":
-            return arg
-    return "command"
+            return index
+    return None
+
+
+def _content_free(subcommand: str, args: Sequence[str]) -> bool:
+    """True when the command reads no working-tree file content (no filter can run)."""
+    if subcommand == "worktree":
+        at = _subcommand_at(args)
+        action = args[at + 1] if at is not None and at + 1 < len(args) else ""
+        return action in _CONTENT_FREE_WORKTREE
+    return subcommand in _CONTENT_FREE
 
 
 def _first_line(result: GitResult) -> str:
@@ -1207,13 +1248,17 @@ def commit_snapshot(
     return sha
 
 
-def seed_snapshot_index(worktree: Path, seed: Path) -> None:
-    """Keep a copy of a just-created worktree's index as the seed of its snapshots."""
-    index = Path(
-        git(
-            ["rev-parse", "--path-format=absolute", "--git-path", "index"], cwd=worktree
-        ).stdout.strip()
-    )
+def seed_snapshot_index(worktree: Path, seed: Path, *, git_dir: Path | None = None) -> None:
+    """Keep a copy of a just-created worktree's index as the seed of its snapshots (`git_dir`:
+    the worktree's git dir when the caller knows it)."""
+    if git_dir is not None:
+        index = git_dir / "index"
+    else:
+        index = Path(
+            git(
+                ["rev-parse", "--path-format=absolute", "--git-path", "index"], cwd=worktree
+            ).stdout.strip()
+        )
     seed.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(index, seed)  # mtime kept: see snapshot_tree
 
@@ -1278,7 +1323,14 @@ def recycle_checkout(worktree: Path, branch: str, base_sha: str) -> None:
     ).stdout.strip()
     git(["symbolic-ref", "HEAD", ref], cwd=worktree)
     git(
-        [*_FULL_STAT, "reset", "--hard", "--quiet", _require_sha(worktree, target)],
+        [
+            *_FULL_STAT,
+            *_PARALLEL_CHECKOUT,
+            "reset",
+            "--hard",
+            "--quiet",
+            _require_sha(worktree, target),
+        ],
         cwd=worktree,
         extra_env=_NO_REPLACE,
     )

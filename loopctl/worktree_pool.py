@@ -330,10 +330,10 @@ def _recycle(
     base = base_sha
     if branch_existed:
         base = git.merge_base(top, branch, base_sha) or base_sha
-    record_base(path, base)
+    record_base(path, base, git_dir=admin)
     inputs = state.get("inputs_hash")
     return Recycled(
-        workspace=Workspace(path, branch, base, created=True),
+        workspace=Workspace(path, branch, base, created=True, at_base=not branch_existed),
         inputs_hash=inputs if isinstance(inputs, str) else None,
         intact=tuple(intact),
         digests=digests,

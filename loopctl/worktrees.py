@@ -34,6 +34,18 @@ class Workspace:
     branch: str
     base_sha: str
     created: bool
+    # Checked out at base_sha by loopctl just now, on a branch made for it: no agent has run in
+    # it, so its index is a trustworthy stat cache of the base.
+    at_base: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What a caller has just asked git, under the worktree lock, so it is not asked again."""
+
+    top: Path  # the repository's top folder, which has commits
+    entries: list[git.WorktreeEntry]  # `git worktree list`
+    branch_is_new: bool  # the task's branch does not exist
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +90,30 @@ def worktree_path(worktree_root: Path, loop: str, task_id: str) -> Path:
 
 
 def ensure_worktree(
-    repo: Path, worktree_root: Path, loop: str, task_id: str, base_ref: str = "HEAD"
+    repo: Path,
+    worktree_root: Path,
+    loop: str,
+    task_id: str,
+    base_ref: str = "HEAD",
+    *,
+    known: Known | None = None,
 ) -> Workspace:
-    """The task's worktree: reused when git has it on the right branch, else (re)created."""
-    top = git.toplevel(repo)
-    if not git.has_commits(top):
-        raise LoopctlError("the repository has no commits yet; commit something first")
+    """The task's worktree: reused when git has it on the right branch, else (re)created.
+
+    With `known`, `base_ref` is a commit sha the caller resolved, and what `known` says is not
+    asked again (a task's wait for its worktree is mostly git calls besides the add).
+    """
+    if known is None:
+        top = git.toplevel(repo)
+        if not git.has_commits(top):
+            raise LoopctlError("the repository has no commits yet; commit something first")
+        entries = git.worktree_list(top)
+    else:
+        top, entries = known.top, known.entries
     path = worktree_path(worktree_root, loop, task_id)
     _refuse_inside_repo(top, worktree_root, path)
     branch = branch_name(loop, task_id)
 
-    entries = git.worktree_list(top)
     if any(entry.prunable for entry in entries):
         git.worktree_prune(top)
         entries = git.worktree_list(top)
@@ -100,17 +125,17 @@ def ensure_worktree(
     if entry is not None:
         return Workspace(path, branch, _recorded_base(top, path, base_ref), created=False)
 
-    base_sha = git.resolve_commit(top, base_ref)
+    base_sha = git.resolve_commit(top, base_ref) if known is None else base_ref
     if path.is_symlink() or path.exists():
         _discard_leftover(top, path)
-    branch_existed = git.branch_exists(top, branch)
+    branch_existed = not known.branch_is_new if known else git.branch_exists(top, branch)
     path.parent.mkdir(parents=True, exist_ok=True)
-    git.worktree_add(top, path, branch, base_sha)
+    git.worktree_add(top, path, branch, base_sha, branch_is_new=not branch_existed)
     if branch_existed:
         # Earlier work on the branch is not this task's change; measure from where it forked.
         base_sha = git.merge_base(top, branch, base_sha) or base_sha
-    record_base(path, base_sha)
-    return Workspace(path, branch, base_sha, created=True)
+    record_base(path, base_sha, git_dir=git.new_worktree_git_dir(path))
+    return Workspace(path, branch, base_sha, created=True, at_base=not branch_existed)
 
 
 def remove_worktree(repo: Path, ws_path: Path, *, delete_branch: bool = False) -> None:
@@ -258,9 +283,9 @@ def _recorded_base(top: Path, path: Path, base_ref: str) -> str:
     return base
 
 
-def record_base(path: Path, base_sha: str) -> None:
+def record_base(path: Path, base_sha: str, *, git_dir: Path | None = None) -> None:
     """Note the commit a worktree's task started from (read back when a run resumes)."""
-    write_atomic(git.git_dir(path) / _BASE_FILE, base_sha + "\n")
+    write_atomic((git_dir or git.git_dir(path)) / _BASE_FILE, base_sha + "\n")
 
 
 def _discard_leftover(top: Path, path: Path) -> None:

@@ -113,8 +113,11 @@ def status(json_out: JsonFlag = False) -> None:
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )
     from loopctl.journal.state import describe_spend
+    from loopctl.journal.warmth import WARM_COUNTS
 
-    warm = [s for s in statuses if s.warm.get("pool_hits") or s.warm.get("setups_run")]
+    # Any warm-workspace activity counts: a loop whose only wins are seeds or skipped setups
+    # is shown too (as the dashboard's loops page does).
+    warm = [s for s in statuses if any(s.warm.get(key) for key in WARM_COUNTS)]
     if warm:
         print("\nwarm workspaces (all runs):")
         for s in warm:

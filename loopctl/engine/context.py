@@ -53,6 +53,7 @@ class RunContext:
     base_ref: str
     protected: tuple[str, ...]
     stop: threading.Event = field(default_factory=threading.Event)
+    top: Path | None = None  # the repository's top folder, once asked (see repo_top)
 
     @property
     def paths(self) -> ProjectPaths:
@@ -64,6 +65,14 @@ class RunContext:
 
     def clock(self) -> datetime:
         return self.rec.clock()
+
+    def repo_top(self) -> Path:
+        """The top folder of the repository the project is in (asked once a run)."""
+        if self.top is None:
+            from loopctl import git
+
+            self.top = git.toplevel(self.paths.root)
+        return self.top
 
     def event(self, task: str | None, type_: str, **data: Any) -> Event:
         """An event of this run, about `task`."""

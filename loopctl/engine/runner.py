@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from loopctl import git
@@ -117,6 +118,7 @@ class Engine:
         root = self.paths.root
         if not in_place and not git.has_commits(root):
             raise LoopctlError("the repository has no commits yet; commit something first")
+        top = None if in_place else git.toplevel(root)  # asked once a run, not once a task
         if condition is not None and condition.argv is None and judge is None:
             raise UsageError(
                 f"the goal {condition.text!r} is not a known check and no checker agent is set:"
@@ -145,7 +147,7 @@ class Engine:
             sweep_temp_files(self.paths.loop_dir)
             ensure_loop_gitignore(self.paths.loop_dir)
             deliver_approved(self.rec, loop)
-            outcome = self._run_locked(loop, condition, maker, judge, in_place, base_ref, tick)
+            outcome = self._run_locked(loop, condition, maker, judge, in_place, base_ref, tick, top)
             deliver_approved(self.rec, loop)
             return outcome
 
@@ -158,6 +160,7 @@ class Engine:
         in_place: bool,
         base_ref: str,
         tick: Tick | None = None,
+        top: Path | None = None,
     ) -> RunOutcome:
         tick = tick or Tick()
         fired: dict[str, Any] = {"trigger": tick.trigger} if tick.trigger else {}
@@ -218,6 +221,7 @@ class Engine:
             base_ref=base_ref,
             protected=protected_paths(self.rec, loop, condition, maker, judge),
             stop=tick.stop if tick.stop is not None else threading.Event(),
+            top=top,
         )
         record_sandbox(ctx)
         try:

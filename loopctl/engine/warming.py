@@ -21,6 +21,7 @@ from loopctl.journal.warmth import WORKSPACE_READY
 from loopctl.seeds import SeedStore
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
+    Known,
     Workspace,
     branch_name,
     ensure_worktree,
@@ -46,9 +47,11 @@ def seed_store(ctx: RunContext) -> SeedStore:
     return SeedStore(ctx.paths.seeds_dir)
 
 
-def take(ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_sha: str) -> Taken:
+def take(
+    ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_sha: str, known: Known | None
+) -> Taken:
     """The task's new worktree: a pooled one made fresh at `base_sha`, else `git worktree add`.
-    The caller holds the worktree lock."""
+    The caller holds the worktree lock; `known` is what it has just asked git."""
     root = ctx.paths.root
     loop = ctx.loop
     started = time.monotonic()
@@ -64,7 +67,7 @@ def take(ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_sha: str) ->
     if recycled is not None:
         workspace = recycled.workspace
     else:
-        workspace = ensure_worktree(root, worktree_root, loop.name, spec.id, base_sha)
+        workspace = ensure_worktree(root, worktree_root, loop.name, spec.id, base_sha, known=known)
     took = time.monotonic() - started
     fresh_s = took if recycled is None else recycled.fresh_s
     return Taken(workspace, recycled, preserve, fresh_s, took, started)

@@ -26,6 +26,7 @@ from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
+    Known,
     Workspace,
     branch_name,
     ensure_worktree,
@@ -67,13 +68,17 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
         return replace(workspace, base_sha=view.base_sha)
     base_sha = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
     with worktree_lock(ctx.rec):
-        retire_previous(ctx, spec, worktree_root, base_sha)
-        taken = warming.take(ctx, spec, worktree_root, base_sha)  # from the pool, or fresh
+        known = retire_previous(ctx, spec, worktree_root, base_sha)
+        taken = warming.take(ctx, spec, worktree_root, base_sha, known)  # pooled, or fresh
     workspace = replace(taken.workspace, base_sha=base_sha)
-    if workspace.created and git.head_sha(workspace.path) == base_sha:
+    if workspace.created and (workspace.at_base or git.head_sha(workspace.path) == base_sha):
         # Untouched by any agent yet: its index is a trustworthy stat cache of the base.
         with contextlib.suppress(LoopctlError, OSError):
-            git.seed_snapshot_index(workspace.path, snapshot_seed(ctx, spec, workspace))
+            git.seed_snapshot_index(
+                workspace.path,
+                snapshot_seed(ctx, spec, workspace),
+                git_dir=git.new_worktree_git_dir(workspace.path),
+            )
     ctx.event(
         spec.id,
         EventType.WORKTREE_CREATED,
@@ -93,32 +98,37 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
     return workspace
 
 
-def retire_previous(ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_sha: str) -> None:
+def retire_previous(
+    ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_sha: str
+) -> Known | None:
     """Clear the way for a fresh worktree at `base_sha` without losing earlier work.
 
     A task worked again in a new run starts from its base ref's current commit. Whatever an
     earlier run left (uncommitted changes, commits not in the base) is committed and kept on
-    an archive branch `loop/<loop>/<task>-<sha>`.
+    an archive branch `loop/<loop>/<task>-<sha>`. Returns what git said when nothing had to be
+    cleared (the common case: a task's first run), so getting the worktree need not ask again.
     """
     root = ctx.paths.root
     branch = branch_name(ctx.loop.name, spec.id)
     head = git.branch_head(root, branch)
     path = worktree_path(worktree_root, ctx.loop.name, spec.id)
+    entries = git.worktree_list(root)
     registered = any(
         entry.branch == branch and entry.path.resolve() == path.resolve()
-        for entry in git.worktree_list(root)
+        for entry in entries
         if entry.path.exists()
     )
     if head is None:
         if registered:
             remove_worktree(root, path)
-        return
+            return None
+        return Known(ctx.repo_top(), entries, branch_is_new=True)
     if registered:
         head = archive_leftovers(ctx, spec, path, branch) or head
         remove_worktree(root, path)
     if head == base_sha or git.is_ancestor(root, head, base_sha):
         git.delete_branch(root, branch)  # everything on it is already in the base
-        return
+        return None
     archive = f"{branch}-{head[:8]}"
     suffix = 1
     while git.branch_head(root, archive) is not None:
@@ -133,6 +143,7 @@ def retire_previous(ctx: RunContext, spec: TaskSpec, worktree_root: Path, base_s
         archive=archive,
         head=head,
     )
+    return None
 
 
 def worktree_lock(rec: Recorder) -> contextlib.AbstractContextManager[None]:

@@ -10,7 +10,10 @@ from loopctl.journal.schema import WORKSPACE_READY, workspace_ready
 # The note loopctl.engine.warming records once a task's worktree is ready (WORKSPACE_READY) has:
 # pool (hit | miss), took_s, saved_s, and with setup: decision (skipped | seeded | ran), reason,
 # inputs_hash, inputs, preserve, method (reflink | copy), published, setup_s.
-__all__ = ["MAX_SAVED_S", "WORKSPACE_READY", "time_saved"]
+__all__ = ["MAX_SAVED_S", "WARM_COUNTS", "WORKSPACE_READY", "time_saved"]
+
+# What `time_saved` counts besides the seconds, in the order people read them.
+WARM_COUNTS = ("pool_hits", "seed_hits", "setups_skipped", "setups_run")
 
 # The total is held below this (about 31 years): two hostile savings of 1e308 s each would
 # otherwise sum to infinity, which `status --json` would print as `Infinity` (not JSON).
@@ -20,7 +23,7 @@ MAX_SAVED_S = 1e9
 def time_saved(events: Iterable[Event]) -> dict[str, float | int]:
     """What warm workspaces saved, from the log: seconds, pool hits, seed hits, skipped setups."""
     saved = 0.0
-    counts = {"pool_hits": 0, "seed_hits": 0, "setups_skipped": 0, "setups_run": 0}
+    counts = dict.fromkeys(WARM_COUNTS, 0)
     for event in events:
         ready = workspace_ready(event)
         if ready is None:

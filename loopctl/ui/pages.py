@@ -15,6 +15,7 @@ from urllib.parse import quote
 from loopctl.journal.history import RunView
 from loopctl.journal.inbox import InboxItem, ItemKind
 from loopctl.journal.spending import SpendRow
+from loopctl.journal.warmth import WARM_COUNTS
 from loopctl.text import strip_controls
 from loopctl.ui.views import (
     AttemptFolder,
@@ -137,7 +138,7 @@ def loops_page(view: LoopsView, project: str) -> str:
 def warm_cell(warm: Mapping[str, float | int]) -> str:
     """What warm workspaces saved a loop (`status`'s `warm_workspaces`), or a dash if nothing."""
     saved = float(warm.get("saved_s", 0.0))
-    counts = [int(warm.get(key, 0)) for key in _WARM_COUNTS]
+    counts = [int(warm.get(key, 0)) for key in WARM_COUNTS]
     if not saved and not any(counts):
         return "<td class=warm><span class=muted>-</span></td>"
     hits, seeds, skipped, ran = counts
@@ -145,9 +146,6 @@ def warm_cell(warm: Mapping[str, float | int]) -> str:
         f'<td class=warm data-saved-s="{esc(saved)}">saved {saved:.1f}s<small>'
         f"{hits} pool hits, {seeds} seed hits, {skipped} setups skipped, {ran} run</small></td>"
     )
-
-
-_WARM_COUNTS = ("pool_hits", "seed_hits", "setups_skipped", "setups_run")
 
 
 # --- inbox ----------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ def test_creates_a_worktree_on_its_branch(repo: Path, root: Path) -> None:
     head = run_git(repo, "rev-parse", "HEAD").strip()
     ws = ensure_worktree(repo, root, "babysit", "pr-12")
     assert ws == worktrees.Workspace(
-        root / "babysit" / "pr-12", "loop/babysit/pr-12", head, created=True
+        root / "babysit" / "pr-12", "loop/babysit/pr-12", head, created=True, at_base=True
     )
     [_, record] = porcelain(repo)
     assert record["worktree"] == str(root / "babysit" / "pr-12")
@@ -295,9 +295,39 @@ def test_existing_branch_is_checked_out_without_moving(repo: Path, root: Path) -
     commit_file(repo, "a.txt", "main moved\n")
     ws = ensure_worktree(repo, root, "babysit", "t")
     assert ws.created
+    assert not ws.at_base  # HEAD is the branch's work, not the base
     assert git.head_sha(ws.path) == tip
     assert ws.base_sha == first.base_sha
     assert git.changed_paths(ws.path, ws.base_sha) == ["b.txt"]
+
+
+def test_what_the_caller_knows_gives_the_same_worktree(repo: Path, root: Path) -> None:
+    head = run_git(repo, "rev-parse", "HEAD").strip()
+    known = worktrees.Known(repo, git.worktree_list(repo), branch_is_new=True)
+    ws = ensure_worktree(repo, root, "babysit", "t", head, known=known)
+    asked = ensure_worktree(repo, root, "babysit", "u", head)
+    assert (ws.base_sha, ws.created, ws.at_base) == (asked.base_sha, True, True)
+    assert git.head_sha(ws.path) == head
+    assert git.current_branch(ws.path) == "loop/babysit/t"
+    # The base is recorded where a resumed run reads it, as for a worktree made by asking git.
+    assert (git.git_dir(ws.path) / "loopctl-base").read_text() == head + "\n"
+    assert git.new_worktree_git_dir(ws.path) == git.git_dir(ws.path)
+
+
+def test_a_stale_claim_that_the_branch_is_new_never_overwrites_it(repo: Path, root: Path) -> None:
+    first = ensure_worktree(repo, root, "babysit", "t")
+    tip = commit_file(first.path, "b.txt", "committed work\n")
+    remove_worktree(repo, first.path)
+    base = run_git(repo, "rev-parse", "HEAD").strip()
+    known = worktrees.Known(repo, git.worktree_list(repo), branch_is_new=True)
+    with pytest.raises(GitError, match="already exists"):
+        ensure_worktree(repo, root, "babysit", "t", base, known=known)
+    assert run_git(repo, "rev-parse", "loop/babysit/t").strip() == tip
+
+
+def test_the_git_dir_of_a_main_checkout_is_asked_of_git(repo: Path) -> None:
+    # Only a linked worktree has a `.git` file to read; anything else is git's to answer.
+    assert git.new_worktree_git_dir(repo) == git.git_dir(repo)
 
 
 def test_folder_of_another_repository_is_not_deleted(repo: Path, root: Path) -> None:
