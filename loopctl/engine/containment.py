@@ -33,17 +33,18 @@ def sandbox_preflight(rec: Recorder) -> None:
             )
 
 
-def record_sandbox(ctx: RunContext) -> None:
+def record_sandbox(rec: Recorder, run_id: str, loop: str) -> None:
+    """Note what confines this run's agents (once a run, before its tasks are listed)."""
     from loopctl import sandbox
 
-    if ctx.project.config.sandbox is SandboxMode.OFF:
-        ctx.rec.emit(EventType.NOTE, run=ctx.run_id, loop=ctx.loop.name, what="sandbox", mode="off")
+    if rec.project.config.sandbox is SandboxMode.OFF:
+        rec.emit(EventType.NOTE, run=run_id, loop=loop, what="sandbox", mode="off")
         return
     mechanism, program, _ = sandbox.probe()
-    ctx.rec.emit(
+    rec.emit(
         EventType.NOTE,
-        run=ctx.run_id,
-        loop=ctx.loop.name,
+        run=run_id,
+        loop=loop,
         what="sandbox",
         mode="required",
         mechanism=mechanism,

@@ -173,6 +173,7 @@ class Engine:
         if previous is not None and listed:
             run_id = previous.run
             self.rec.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
+            record_sandbox(self.rec, run_id, loop.name)
             specs = [
                 TaskSpec(t.task, t.task, t.prompt, t.title, t.base_ref, t.fields)
                 for t in previous.tasks.values()
@@ -202,13 +203,16 @@ class Engine:
                     **remotes.tick_fields(self.paths.root, loop),
                     **fired,
                 )
+            record_sandbox(self.rec, run_id, loop.name)
             try:
                 specs = self._list_tasks(run_id, loop, condition, base_ref, tick, previous)
             except TaskSourceError as exc:
                 return self._finish_run(
                     run_id, loop, [], RunStatus.FAILED, str(exc), resumed, with_item=True
                 )
-        self.rec.refresh_projections()
+        # The tasks show in STATE.md while the first worktrees are made, not before: no task
+        # waits for a projection (every later step re-projects in the foreground).
+        self.rec.refresh_projections_soon()
         ctx = RunContext(
             rec=self.rec,
             project=self.project,
@@ -223,7 +227,6 @@ class Engine:
             stop=tick.stop if tick.stop is not None else threading.Event(),
             top=top,
         )
-        record_sandbox(ctx)
         try:
             outcomes = self._work_all(ctx, specs)
         except KeyboardInterrupt:

@@ -46,6 +46,7 @@ class Recorder:
         self.log = EventLog(self.paths.events_file, clock=clock)
         self._projection_lock = threading.Lock()
         self._items_lock = threading.Lock()
+        self._pending_render: threading.Thread | None = None
         self._redactor: Redactor | None = None
         from loopctl.journal.otel import live_traces
 
@@ -97,10 +98,31 @@ class Recorder:
         return event
 
     def refresh_projections(self) -> None:
-        """Re-render STATE.md and INBOX.md from the log (atomic writes)."""
+        """Re-render STATE.md and INBOX.md from the log (atomic writes), after any render
+        `refresh_projections_soon` started has ended."""
+        pending = self._pending_render
+        if pending is not None:
+            pending.join()
+        self._render_projections()
+
+    def refresh_projections_soon(self) -> None:
+        """Re-render STATE.md and INBOX.md on a background thread, for a caller with work to
+        start that need not wait for them (a task's worktree). The next `refresh_projections`
+        waits for it, so a run still ends with both files complete and current."""
+
+        def render() -> None:
+            with contextlib.suppress(Exception):  # a view: the next foreground render reports
+                self._render_projections()
+
+        thread = threading.Thread(target=render, name="loopctl-projections", daemon=True)
+        self._pending_render = thread
+        thread.start()
+
+    def _render_projections(self) -> None:
         from loopctl.atomicfile import write_atomic
 
         with self._projection_lock:
+            # Each render reads the log inside the lock, so whichever runs last shows it all.
             events = self.log.read()
             write_state(self.paths.state_md, history.fold(events).values())
             write_atomic(self.paths.inbox_md, render_inbox_md(open_items(events)))

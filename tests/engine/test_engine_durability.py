@@ -159,7 +159,11 @@ def test_kill_right_after_tick_started_still_does_the_work(
     proc = spawn_loopctl(repo, "run", "late", "--once")
     spawned.append(proc)
     lister = wait_for(lambda: read_pid(marker), "the task command to start")
-    assert [e.type for e in events(repo)] == ["tick_started"]
+    # The run is recorded with its sandbox, and nothing of its tasks yet.
+    assert [(e.type, e.data.get("what")) for e in events(repo)] == [
+        ("tick_started", None),
+        ("note", "sandbox"),
+    ]
     _signal_runner(proc, signal.SIGKILL)
     kill_if_alive(lister)
 
@@ -341,13 +345,14 @@ def test_damage_before_the_last_line_is_reported_not_ignored(
     assert first.exit_code == 1, first.output
     log = repo / ".loop" / "log" / "events.jsonl"
     lines = log.read_bytes().splitlines(keepends=True)
-    assert b'"task_found"' in lines[1]
-    lines[1] = lines[1].replace(b'"task_found"', b'"task_fouXd"')
+    found = next(n for n, line in enumerate(lines) if b'"task_found"' in line)
+    assert 0 < found < len(lines) - 1  # a record in the middle, not the last one
+    lines[found] = lines[found].replace(b'"task_found"', b'"task_fouXd"')
     log.write_bytes(b"".join(lines))
     damaged = log.read_bytes()
 
     for args in (("status",), ("goal", "tests green", "--max-iterations", "1")):
         done = run_loopctl(repo, *args)
         assert_clean_exit(done, 1)
-        assert f"{log}:2:" in done.stderr, done.stderr
+        assert f"{log}:{found + 1}:" in done.stderr, done.stderr
     assert log.read_bytes() == damaged  # nothing appended after a record it cannot trust
