@@ -6,6 +6,8 @@ Goals (issue 17), each against a baseline measured in the same run:
     same tree, the following tasks (pooled worktrees) <= 0.5x;
 (b) a repository whose setup writes a 30,000-file dependency folder (generated offline, no
     registry): the second and later tasks <= 0.2x a fresh worktree plus that setup.
+The first task is measured as the median over several loops' first tasks (pool misses), each
+taken right after one bare add, so that a busy moment of the machine weighs on both alike.
 Each task's time runs from the later of its `task_found` event and the previous task's
 `task_finished` to its `workspace_ready` note: retiring an earlier worktree, resolving the base,
 getting the worktree (pooled or added), copies, setup or its seed, and recording it ready.
