@@ -48,7 +48,7 @@ class Baseline:
 
     files: Mapping[str, str]
     refs: Mapping[str, str]
-    seq: int = 0  # the log's last event when it was taken
+    seq: int  # the log's last event when it was taken
 
     def digest(self) -> str:
         return _sha(json.dumps([self.files, self.refs], sort_keys=True).encode())[:32]
@@ -132,7 +132,8 @@ def definition_files(root: Path) -> dict[str, str]:
     loop_dir = root / LOOP_DIR
     for path in _walk(loop_dir):
         parts = path.relative_to(loop_dir).parts
-        if not parts or parts[0] in RUNTIME or _atomic_temp(parts[-1]):
+        # No parts: `.loop` is itself a link, which names where the definitions are read from.
+        if parts and (parts[0] in RUNTIME or _atomic_temp(path.name)):
             continue
         found[path.relative_to(root).as_posix()] = _digest(path)
     for folder in DEFINITION_FOLDERS:
@@ -183,21 +184,24 @@ def compare(before: Baseline, after: Baseline, explained: Iterable[str] = ()) ->
 def explained_commits(events: Sequence[Event], since_seq: int) -> set[str]:
     """Commits loopctl's deliveries may have put on refs since event `since_seq`.
 
-    A push updates the remote-tracking ref and a merge the base branch, to the step's commit;
-    a step that was already running when the turn began counts too.
+    A push updates the remote-tracking ref and a merge the base branch, to the step's commit:
+    a step started since counts, and so does one still running at `since_seq` (started, and not
+    finished since that start: a step a re-planned delivery runs again is a new start).
     """
-    finished = {
-        (e.run, e.task, e.data.get("step"))
-        for e in events
-        if e.type == EventType.ACTION_FINISHED and e.seq <= since_seq
-    }
-    return {
-        str(e.data["commit"])
-        for e in events
-        if e.type == EventType.ACTION_STARTED
-        and isinstance(e.data.get("commit"), str)
-        and (e.seq > since_seq or (e.run, e.task, e.data.get("step")) not in finished)
-    }
+    explained: set[str] = set()
+    running: dict[tuple[str | None, str | None, Any], set[str]] = {}
+    for e in events:
+        step = (e.run, e.task, e.data.get("step"))
+        commit = e.data.get("commit")
+        started = e.type == EventType.ACTION_STARTED and isinstance(commit, str)
+        if e.seq > since_seq:
+            if started:
+                explained.add(str(commit))
+        elif started:
+            running.setdefault(step, set()).add(str(commit))
+        elif e.type == EventType.ACTION_FINISHED:
+            running.pop(step, None)
+    return explained.union(*running.values())
 
 
 def save(baseline: Baseline, path: Path) -> None:
