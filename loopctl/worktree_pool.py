@@ -69,6 +69,12 @@ def pool_folder(worktree_root: Path, loop: str) -> Path:
     return worktree_root / POOL_DIR / loop
 
 
+def has_idle(worktree_root: Path, loop: str) -> bool:
+    """True when the loop has a parked worktree (`acquire` would try it, and may change what
+    git knows of worktrees on the way)."""
+    return bool(_idle(pool_folder(worktree_root, loop)))
+
+
 def mark_ready(
     repo: Path,
     worktree_root: Path,

@@ -58,7 +58,8 @@ def take(
     recycled = None
     # Detected from the main checkout: the pool must know what to keep before the tree is there.
     _, preserve = warm.resolve(root, loop.worktree.setup_inputs, loop.worktree.preserve)
-    if loop.worktree.pool:
+    if loop.worktree.pool and worktree_pool.has_idle(worktree_root, loop.name):
+        known = None  # trying a parked worktree may discard it: git is asked afresh after
         path = worktree_path(worktree_root, loop.name, spec.id)
         branch = branch_name(loop.name, spec.id)
         recycled = worktree_pool.acquire(
