@@ -120,6 +120,7 @@ TARGETS: dict[str, Target] = {
             "tests/test_properties.py::test_a_torn_last_record_is_dropped_then_cut_and_the_log_goes_on",
             "tests/journal/test_state.py",
             "tests/journal/test_event_log_reading.py",
+            "tests/journal/test_event_log_damage.py",
         ),
         timeout=60.0,  # the tests take seconds; a mutant that hangs `follow` waits this long
         why="the append-only log: torn tails, seq gaps, one writer",
@@ -700,6 +701,72 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "write_atomic(path, json.dumps(baseline.to_json(), sort_keys=True))",
         "the order of the keys in the saved listing: load reads it with json.loads, to which"
         " order means nothing, and Baseline.digest sorts the keys it hashes itself",
+    ),
+    # events, part B (records, damage and the tail)
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "_TAIL_CHUNK = 8192",
+        "the first read-back chunk of the tail, 8191 or 8193 bytes: _read_tail reads on until it"
+        " holds the newlines needed or the file's start, whatever the chunk, so only the number"
+        " of reads changes (test_event_log_damage checks every chunk boundary, sized from the"
+        " constant)",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceComparisonOperator_Lt_LtE",
+        "while pos > 0 and found < newlines:",
+        "reading back until four newlines instead of three: one line more is read, the last two"
+        " are judged the same (as `newlines=4`; `pos > 1`, which leaves the first byte unread,"
+        " is killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        "for back, (line_start, raw) in enumerate(reversed(lines[-2:])):",
+        "lines[-3:]: the third line from the end is never judged, since the loop returns at the"
+        " first good line, raises at the first bad one, and only the last (back 0) may be"
+        " skipped (lines[-1:], which forgets the line before a torn one, is killed)",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceComparisonOperator_Lt_LtE",
+        "while pos < offset:",
+        "_corrupt_at with `pos <= offset`: at pos == offset the read asks for 0 bytes, gets b''"
+        " and the `if not chunk: break` below ends the loop with the same count",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceBreakWithContinue",
+        "break  # cut under us by a writer ignoring the lock: count what is there",
+        "an empty read before the damage's offset means the file shrank between _tail's read"
+        " and this one, while we hold the log's lock: only a process ignoring the lock could"
+        " cut it there, between two reads, which no test can stage without a hook",
+    ),
+    Equivalent(
+        "events",
+        "core/ExceptionReplacer",
+        "except FileNotFoundError:  # removed since follow's stat: nothing to read this pass",
+        "the log removed between follow's os.stat and this open: a race no test can stage"
+        " without a hook in between (a log missing at the stat is handled by follow itself)",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceTrueWithFalse",
+        'raise _BadRecord("not a JSON object", torn=True)',
+        'unreachable: the line ends in `"}` (checked before the sum) and the scan consumed all'
+        " of it, and of the JSON values only an object ends in `}`; the guard stays in case the"
+        " tail check changes",
+    ),
+    *(
+        Equivalent(
+            "events",
+            "core/NumberReplacer",
+            f'and type(record.get("{key}", 0)) in _TEXT_OR_NONE',
+            "the default for a missing key is any int, which fails the type check the same way"
+            " (a record without the key is refused as malformed: test_event_records)",
+        )
+        for key in ("loop", "task")
     ),
 )
 

@@ -352,7 +352,7 @@ class EventLog:
         while pos < offset:
             chunk = os.pread(fd, min(_TAIL_CHUNK_MAX, offset - pos), pos)
             if not chunk:
-                break
+                break  # cut under us by a writer ignoring the lock: count what is there
             newlines += chunk.count(b"\n")
             pos += len(chunk)
         raise LogCorrupt(self.path, newlines + 1, reason)
@@ -403,8 +403,8 @@ def _decode(raw: bytes) -> Event:
         )
     # With a matching sum the whole line is the record plus a "sum" member: one parse of it,
     # straight through the decoder's scanner (replay runs this on every line).
-    text = raw.decode("utf-8")
-    try:
+    try:  # a matching sum does not make the bytes UTF-8: UnicodeDecodeError is a ValueError
+        text = raw.decode("utf-8")
         record, end = _SCAN(text, 0)
     except (StopIteration, ValueError, RecursionError):
         raise _BadRecord("not valid JSON", torn=True) from None
@@ -535,7 +535,7 @@ def _read_range(path: Path, offset: int, length: int) -> bytes:
         with open(path, "rb") as handle:
             handle.seek(offset)
             return handle.read(length)
-    except FileNotFoundError:
+    except FileNotFoundError:  # removed since follow's stat: nothing to read this pass
         return b""
 
 
