@@ -58,11 +58,9 @@ WHY_MISSED = {
         " baseline does none of that. Before those issues: 1.04-1.25x"
     ),
     "workspace ready, 3000 files: first task": (
-        "the first task has no pooled worktree: it is `git worktree add` itself plus the engine's"
-        " steps around it (listing and recording the tasks, the sandbox probe, retiring an earlier"
-        " worktree, resolving the base, about 8 git calls, the snapshot index copy and fsynced"
-        " events), which on 2 shared cores under load cost more than the 10% the goal allows;"
-        " the pool adds under 10 ms to it (an empty pool is one directory listing)"
+        "the first task has no pooled worktree: it is `git worktree add` (with one checkout"
+        " worker per core) plus four git calls and two fsynced events; when the disk or both"
+        " cores are busy with other work, that can still cost more than the 10% the goal allows"
     ),
     "start-up: loopctl validate": (
         "the cache was cold; a cold validate pays dataclasses/inspect, pathlib and PyYAML's"
