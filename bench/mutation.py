@@ -115,6 +115,7 @@ TARGETS: dict[str, Target] = {
     "events": Target(
         "loopctl/journal/events.py",
         (
+            "tests/journal/test_event_log_cache.py",
             "tests/journal/test_events.py",
             "tests/journal/test_event_records.py",
             "tests/test_properties.py::test_a_torn_last_record_is_dropped_then_cut_and_the_log_goes_on",
@@ -694,6 +695,40 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "same_file = (seen[0], seen[1]) == (info.st_dev, info.st_ino)",
         "the read cache's validity check: a wrong field never matches, so `read` parses the"
         " file from the start, which gives the same events, only slower",
+    ),
+    # events, part A (append and the read cache)
+    Equivalent(
+        "events",
+        "core/AddNot",
+        "if keep == 0:",
+        "which appends fsync the log's folder: only a power cut between the write and the"
+        " folder's flush could show it, which no test can stage",
+    ),
+    Equivalent(
+        "events",
+        "core/ReplaceComparisonOperator_Gt_GtE",
+        "if current is not None and current[2] > offset:",
+        "`>=` adds only size == offset, which here means an empty file at offset 0: a"
+        " changed log that did not grow was sent back to offset 0 by the branch above, so"
+        " the extra pass reads and parses zero bytes",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        'last_line = recent[recent.rfind(b"\\n", 0, len(recent) - 1) + 1 :]',
+        "searching from index 1, or stopping before index len - 2: `recent` starts a record"
+        " (its first byte is `{`) and ends with one (`}` then the newline), so neither byte"
+        " skipped is ever the newline found. The other mutants of this line (from -1, which"
+        " remembers everything read; + 2, which forgets the line's first byte) are killed by"
+        " test_event_log_cache",
+    ),
+    Equivalent(
+        "events",
+        "core/NumberReplacer",
+        'lines + buf.count(b"\\n", 0, consumed),',
+        "counting read's lines from index 1: `buf` starts a line, and when anything is consumed"
+        " its first byte is a record's `{`, never a newline (from -1, which miscounts, is"
+        " killed)",
     ),
     Equivalent(
         "integrity",

@@ -258,8 +258,8 @@ class EventLog:
                     if seen is not None:
                         after_seq = 0
                     offset, line, prev_seq = 0, 1, 0
-                elif current[2] < offset:
-                    # Cut below what we parsed (by hand): re-parse, show only newer events.
+                elif current[2] <= offset:
+                    # Changed, not grown (cut or rewritten by hand): re-parse, show newer events.
                     offset, line, prev_seq = 0, 1, 0
                 seen = current
                 if current is not None and current[2] > offset:
