@@ -245,6 +245,7 @@ class EventLog:
         offset = 0  # bytes of complete, already parsed lines
         line = 1
         prev_seq = 0
+        last = b""  # the last parsed line, as `read` keeps it: a rewrite below offset shows here
         seen: tuple[int, ...] | None = None  # (dev, inode, size, mtime) when last parsed
         while True:
             try:
@@ -257,14 +258,23 @@ class EventLog:
                     # A new file (first look, or moved aside and recreated): start over.
                     if seen is not None:
                         after_seq = 0
-                    offset, line, prev_seq = 0, 1, 0
+                    offset, line, prev_seq, last = 0, 1, 0, b""
                 elif current[2] <= offset:
                     # Changed, not grown (cut or rewritten by hand): re-parse, show newer events.
-                    offset, line, prev_seq = 0, 1, 0
+                    offset, line, prev_seq, last = 0, 1, 0, b""
                 seen = current
                 if current is not None and current[2] > offset:
-                    buf = _read_range(self.path, offset, current[2] - offset)
+                    start = offset - len(last)
+                    buf = _read_range(self.path, start, current[2] - start)
+                    if buf.startswith(last):
+                        buf = buf[len(last) :]
+                    else:
+                        # Grown, but rewritten below what was parsed: re-parse, show newer ones.
+                        offset, line, prev_seq, last = 0, 1, 0, b""
+                        buf = _read_range(self.path, 0, current[2])
                     events, consumed = self._parse(buf, first_line=line, prev_seq=prev_seq)
+                    recent = last + buf[:consumed]
+                    last = recent[recent.rfind(b"\n", 0, len(recent) - 1) + 1 :]
                     offset += consumed
                     line += buf.count(b"\n", 0, consumed)
                     for event in events:

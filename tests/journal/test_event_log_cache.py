@@ -251,3 +251,41 @@ def test_one_pass_of_follow_shows_every_record_of_a_log_of_megabytes(tmp_path: P
     written = EventLog(log.path).read()
     shown: list[Event] = list(log.follow(0, stop=lambda: True))
     assert [e.seq for e in shown] == [e.seq for e in written]
+
+
+def test_follow_reparses_a_log_rewritten_by_hand_and_grown_past_what_it_parsed(
+    tmp_path: Path,
+) -> None:
+    """Cut by hand back to its first record, then one record longer than the two it replaced:
+    the log grew, so its size alone looks like an append. follow checks the last line it parsed
+    is still where it was (as `read` does), parses the log again, and goes on with the records
+    after it, instead of parsing from the middle of the forged record."""
+    log = new_log(tmp_path)
+    for n in range(3):
+        log.append(EventType.NOTE, data={"n": n})
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    later: list[int] = []
+    passes: list[int] = []
+    rewritten = False
+    deadline = time.monotonic() + 10  # a bound for a broken follow, not a wait
+
+    def stop() -> bool:
+        # As above: the second call after the rewrite comes after a pass over the rewritten
+        # log; then two more records are appended.
+        if rewritten:
+            passes.append(1)
+            if len(passes) == 2:
+                later.extend(log.append(EventType.NOTE, data={"n": n}).seq for n in (3, 4))
+        return time.monotonic() > deadline
+
+    feed = log.follow(0, stop=stop, poll=0.01)
+    assert [next(feed).seq for _ in range(3)] == [1, 2, 3]
+    size = log.path.stat().st_size
+    log.path.write_bytes(lines[0])
+    pad = "x" * (len(lines[1]) + len(lines[2]) + 40)
+    assert log.append(EventType.NOTE, data={"pad": pad}).seq == 2
+    assert log.path.stat().st_size > size
+    rewritten = True
+    shown = next(feed)
+    assert later == [3, 4]
+    assert (shown.seq, shown.data) == (4, {"n": 4})
