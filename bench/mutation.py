@@ -339,9 +339,10 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         "events",
-        "core/ReplaceBinaryOperator_Sub_Add",
-        "buf = _read_range(self.path, offset, current[2] - offset)",
-        "asking for more bytes than the file has returns what it has: the same buffer",
+        "core/NumberReplacer",
+        "def _read_from(path: Path, offset: int, length: int = -1) -> bytes:",
+        "a default length of -2: any negative length reads to the end of the file, as -1 does"
+        " (0, which reads nothing, is killed)",
     ),
     Equivalent(
         "events",
@@ -715,7 +716,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     Equivalent(
         "events",
         "core/NumberReplacer",
-        'last_line = recent[recent.rfind(b"\\n", 0, len(recent) - 1) + 1 :]',
+        'return recent[recent.rfind(b"\\n", 0, len(recent) - 1) + 1 :]',
         "searching from index 1, or stopping before index len - 2: `recent` starts a record"
         " (its first byte is `{`) and ends with one (`}` then the newline), so neither byte"
         " skipped is ever the newline found. The other mutants of this line (from -1, which"

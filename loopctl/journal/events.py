@@ -207,8 +207,7 @@ class EventLog:
             fresh, consumed = self._parse(buf, first_line=lines + 1, prev_seq=prev_seq)
             events = known + fresh
             end = offset + consumed
-            recent = (seen[3] if seen else b"") + buf[:consumed]
-            last_line = recent[recent.rfind(b"\n", 0, len(recent) - 1) + 1 :]
+            last_line = _last_line((seen[3] if seen else b"") + buf[:consumed])
             self._seen = (
                 info.st_dev,
                 info.st_ino,
@@ -258,23 +257,18 @@ class EventLog:
                     # A new file (first look, or moved aside and recreated): start over.
                     if seen is not None:
                         after_seq = 0
-                    offset, line, prev_seq, last = 0, 1, 0, b""
-                elif current[2] <= offset:
-                    # Changed, not grown (cut or rewritten by hand): re-parse, show newer events.
+                    restart = True
+                else:
+                    # Cut, rewritten in place, or grown past a rewrite (the last line parsed is
+                    # no longer where it was): parse it again, show only newer events.
+                    restart = current[2] <= offset or not _holds_at(self.path, offset, last)
+                if restart:
                     offset, line, prev_seq, last = 0, 1, 0, b""
                 seen = current
                 if current is not None and current[2] > offset:
-                    start = offset - len(last)
-                    buf = _read_range(self.path, start, current[2] - start)
-                    if buf.startswith(last):
-                        buf = buf[len(last) :]
-                    else:
-                        # Grown, but rewritten below what was parsed: re-parse, show newer ones.
-                        offset, line, prev_seq, last = 0, 1, 0, b""
-                        buf = _read_range(self.path, 0, current[2])
+                    buf = _read_from(self.path, offset)
                     events, consumed = self._parse(buf, first_line=line, prev_seq=prev_seq)
-                    recent = last + buf[:consumed]
-                    last = recent[recent.rfind(b"\n", 0, len(recent) - 1) + 1 :]
+                    last = _last_line(last + buf[:consumed])
                     offset += consumed
                     line += buf.count(b"\n", 0, consumed)
                     for event in events:
@@ -540,13 +534,24 @@ def _read_tail(fd: int, size: int, *, newlines: int) -> tuple[bytes, int]:
     return b"".join(chunks), pos
 
 
-def _read_range(path: Path, offset: int, length: int) -> bytes:
+def _read_from(path: Path, offset: int, length: int = -1) -> bytes:
+    """Up to `length` of the file's bytes from `offset` (all, to its end, by default)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
             return handle.read(length)
     except FileNotFoundError:  # removed since follow's stat: nothing to read this pass
         return b""
+
+
+def _holds_at(path: Path, end: int, line: bytes) -> bool:
+    """True when `line` is still the file's bytes just before `end` (where it was parsed)."""
+    return _read_from(path, end - len(line), len(line)) == line
+
+
+def _last_line(recent: bytes) -> bytes:
+    """The last complete line of `recent`, which ends with a newline."""
+    return recent[recent.rfind(b"\n", 0, len(recent) - 1) + 1 :]
 
 
 # One decoder for every line: json.loads with a keyword argument builds a new one per call.

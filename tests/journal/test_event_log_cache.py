@@ -15,7 +15,7 @@ import pytest
 from support.processes import wait_for
 
 from loopctl.cli.reporting import report
-from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.events import Event, EventLog, EventType, LogCorrupt
 from loopctl.paths import ProjectPaths
 
 _FIXED = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -289,3 +289,56 @@ def test_follow_reparses_a_log_rewritten_by_hand_and_grown_past_what_it_parsed(
     shown = next(feed)
     assert later == [3, 4]
     assert (shown.seq, shown.data) == (4, {"n": 4})
+
+
+def test_follow_reports_a_record_damaged_in_place_below_the_last_line(tmp_path: Path) -> None:
+    """A byte of an earlier record changed by hand (same size, the last line untouched): follow
+    parses the log again on its next pass and names the damaged line, as `read` would."""
+    log = new_log(tmp_path)
+    for n in range(3):
+        log.append(EventType.NOTE, data={"n": n})
+    passes: list[int] = []
+    rewritten = False
+
+    def stop() -> bool:  # a few passes over the damaged log, then a broken follow gives up
+        if rewritten:
+            passes.append(1)
+        return len(passes) > 3
+
+    feed = log.follow(0, stop=stop, poll=0.01)
+    assert [next(feed).seq for _ in range(3)] == [1, 2, 3]
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    size = log.path.stat().st_size
+    lines[1] = lines[1].replace(b'"n": 1', b'"n": 7')
+    log.path.write_bytes(b"".join(lines))
+    later = time.time() + 60  # a change of mtime that no clock granularity can hide
+    os.utime(log.path, (later, later))
+    assert log.path.stat().st_size == size
+    rewritten = True
+    with pytest.raises(LogCorrupt) as caught:
+        next(feed)
+    assert f"{log.path}:2:" in str(caught.value)
+
+
+def test_following_a_growing_log_reads_only_its_new_bytes(tmp_path: Path) -> None:
+    """Each pass of follow over a log that grew reads what was added (and the last line it
+    parsed, to see it is still there), never the whole log again."""
+    log = new_log(tmp_path)
+    for n in range(30):
+        log.append(EventType.NOTE, data={"n": n, "text": "x" * 10_000})
+    size = log.path.stat().st_size
+    costs: list[int] = []
+    mark = [0]
+
+    def stop() -> bool:  # after each pass: what it read, then one more record for the next
+        if mark[0]:
+            costs.append(_bytes_read() - mark[0])
+        if len(costs) == 3:
+            return True
+        log.append(EventType.NOTE, data={"n": 30 + len(costs)})
+        mark[0] = _bytes_read()
+        return False
+
+    shown = [event.seq for event in log.follow(0, stop=stop, poll=0.001)]
+    assert shown == list(range(1, 34))
+    assert all(cost < size // 20 for cost in costs), f"passes over a {size}-byte log: {costs}"
