@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests"))  # `support`, the real-CLI harness the tests use
 from results import Row, print_rows  # noqa: E402
 
 CALC = "def add(a, b):\n    return a - b\n"
@@ -53,7 +53,7 @@ def git(cwd: Path, *args: str) -> None:
 
 
 def one_run(name: str, through_loopctl: bool) -> float:
-    import real_clis
+    from support import real_clis
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-cli-"))
     try:
@@ -115,7 +115,7 @@ def _fixed(repo: Path, through_loopctl: bool) -> str:
 
 
 def measure(runs: int = 3) -> list[Row]:
-    import real_clis
+    from support import real_clis
 
     rows = []
     for name in real_clis.CLIS:

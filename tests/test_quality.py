@@ -84,3 +84,31 @@ def test_only_git_py_and_gh_py_name_git_and_gh_as_a_program() -> None:
             if named and owners[first.value] != path:
                 wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} runs {first.value}")
     assert wrong == [], "\n".join(wrong)
+
+
+def test_every_module_a_benchmark_imports_exists() -> None:
+    """Benchmarks are not tests, so a module they import late (inside `measure`) is not loaded
+    by the suite: one moved away (as the real-CLI harness was, into tests/support/) would break
+    `bench/run.py` unseen. Every import in bench/, at any depth, must resolve with the paths the
+    benchmarks put first (bench/ itself and tests/)."""
+    import importlib.util
+
+    bench = ROOT / "bench"
+    saved = list(sys.path)
+    sys.path[:0] = [str(bench), str(ROOT / "tests")]
+    try:
+        missing = []
+        for script in sorted(bench.glob("*.py")):
+            for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    if importlib.util.find_spec(name) is None:
+                        missing.append(f"{script.name}:{node.lineno}: {name}")
+    finally:
+        sys.path[:] = saved
+    assert missing == []
