@@ -96,6 +96,7 @@ _CONTENT_FREE = frozenset(
         "--version",
         "branch",
         "check-ref-format",
+        "clean",  # lists untracked files by name and deletes them: no content is read
         "config",
         "for-each-ref",
         "ls-files",
@@ -1306,7 +1307,9 @@ def ref_values(repo: Path) -> dict[str, str]:
 _FULL_STAT = ("-c", "core.trustctime=true", "-c", "core.checkStat=default")
 
 
-def recycle_checkout(worktree: Path, branch: str, base_sha: str) -> None:
+def recycle_checkout(
+    worktree: Path, branch: str, base_sha: str, *, branch_is_new: bool | None = None
+) -> None:
     """Put a recycled worktree on `branch` (made at `base_sha` when new), its files matching it.
 
     `reset --hard` rewrites only the files whose content or stat data differ from the index, so
@@ -1314,13 +1317,18 @@ def recycle_checkout(worktree: Path, branch: str, base_sha: str) -> None:
     """
     ref = f"refs/heads/{branch}"
     sha = _require_sha(worktree, base_sha)
-    if not branch_exists(worktree, branch):
+    if branch_is_new is None:
+        branch_is_new = not branch_exists(worktree, branch)
+    if branch_is_new:
+        # Created only if absent (the all-zero old value), so it is at `sha` once this returns.
         git(["update-ref", "--no-deref", "--", ref, sha, "0" * len(sha)], cwd=worktree)
-    target = git(
-        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
-        cwd=worktree,
-        extra_env=_NO_REPLACE,
-    ).stdout.strip()
+        target = sha
+    else:
+        target = git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+            cwd=worktree,
+            extra_env=_NO_REPLACE,
+        ).stdout.strip()
     git(["symbolic-ref", "HEAD", ref], cwd=worktree)
     git(
         [

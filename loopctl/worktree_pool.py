@@ -33,7 +33,7 @@ from loopctl import git
 from loopctl.atomicfile import write_atomic
 from loopctl.errors import GitError, LoopctlError
 from loopctl.seeds import remove_tree, tree_digest, tree_size
-from loopctl.worktrees import Workspace, record_base
+from loopctl.worktrees import Known, Workspace, record_base
 
 POOL_DIR = ".pool"  # a name `worktrees._leftovers` never takes for a loop folder
 STATE_VERSION = 1
@@ -113,9 +113,17 @@ def mark_ready(
     write_atomic(state_dir / f"{admin.name}.json", json.dumps(state, indent=1) + "\n")
 
 
-def release(repo: Path, worktree_root: Path, loop: str, path: Path, capacity: int) -> bool:
+def release(
+    repo: Path,
+    worktree_root: Path,
+    loop: str,
+    path: Path,
+    capacity: int,
+    head: str | None = None,
+) -> bool:
     """Park a finished task's worktree in the pool; False when it cannot be (the caller then
-    removes it): the pool is full, or loopctl has no record of it ready."""
+    removes it): the pool is full, or loopctl has no record of it ready. `head`: a commit to
+    leave it detached at (any will do; the repository's HEAD when not given)."""
     admin = admin_folder(repo, path)
     folder = pool_folder(worktree_root, loop)
     if admin is None or capacity <= 0 or _read_state(folder, admin.name) is None:
@@ -129,7 +137,7 @@ def release(repo: Path, worktree_root: Path, loop: str, path: Path, capacity: in
         remove_tree(target)
     # Detached (at any commit: acquiring resets it): the task's branch is free again, and its
     # commits stay on it.
-    write_atomic(admin / "HEAD", git.resolve_commit(repo, "HEAD") + "\n")
+    write_atomic(admin / "HEAD", (head or git.resolve_commit(repo, "HEAD")) + "\n")
     os.rename(path, target)
     _point(admin, target)
     state = _read_state(folder, admin.name) or {}
@@ -146,24 +154,32 @@ def acquire(
     branch: str,
     base_sha: str,
     preserve: Sequence[str],
+    known: Known | None = None,
 ) -> Recycled | None:
     """A parked worktree moved to `path` and made fresh at `base_sha` on `branch`, or None when
-    the pool is empty. One that cannot be made fresh is removed and the next one tried."""
+    the pool is empty. One that cannot be made fresh is removed and the next one tried.
+    `known`: what the caller has just asked git under the worktree lock (not asked again)."""
     folder = pool_folder(worktree_root, loop)
     if path.exists() or path.is_symlink() or not _idle(folder):
         return None  # empty; or a leftover is in the way, which the caller clears first
-    top = git.toplevel(repo)
-    if any(entry.branch == branch for entry in git.worktree_list(top)):
+    top = known.top if known else git.toplevel(repo)
+    entries = known.entries if known else git.worktree_list(top)
+    if any(entry.branch == branch for entry in entries):
         # The branch is checked out elsewhere: `git worktree add` (the caller's way) refuses
         # that with its own message.
         return None
+    common = (known.common if known else None) or git.common_dir(top).resolve()
+    branch_is_new = known.branch_is_new if known else None
     for candidate in _idle(folder):
-        admin = git.common_dir(top).resolve() / "worktrees" / candidate.name
+        admin = common / "worktrees" / candidate.name
         state = _read_state(folder, candidate.name)
         try:
             if state is None or Path(str(state.get("admin"))) != admin or not admin.is_dir():
                 raise LoopctlError("no record of this pooled worktree")
-            return _recycle(top, folder, candidate, admin, state, path, branch, base_sha, preserve)
+            return _recycle(
+                top, folder, candidate, admin, state, path, branch, base_sha, preserve,
+                branch_is_new,
+            )  # fmt: skip
         except (LoopctlError, OSError):
             # Whatever stopped it (a folder the maker made undeletable, a broken record), a
             # fresh worktree is the answer: this one goes, wherever the move left it.
@@ -293,6 +309,7 @@ def _recycle(
     branch: str,
     base_sha: str,
     preserve: Sequence[str],
+    branch_is_new: bool | None,
 ) -> Recycled:
     path.parent.mkdir(parents=True, exist_ok=True)
     os.rename(candidate, path)
@@ -312,8 +329,10 @@ def _recycle(
         # folder elsewhere: such a path is not preserved.
         if _has_symlink(path, name):
             remove_tree(path / Path(name).parts[0])
-    branch_existed = git.branch_exists(top, branch)
-    git.recycle_checkout(path, branch, base_sha)
+    if branch_is_new is None:
+        branch_is_new = not git.branch_exists(top, branch)
+    branch_existed = not branch_is_new
+    git.recycle_checkout(path, branch, base_sha, branch_is_new=branch_is_new)
     try:
         git.clean_worktree(path, kept)
     except GitError:

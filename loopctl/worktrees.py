@@ -46,6 +46,7 @@ class Known:
     top: Path  # the repository's top folder, which has commits
     entries: list[git.WorktreeEntry]  # `git worktree list`
     branch_is_new: bool  # the task's branch does not exist
+    common: Path | None = None  # the git dir all worktrees share, resolved
 
 
 @dataclass(frozen=True, slots=True)

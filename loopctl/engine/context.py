@@ -54,6 +54,7 @@ class RunContext:
     protected: tuple[str, ...]
     stop: threading.Event = field(default_factory=threading.Event)
     top: Path | None = None  # the repository's top folder, once asked (see repo_top)
+    common: Path | None = None  # the git dir its worktrees share, once asked (see repo_common)
 
     @property
     def paths(self) -> ProjectPaths:
@@ -73,6 +74,14 @@ class RunContext:
 
             self.top = git.toplevel(self.paths.root)
         return self.top
+
+    def repo_common(self) -> Path:
+        """The git dir the repository's worktrees share, resolved (asked once a run)."""
+        if self.common is None:
+            from loopctl import git
+
+            self.common = git.common_dir(self.repo_top()).resolve()
+        return self.common
 
     def event(self, task: str | None, type_: str, **data: Any) -> Event:
         """An event of this run, about `task`."""

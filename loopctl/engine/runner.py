@@ -118,7 +118,9 @@ class Engine:
         root = self.paths.root
         if not in_place and not git.has_commits(root):
             raise LoopctlError("the repository has no commits yet; commit something first")
-        top = None if in_place else git.toplevel(root)  # asked once a run, not once a task
+        # Asked once a run, not once a task: a task's wait for its worktree is mostly git calls.
+        top = None if in_place else git.toplevel(root)
+        common = None if top is None else git.common_dir(top).resolve()
         if condition is not None and condition.argv is None and judge is None:
             raise UsageError(
                 f"the goal {condition.text!r} is not a known check and no checker agent is set:"
@@ -147,7 +149,9 @@ class Engine:
             sweep_temp_files(self.paths.loop_dir)
             ensure_loop_gitignore(self.paths.loop_dir)
             deliver_approved(self.rec, loop)
-            outcome = self._run_locked(loop, condition, maker, judge, in_place, base_ref, tick, top)
+            outcome = self._run_locked(
+                loop, condition, maker, judge, in_place, base_ref, tick, top, common
+            )
             deliver_approved(self.rec, loop)
             return outcome
 
@@ -161,6 +165,7 @@ class Engine:
         base_ref: str,
         tick: Tick | None = None,
         top: Path | None = None,
+        common: Path | None = None,
     ) -> RunOutcome:
         tick = tick or Tick()
         fired: dict[str, Any] = {"trigger": tick.trigger} if tick.trigger else {}
@@ -226,6 +231,7 @@ class Engine:
             protected=protected_paths(self.rec, loop, condition, maker, judge),
             stop=tick.stop if tick.stop is not None else threading.Event(),
             top=top,
+            common=common,
         )
         try:
             outcomes = self._work_all(ctx, specs)

@@ -59,12 +59,12 @@ def take(
     # Detected from the main checkout: the pool must know what to keep before the tree is there.
     _, preserve = warm.resolve(root, loop.worktree.setup_inputs, loop.worktree.preserve)
     if loop.worktree.pool and worktree_pool.has_idle(worktree_root, loop.name):
-        known = None  # trying a parked worktree may discard it: git is asked afresh after
         path = worktree_path(worktree_root, loop.name, spec.id)
         branch = branch_name(loop.name, spec.id)
         recycled = worktree_pool.acquire(
-            root, worktree_root, loop.name, path, branch, base_sha, preserve
+            root, worktree_root, loop.name, path, branch, base_sha, preserve, known
         )
+        known = None  # trying a parked worktree may have discarded it: git is asked afresh
     if recycled is not None:
         workspace = recycled.workspace
     else:
@@ -147,7 +147,9 @@ def retire(ctx: RunContext, workspace: Workspace) -> None:
     root = ctx.paths.root
     worktree_root = workspace.path.parent.parent
     capacity = max(1, loop.budget.max_parallel or 1) if loop.worktree.pool else 0
-    if worktree_pool.release(root, worktree_root, loop.name, workspace.path, capacity):
+    # Parked detached at its base (a commit that exists; acquiring resets it anyway).
+    head = workspace.base_sha
+    if worktree_pool.release(root, worktree_root, loop.name, workspace.path, capacity, head):
         return
     worktree_pool.forget(worktree_root, loop.name, root, workspace.path)
     remove_worktree(root, workspace.path)

@@ -122,7 +122,7 @@ def retire_previous(
         if registered:
             remove_worktree(root, path)
             return None
-        return Known(ctx.repo_top(), entries, branch_is_new=True)
+        return Known(ctx.repo_top(), entries, branch_is_new=True, common=ctx.repo_common())
     if registered:
         head = archive_leftovers(ctx, spec, path, branch) or head
         remove_worktree(root, path)

@@ -444,6 +444,10 @@ def test_planted_filter_does_not_run(repo: Path, worktree: Path, tmp_path: Path)
     git.is_dirty(worktree)
     sha = git.commit_all(worktree, "work", author_name="Bot", author_email="b@x")
     git.worktree_add(repo, tmp_path / "second", "loop/l/second", str(sha))
+    write(tmp_path / "second" / "stray.txt", "untracked\n")
+    git.clean_worktree(tmp_path / "second", [])  # runs without the probe: it reads no content
+    git.recycle_checkout(tmp_path / "second", "loop/l/third", str(sha))
+    assert not (tmp_path / "second" / "stray.txt").exists()
     assert not sentinel.exists()
 
     write(worktree / "notes.md", "plain git runs it\n")

@@ -11,8 +11,9 @@ import pytest
 from support.repos import git
 
 from loopctl import worktree_pool
+from loopctl.git import worktree_list as git_worktrees
 from loopctl.seeds import tree_digest
-from loopctl.worktrees import ensure_worktree, worktree_path
+from loopctl.worktrees import Known, ensure_worktree, worktree_path
 
 LOOP = "fix"
 
@@ -261,3 +262,45 @@ def test_a_branch_checked_out_elsewhere_is_not_recycled_onto(project: Path, tmp_
     assert worktree_pool.acquire(project, root, LOOP, target, "loop/fix/task-b", head, []) is None
     assert not target.exists()
     assert len(worktree_pool.list_pool(root)) == 1  # still there for another task
+
+
+def test_what_the_caller_knows_recycles_the_same_way(project: Path, tmp_path: Path) -> None:
+    """The engine hands on what it has just asked git (top folder, worktree list, a new branch,
+    the shared git dir): the recycled worktree is the same as when the pool asks itself, and
+    the parked one was left detached at the commit the caller named."""
+    root = tmp_path / "worktrees"
+    old = _ready(project, root, "task-a")
+    first = git(project, "rev-parse", "HEAD").strip()
+    base = _commit_change(project)
+    assert worktree_pool.release(project, root, LOOP, old, capacity=2, head=first)
+    (parked,) = (root / ".pool" / LOOP / "idle").iterdir()
+    common = Path(git(project, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    assert (common / "worktrees" / parked.name / "HEAD").read_text() == first + "\n"
+
+    known = Known(project, git_worktrees(project), branch_is_new=True, common=common.resolve())
+    target = worktree_path(root, LOOP, "task-b")
+    recycled = worktree_pool.acquire(
+        project, root, LOOP, target, "loop/fix/task-b", base, ["node_modules"], known
+    )
+    assert recycled is not None
+    assert recycled.workspace.at_base
+    assert git(target, "rev-parse", "HEAD").strip() == base
+    assert git(target, "rev-parse", "--abbrev-ref", "HEAD").strip() == "loop/fix/task-b"
+    assert _files(target, skip=(".git", "node_modules")) == _files(_fresh(project, tmp_path, base))
+
+
+def test_a_stale_claim_that_the_branch_is_new_never_moves_it(project: Path, tmp_path: Path) -> None:
+    root = tmp_path / "worktrees"
+    old = _ready(project, root, "task-a")
+    assert worktree_pool.release(project, root, LOOP, old, capacity=2)
+    tip = git(project, "rev-parse", "HEAD").strip()
+    base = _commit_change(project)
+    git(project, "branch", "loop/fix/task-b", tip)  # made after the caller asked
+    known = Known(project, git_worktrees(project), branch_is_new=True)
+    target = worktree_path(root, LOOP, "task-b")
+    recycled = worktree_pool.acquire(
+        project, root, LOOP, target, "loop/fix/task-b", base, [], known
+    )
+    # The pooled worktree cannot be made fresh on that claim: it is dropped, never the branch.
+    assert recycled is None
+    assert git(project, "rev-parse", "loop/fix/task-b").strip() == tip
