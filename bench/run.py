@@ -39,7 +39,7 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("schedule_precision", {"ticks": 20, "idle": 30.0}, {"ticks": 10, "idle": 10.0}),
     ("agent_clis", {"runs": 3}, {"runs": 1}),
     ("sandbox_cost", {"runs": 30, "attempts": 5}, {"runs": 10, "attempts": 2}),
-    ("workspace_ready", {"tasks": 4, "runs": 5}, {"tasks": 3, "runs": 3}),
+    ("workspace_ready", {"tasks": 4, "runs": 7}, {"tasks": 3, "runs": 3}),
 ]
 
 

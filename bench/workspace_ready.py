@@ -7,7 +7,8 @@ Goals (issue 17), each against a baseline measured in the same run:
 (b) a repository whose setup writes a 30,000-file dependency folder (generated offline, no
     registry): the second and later tasks <= 0.2x a fresh worktree plus that setup.
 The first task is measured as the median over several loops' first tasks (pool misses), each
-taken right after one bare add, so that a busy moment of the machine weighs on both alike.
+taken next to one bare add (in turns, which goes first alternating, the disk's queue flushed
+before each), so that a busy moment of the machine weighs on both alike.
 Each task's time runs from the later of its `task_found` event and the previous task's
 `task_finished` to its `workspace_ready` note: retiring an earlier worktree, resolving the base,
 getting the worktree (pooled or added), copies, setup or its seed, and recording it ready.
@@ -135,17 +136,24 @@ def run_tasks(root: Path, loop: str = "warm") -> list[dict[str, float | str]]:
     return found_list
 
 
-def bare_add(root: Path, target_root: Path, runs: int, name: str = "bare") -> float:
-    """Median seconds of `git worktree add` of the repository's HEAD (then removed)."""
+def bare_add(
+    root: Path, target_root: Path, runs: int, name: str = "bare", *, remove: bool = True
+) -> float:
+    """Median seconds of `git worktree add` of the repository's HEAD (then removed, unless
+    `remove` is False: the caller removes it once nothing else is timed)."""
     times = []
     for index in range(runs):
         target = target_root / f"{name}-{index}"
+        os.sync()  # each add starts with nothing of the last one's writes still in flight
         start = time.perf_counter()
         subprocess.run(
             ["git", "worktree", "add", "-q", "--detach", str(target), "HEAD"], cwd=root, check=True
         )
         times.append(time.perf_counter() - start)
-        subprocess.run(["git", "worktree", "remove", "--force", str(target)], cwd=root, check=True)
+        if remove:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(target)], cwd=root, check=True
+            )
     return statistics.median(times)
 
 
@@ -187,10 +195,22 @@ def measure(files: int = 3000, tasks: int = 4, runs: int = 5) -> list[Row]:
         firsts: list[float] = []
         to_agent: list[float] = []
         for index in range(runs):
-            bares.append(bare_add(plain, targets, 1, name=f"bare-{index}"))
-            task = run_tasks(plain, f"first{index}")[0]
-            firsts.append(float(task["ready_s"]))
-            to_agent.append(float(task["agent_s"]))
+            # Nothing is removed between the two (a removal's writes would land on the next
+            # one timed), each starts with the disk's queue flushed, and which goes first
+            # alternates, so that a disk slowing down or speeding up weighs on both alike.
+            for which in ("bare", "loop") if index % 2 == 0 else ("loop", "bare"):
+                if which == "bare":
+                    bares.append(bare_add(plain, targets, 1, f"bare-{index}", remove=False))
+                    continue
+                os.sync()
+                task = run_tasks(plain, f"first{index}")[0]
+                firsts.append(float(task["ready_s"]))
+                to_agent.append(float(task["agent_s"]))
+        for index in range(runs):
+            target = targets / f"bare-{index}-0"
+            subprocess.run(["git", "worktree", "remove", "--force", str(target)], cwd=plain)
+        pairs = [(round(b, 3), round(f, 3)) for b, f in zip(bares, firsts, strict=True)]
+        progress(f"bare add and first task, in turns: {pairs}")
         bare = statistics.median(bares)
         first = statistics.median(firsts)
         pooled = run_tasks(plain)
@@ -207,7 +227,7 @@ def measure(files: int = 3000, tasks: int = 4, runs: int = 5) -> list[Row]:
                 baseline=bare,
                 goal="<= 1.1x",
                 met=first <= 1.1 * bare,
-                note=f"median of {runs} loops' first tasks, each after a bare"
+                note=f"median of {runs} loops' first tasks, each next to a bare"
                 f" `git worktree add` (the baseline, median of {runs}); the agent starts"
                 f" {statistics.median(to_agent):.3f} s after the task is found (the turn's"
                 f" own checks); without the pool the first task takes"
