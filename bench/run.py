@@ -62,6 +62,12 @@ WHY_MISSED = {
         " worker per core) plus four git calls and two fsynced events; when the disk or both"
         " cores are busy with other work, that can still cost more than the 10% the goal allows"
     ),
+    "workspace ready, 3000 files: later tasks (pooled)": (
+        "a pooled task costs a fixed 40-60 ms: `reset --hard` must compare all 3,000 files with"
+        " loopctl's trusted index (about 25-30 ms, whatever changed), then `clean`, four more git"
+        " calls and two fsynced events; a bare add ranges from 0.09 s (an idle, flushed disk)"
+        " to 0.8 s (a busy one) here, and at the low end half of it is less than that floor"
+    ),
     "start-up: loopctl validate": (
         "the cache was cold; a cold validate pays dataclasses/inspect, pathlib and PyYAML's"
         " regex compile, which `import typer` does not"
