@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from loopctl import git
@@ -118,9 +117,6 @@ class Engine:
         root = self.paths.root
         if not in_place and not git.has_commits(root):
             raise LoopctlError("the repository has no commits yet; commit something first")
-        # Asked once a run, not once a task: a task's wait for its worktree is mostly git calls.
-        top = None if in_place else git.toplevel(root)
-        common = None if top is None else git.common_dir(top).resolve()
         if condition is not None and condition.argv is None and judge is None:
             raise UsageError(
                 f"the goal {condition.text!r} is not a known check and no checker agent is set:"
@@ -149,9 +145,7 @@ class Engine:
             sweep_temp_files(self.paths.loop_dir)
             ensure_loop_gitignore(self.paths.loop_dir)
             deliver_approved(self.rec, loop)
-            outcome = self._run_locked(
-                loop, condition, maker, judge, in_place, base_ref, tick, top, common
-            )
+            outcome = self._run_locked(loop, condition, maker, judge, in_place, base_ref, tick)
             deliver_approved(self.rec, loop)
             return outcome
 
@@ -164,10 +158,12 @@ class Engine:
         in_place: bool,
         base_ref: str,
         tick: Tick | None = None,
-        top: Path | None = None,
-        common: Path | None = None,
     ) -> RunOutcome:
         tick = tick or Tick()
+        # Asked once a run, before any task is found: a task's wait for its worktree is mostly
+        # git calls, and these two are the same for every task.
+        top = None if in_place else git.toplevel(self.paths.root)
+        common = None if top is None else git.common_dir(top).resolve()
         fired: dict[str, Any] = {"trigger": tick.trigger} if tick.trigger else {}
         goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
         previous = resumable(self.rec, loop, condition.text if goal_task and condition else None)
