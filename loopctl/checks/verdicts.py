@@ -93,7 +93,12 @@ def counted_commands(
     Each is the argv `check_commands` runs, so the counts are looked up under that argv."""
     from loopctl.checks.conditions import runner_of
 
-    goal = condition.argv if condition is not None and condition.source == "builtin" else None
+    # A built-in's run is always counted; a `--check`/`[conditions]` one unless
+    # `protect = []` turned the runner's protections off.
+    counted_goal = condition is not None and (
+        condition.source == "builtin" or checker.runner_protect
+    )
+    goal = condition.argv if condition is not None and counted_goal else None
     own = {tuple(argv) for argv in checker.commands}
     counted: list[tuple[str, ...]] = []
     for argv in check_commands(checker, condition):

@@ -9,8 +9,9 @@ Environment variables appear by name only: their values can be credentials.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl import git
@@ -19,7 +20,7 @@ from loopctl.definitions import Agent, Loop
 from loopctl.engine.agents import agent_env
 from loopctl.engine.attempt import maker_context
 from loopctl.engine.containment import sandbox_for
-from loopctl.engine.context import RunContext, Tick, check_commands, new_run_id
+from loopctl.engine.context import RunContext, Tick, check_commands, check_env, new_run_id
 from loopctl.engine.prompts import maker_prompt
 from loopctl.engine.setup import check_available, check_programs, find_specs, protected_paths
 from loopctl.engine.workspace import resolve_base
@@ -78,6 +79,7 @@ class Preview:
     sandbox_mode: str
     tasks: tuple[TaskPreview, ...]
     problems: tuple[str, ...]  # what would stop the real run (a missing CLI, no sandbox, …)
+    imports: tuple[str, ...] = ()  # which source tree each Python check imports
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +93,7 @@ class Preview:
             "sandbox_mode": self.sandbox_mode,
             "tasks": [t.to_json() for t in self.tasks],
             "problems": list(self.problems),
+            "imports": list(self.imports),
         }
 
 
@@ -106,6 +109,7 @@ def render(preview: Preview) -> str:
         lines.append(f"{'Goal:':<10}{preview.condition}")
     lines.append("Checks:")
     lines += [f"  {shlex.join(argv)}" for argv in preview.checks] or ["  (no command)"]
+    lines += [f"  note: {line}" for line in preview.imports]
     if preview.judge:
         lines.append(f"  then the checker agent {preview.judge} judges the diff")
     if preview.protected:
@@ -257,4 +261,23 @@ def build_preview(
         sandbox_mode=rec.project.config.sandbox.value,
         tasks=tuple(tasks),
         problems=tuple(dict.fromkeys(problems)),
+        imports=_imports(rec, check_commands(ctx), Path(tasks[0].worktree) if tasks else None),
     )
+
+
+def _imports(
+    rec: Recorder, commands: Sequence[Sequence[str]], worktree: Path | None
+) -> tuple[str, ...]:
+    """For each check, which source tree its Python imports the project from, when an
+    editable install or PYTHONPATH points into the main checkout (and the override used)."""
+    from loopctl.checks.import_roots import checkout_program, describe, import_roots
+
+    root = rec.paths.root
+    where = worktree if worktree is not None else root
+    lines: list[str] = []
+    for argv in commands:
+        program = checkout_program(argv, root, where)
+        line = describe(import_roots(program, root, where, check_env(rec)), root, where)
+        if line is not None and line not in lines:
+            lines.append(line)
+    return tuple(lines)

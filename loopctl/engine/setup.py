@@ -122,6 +122,10 @@ def protected_paths(
     patterns: list[str] = list(loop.checker.protect)
     if condition is not None and condition.source == "builtin":
         patterns += condition.protect
+    elif condition is not None and condition.argv is not None and loop.checker.runner_protect:
+        # A goal checked by `--check` or `[conditions]` that runs a known test runner is held
+        # to what the built-in is: its tests and the runner's configuration.
+        patterns += runner_protect(condition.argv, rec.paths.root)
     if loop.checker.runner_protect:
         # A checker command that runs a test runner is held to what the built-in is.
         for argv in loop.checker.commands:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl import git
@@ -70,6 +72,22 @@ def check_first(
     return replace(verdict, reason=reason)
 
 
+def worktree_check(
+    ctx: RunContext, workspace: Workspace, argv: Sequence[str], folder: Path
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The argv and environment a check runs with so that it tests the worktree's code: a
+    program named relative to the checkout that only the checkout has (an ignored venv) runs
+    from there, and the project's import roots that point into the main checkout (an
+    editable install, PYTHONPATH) point into the worktree instead."""
+    from loopctl.checks.import_roots import checkout_program, import_roots, redirected_env
+
+    env = {**check_env(ctx.rec), "PYTHONPYCACHEPREFIX": str(folder / "pycache")}
+    checkout = ctx.paths.root
+    program = checkout_program(argv, checkout, workspace.path)
+    roots = import_roots(program, checkout, workspace.path, env)
+    return program, redirected_env(roots, env, checkout)
+
+
 def check_baseline(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> checks.Baseline | None:
     """What the task's checks are held to (a `checks.Baseline`), recorded before its first
     maker turn: test counts on the base commit, so a maker cannot pass by running fewer
@@ -89,11 +107,12 @@ def check_baseline(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> che
     runs: list[tuple[tuple[str, ...], int | None, TestCounts | None]] = []
     for index, argv in enumerate(checks.counted_commands(ctx.loop.checker, ctx.condition)):
         name = "baseline" if index == 0 else f"baseline-{index + 1}"
+        program, env = worktree_check(ctx, workspace, argv, folder)
         done = process.run(
-            list(argv),
+            list(program),
             cwd=workspace.path,
             # No cached bytecode is read: only the sources are what was checked.
-            env={**check_env(ctx.rec), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
+            env=env,
             timeout=wall_cap(ctx, ctx.loop.checker.timeout_s)[0],
             stdout_path=folder / f"{name}.out",
             stderr_path=folder / f"{name}.err",
@@ -156,11 +175,12 @@ def verdict_of(
         started = ctx.clock().astimezone(UTC).isoformat(timespec="microseconds")
         timeout, capped = wall_cap(ctx, ctx.loop.checker.timeout_s)
         try:
+            program, env = worktree_check(ctx, workspace, argv, folder)
             done = process.run(
-                list(argv),
+                list(program),
                 cwd=workspace.path,
                 # No cached bytecode is read: a planted .pyc would stand in for its source.
-                env={**check_env(ctx.rec), "PYTHONPYCACHEPREFIX": str(folder / "pycache")},
+                env=env,
                 timeout=timeout,
                 stdout_path=folder / f"check-{index}.out",
                 stderr_path=folder / f"check-{index}.err",
