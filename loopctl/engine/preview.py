@@ -274,10 +274,11 @@ def _imports(
 
     root = rec.paths.root
     where = worktree if worktree is not None else root
+    env = check_env(rec)
     lines: list[str] = []
     for argv in commands:
         program = checkout_program(argv, root, where)
-        line = describe(import_roots(program, root, where, check_env(rec)), root, where)
+        line = describe(import_roots(program, root, where, env), root, where)
         if line is not None and line not in lines:
             lines.append(line)
     return tuple(lines)
