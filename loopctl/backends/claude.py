@@ -99,6 +99,10 @@ class ClaudeBackend(CliPreset):
         # key included; an unattended loop should hear about a 401 in seconds. A transient
         # failure that outlasts three retries costs one loopctl attempt instead.
         merged.setdefault("CLAUDE_CODE_MAX_RETRIES", "3")
+        # A declared MCP server that has not answered in 30 s (Claude's default) is dropped and
+        # the turn runs without its tools. On a busy machine a sandboxed server can take that
+        # long to start; an unattended turn would rather wait than work without it.
+        merged.setdefault("MCP_TIMEOUT", str(connectors.MCP_STARTUP_TIMEOUT_S * 1000))
         return merged
 
     def agent_env(self, agent: Agent) -> dict[str, str]:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 LAUNCHER = "loopctl.backends.connector_launch"
 STAGED_VERSION = 1
+# How long a CLI waits for a declared server to start before it drops the server's tools.
+MCP_STARTUP_TIMEOUT_S = 120
 
 
 def staging_dir(request: AgentRequest) -> Path:
@@ -107,6 +109,8 @@ def codex_args(request: AgentRequest) -> list[str]:
             continue
         argv += ["-c", f"mcp_servers.{name}.command={json.dumps(server['command'])}"]
         argv += ["-c", f"mcp_servers.{name}.args={json.dumps(server['args'])}"]
+        # Codex gives a server 10 s to start; a sandboxed one on a busy machine needs longer.
+        argv += ["-c", f"mcp_servers.{name}.startup_timeout_sec={MCP_STARTUP_TIMEOUT_S}"]
     return argv
 
 

@@ -289,6 +289,7 @@ def test_claude_gets_a_strict_mcp_config_that_names_a_launcher_not_the_secret(
     argv = call["argv"]
     config_path = Path(argv[argv.index("--mcp-config") + 1])
     assert "--strict-mcp-config" in argv
+    assert call["env"]["MCP_TIMEOUT"] == "120000"  # a slow sandboxed server keeps its tools
     assert config_path.is_relative_to(repo / ".loop" / "runs")  # not in the worktree
     assert not Path(call["cwd"]).resolve().is_relative_to(config_path.parent.resolve())
     (config,) = [json.loads(line) for line in (fake_home() / "claude.mcp.jsonl").open()]
@@ -321,6 +322,8 @@ def test_codex_gets_mcp_servers_overrides_that_name_the_launcher(
     (args,) = [o for o in overrides if o.startswith("mcp_servers.ref.args=")]
     launch = json.loads(args.split("=", 1)[1])
     assert launch[:2] == ["-m", "loopctl.backends.connector_launch"]
+    # A sandboxed server on a busy machine gets longer than Codex's 10 s to start.
+    assert "mcp_servers.ref.startup_timeout_sec=120" in overrides
     assert argv[-1] == "-"  # the prompt still comes last, on stdin
     assert SECRET not in json.dumps(call)
     assert "REF_PASSPHRASE" not in call["env"]

@@ -151,7 +151,7 @@ def test_a_fix_made_in_the_worktree_passes_its_check(src_project: Path) -> None:
 
 
 def test_a_broken_base_fixed_only_in_the_checkout_does_not_already_hold(src_project: Path) -> None:
-    configure(src_project, "deletes_failing_test.py", VENV_CHECK)
+    configure(src_project, "deletes_the_failing_test.py", VENV_CHECK)
     (src_project / "src" / "srcpkg" / "core.py").write_text(FIXED)  # uncommitted, main checkout
 
     done = run_loopctl(src_project, "goal", "fixed", "--max-iterations", "1", timeout=120)
@@ -170,7 +170,7 @@ def test_a_broken_base_fixed_only_in_the_checkout_does_not_already_hold(src_proj
 def test_weakening_the_failing_test_is_refused_through_every_kind_of_check(
     src_project: Path, how: str
 ) -> None:
-    configure(src_project, "deletes_failing_test.py", VENV_CHECK)
+    configure(src_project, "deletes_the_failing_test.py", VENV_CHECK)
     if how == "--check":
         args = [
             "goal",

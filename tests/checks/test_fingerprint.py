@@ -342,14 +342,20 @@ def test_a_different_test_or_message_is_a_different_failure(
 
 def _run_pytest(project: Path) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    # Its own base temp beside the project: a nested pytest left to the shared temp root
+    # prunes other runs' numbered folders at start and exit, which can take minutes on a busy
+    # machine (it did, in CI).
+    basetemp = project.parent / f"{project.name}-basetemp"
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
+        [*argv, f"--basetemp={basetemp}"],
         cwd=project,
         env=env,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=240,
     )
     return done.returncode, done.stdout + done.stderr
 
