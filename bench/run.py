@@ -40,6 +40,7 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("agent_clis", {"runs": 3}, {"runs": 1}),
     ("sandbox_cost", {"runs": 30, "attempts": 5}, {"runs": 10, "attempts": 2}),
     ("workspace_ready", {"tasks": 4, "runs": 7}, {"tasks": 3, "runs": 3}),
+    ("tick_cost", {"suite_s": 1.5, "runs": 5}, {"suite_s": 1.5, "runs": 2}),
 ]
 
 

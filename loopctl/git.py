@@ -752,6 +752,13 @@ def paths_in_commit(repo: Path, commit: str, paths: Sequence[str]) -> set[str]:
     return {name for name in _split_z(out.stdout) if name in wanted}
 
 
+def is_ignored(repo: Path, path: str) -> bool:
+    """Whether git ignores `path` (relative to `repo`) in `repo`'s working tree."""
+    # --no-index: a tracked file that a pattern matches counts too.
+    done = git(["check-ignore", "-q", "--no-index", "--", path], cwd=repo, check=False)
+    return done.returncode == 0
+
+
 def write_blob(repo: Path, content: str) -> str:
     """Store `content` as a blob (no filters) and return its sha."""
     out = git(["hash-object", "-w", "--no-filters", "--stdin"], cwd=repo, input=content).stdout

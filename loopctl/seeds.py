@@ -13,6 +13,7 @@ on.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loopctl import nofollow
 from loopctl.atomicfile import write_atomic
 
 SEED_VERSION = 1
@@ -156,25 +158,22 @@ def copy_tree(source: Path, target: Path) -> str:
     return "copy"
 
 
-def remove_tree(path: Path) -> None:
-    """Delete a folder even where a maker took away its write permission; a symlink is unlinked."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-        return
-    if not path.exists():
-        return
+def remove_tree(path: Path, *, within: Path | None = None) -> None:
+    """Delete a folder even where a maker took away its write permission; a symlink is unlinked.
+    No link is followed, at `path` or (with `within`, the trusted folder it lies under) on the
+    way to it: see `loopctl.nofollow`."""
+    nofollow.remove_tree(path, within=within)
 
-    for folder, dirs, _files in os.walk(path):
-        # A maker may have taken write or list permission away from folders it made: give
-        # each folder back to its owner before it is entered, so that rmtree can empty it.
-        for name in dirs:
-            full = os.path.join(folder, name)
-            if not os.path.islink(full):
-                with contextlib.suppress(OSError):
-                    os.chmod(full, 0o700)
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700)
-    shutil.rmtree(path)
+
+def remove_preserved(worktree: Path, name: str) -> None:
+    """Delete the preserved folder `name` of `worktree`. A link or file on the way to it (one a
+    commit or a maker put there) means the folder is not in the worktree: nothing is removed,
+    least of all where the link points."""
+    try:
+        remove_tree(worktree / name, within=worktree)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
 
 
 class SeedStore:
@@ -244,13 +243,16 @@ class SeedStore:
         method = "copy"
         for name in seed.folders:
             target = worktree / name
-            remove_tree(target)
+            # A link on the way (committed, or left by a maker) must not take the copy, nor
+            # the removal before it, out of the worktree: nofollow refuses it (OSError).
+            remove_tree(target, within=worktree)
+            nofollow.make_folders(worktree, Path(name).parent)
             method = copy_tree(seed.path / _TREE / name, target)
         # Verified after copying, not before: a change before or during the copy moved some
         # entry's change time, so what was copied is what was published, or nothing is kept.
         if not self.verify(seed):
             for name in seed.folders:
-                remove_tree(worktree / name)
+                remove_preserved(worktree, name)
             raise SeedTampered(f"the seed {seed.inputs_hash[:12]} is not as it was published")
         self._touch(seed.path)
         return method

@@ -22,7 +22,7 @@ from loopctl.seeds import (
     detect_inputs,
     detect_preserve,
     inputs_hash,
-    remove_tree,
+    remove_preserved,
 )
 
 
@@ -109,7 +109,7 @@ def prepare(
     if seed is not None:
         try:
             method = store.restore(seed, worktree)
-        except SeedTampered:
+        except (SeedTampered, OSError):  # OSError: a link on the way to a preserved folder
             seed = None
         else:
             return Warmed(
@@ -131,7 +131,7 @@ def prepare(
     )
     # Setup runs on what a fresh worktree has: no folders from an earlier, different setup.
     for name in preserve:
-        remove_tree(worktree / name)
+        remove_preserved(worktree, name)
     before = git.status_outside(worktree, preserve)
     started = time.monotonic()
     run_setup()

@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loopctl import git
+from loopctl import git, nofollow
 from loopctl.atomicfile import write_atomic
 from loopctl.errors import GitError, LoopctlError
-from loopctl.seeds import remove_tree, tree_digest, tree_size
+from loopctl.seeds import remove_preserved, remove_tree, tree_digest, tree_size
 from loopctl.worktrees import Known, Workspace, record_base
 
 POOL_DIR = ".pool"  # a name `worktrees._leftovers` never takes for a loop folder
@@ -322,13 +322,13 @@ def _recycle(
     # A preserved folder the base now tracks is the repository's, not a cache: it goes.
     tracked = git.tracked_under(top, base_sha, list(preserve)) if preserve else set()
     for name in tracked:
-        remove_tree(path / name)
+        remove_preserved(path, name)
     kept = [name for name in preserve if name not in tracked]
     for name in kept:
         # A symlink planted on the way to a preserved folder could make `clean` spare a
         # folder elsewhere: such a path is not preserved.
         if _has_symlink(path, name):
-            remove_tree(path / Path(name).parts[0])
+            remove_tree(path / Path(name).parts[0], within=path)
     if branch_is_new is None:
         branch_is_new = not git.branch_exists(top, branch)
     branch_existed = not branch_is_new
@@ -350,7 +350,7 @@ def _recycle(
             intact.append(name)
             digests[name] = digest
         elif digest != "absent":
-            remove_tree(path / name)
+            remove_preserved(path, name)
             discarded.append(name)
     base = base_sha
     if branch_existed:
@@ -412,12 +412,6 @@ def _number(value: object) -> float:
 
 
 def _own_folders(path: Path, skip: Sequence[str]) -> None:
-    skipped = {(path / name).resolve() for name in skip}
-    for folder, dirs, _files in os.walk(path):
-        for name in list(dirs):
-            full = Path(folder) / name
-            if full.resolve() in skipped or full.is_symlink():
-                dirs.remove(name)
-                continue
-            with contextlib.suppress(OSError):
-                full.chmod(0o700)
+    # Descriptor by descriptor, links never entered: a link the maker left to a folder of the
+    # host must not make loopctl (perhaps root) chmod that folder and all below it.
+    nofollow.open_up(path, skip=skip)

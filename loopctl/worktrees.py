@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopctl import git
+from loopctl import git, nofollow
 from loopctl.atomicfile import write_atomic
 from loopctl.errors import GitError, LoopctlError
 
@@ -312,11 +311,9 @@ def _belongs_to(common: Path, path: Path) -> bool:
 
 
 def _delete_folder(path: Path) -> None:
-    # A symlink is unlinked, never followed: its target is not ours to delete.
-    if path.is_symlink() or not path.is_dir():
-        path.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(path)
+    # A symlink is unlinked, never followed, here or anywhere below: its target is not ours to
+    # delete (loopctl may be root), and a folder a maker made unwritable is opened up first.
+    nofollow.remove_tree(path)
 
 
 def _leftovers(worktree_root: Path, known: set[Path]) -> list[Path]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopctl import nofollow
 from loopctl.backends.base import AgentRequest, AgentResult, AgentStatus
 from loopctl.backends.presets import CliPreset, Invocation, base_status, stdout_text
 
@@ -81,11 +82,18 @@ class AiderBackend(CliPreset):
                 and candidate.resolve().is_relative_to(task_folder)
             ):
                 # Continued in this attempt's own folder: an earlier attempt's is read-only to
-                # a sandboxed agent, and stays as that attempt left it.
+                # a sandboxed agent, and stays as that attempt left it. Both ends lie in
+                # folders an agent wrote: the copy reads no link and writes through none.
                 resumed = folder / f"{request.role}.{_HISTORY}"
-                if candidate.resolve() != resumed.resolve():
+                if candidate != resumed:
                     folder.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(candidate, resumed)
+                    try:
+                        history = nofollow.read_file(
+                            candidate, within=request.stdout_path.parent.parent
+                        )
+                        nofollow.write_new(resumed, history, within=folder)
+                    except (OSError, ValueError):
+                        return resumed, False  # a planted link: a fresh session instead
                 return resumed, True
         return folder / f"{request.role}.{_HISTORY}", False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -52,6 +53,11 @@ class CommandBackend:
                 return  # relative to the worktree; checked when it runs
             if not candidate.exists():
                 raise AgentUnavailable(f"agent {agent.name!r}: program not found: {program}")
+            if not candidate.is_file() or not os.access(candidate, os.X_OK):
+                raise AgentUnavailable(
+                    f"agent {agent.name!r}: {program} is not an executable file (`chmod +x`"
+                    f" it, or run it through its interpreter in argv in {agent.path})"
+                )
             return
         if shutil.which(program, path=env.get("PATH")) is None:
             raise AgentUnavailable(

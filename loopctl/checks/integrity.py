@@ -4,8 +4,10 @@ Before a maker's turn loopctl takes a `Baseline`: a digest of every definition f
 git reads from the repository's git dir as configuration or runs as code (config, info/, hooks/),
 and the value of every ref outside loopctl's own namespaces. After the turn, and again after the
 checks (they run the maker's code) and the checker agent, it takes another and compares. A
-difference is tampering, unless loopctl's own log explains it: another task's delivery pushed or
-merged that exact commit meanwhile.
+difference is tampering, unless loopctl's own log explains it (another task's delivery pushed or
+merged that exact commit meanwhile), or it is a user's commits on a branch no task owns while the
+agent could not write refs (`user_branch_moves`). Each ref change names its old and new commit
+and the git command that shows them, so a human can tell whether the change was their own.
 
 Also here: the `Snapshot` of a worktree, the exact tree loopctl checks and then commits.
 """
@@ -19,7 +21,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +81,28 @@ class Baseline:
 class Change:
     name: str  # a repository-relative path (.git/… for the git dir), or a ref name
     how: str
+    # A ref's values before and after (None: it did not exist); `how` names them as a human
+    # reads them, which is what two changes are compared by.
+    old: str | None = field(default=None, compare=False)
+    new: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.name} {self.how}"
+
+    @property
+    def look(self) -> str | None:
+        """The git command that shows a human what a ref change brought (None: not a commit)."""
+        old, new = _commit(self.old), _commit(self.new)
+        if old and new:
+            return f"git log --stat {old[:12]}..{new[:12]}"
+        if new:
+            return f"git show --stat {new[:12]}"
+        if old:
+            return f"git show --stat {old[:12]}"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ref": self.name, "old": self.old, "new": self.new, "look": self.look}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +117,7 @@ class Findings:
 
     def describe(self, limit: int = 12) -> str:
         changes = [*self.files, *self.refs]
-        text = "; ".join(str(c) for c in changes[:limit])
+        text = "; ".join(_described(c) for c in changes[:limit])
         return text + (f"; and {len(changes) - limit} more" if len(changes) > limit else "")
 
     def evidence(self) -> dict[str, Any]:
@@ -105,6 +126,8 @@ class Findings:
             "files": [c.name for c in self.files],
             "refs": [c.name for c in self.refs],
             "changes": [str(c) for c in (*self.files, *self.refs)],
+            # Each ref's old and new commit, and the git command that shows what moved.
+            "ref_changes": [c.to_json() for c in self.refs],
             "reason": self.describe(),
         }
 
@@ -157,9 +180,16 @@ def watched_refs(root: Path) -> dict[str, str]:
     return refs
 
 
-def compare(before: Baseline, after: Baseline, explained: Iterable[str] = ()) -> Findings:
-    """Every difference, but ref moves to a commit loopctl itself delivered meanwhile."""
+def compare(
+    before: Baseline,
+    after: Baseline,
+    explained: Iterable[str] = (),
+    users: Iterable[str] = (),
+) -> Findings:
+    """Every difference, but ref moves to a commit loopctl itself delivered meanwhile and the
+    refs named in `users` (a user's own commits, see `user_branch_moves`)."""
     own = set(explained)
+    theirs = set(users)
     files = []
     for path in sorted(before.files.keys() | after.files.keys()):
         old, new = before.files.get(path), after.files.get(path)
@@ -169,7 +199,7 @@ def compare(before: Baseline, after: Baseline, explained: Iterable[str] = ()) ->
     refs = []
     for name in sorted(before.refs.keys() | after.refs.keys()):
         old, new = before.refs.get(name), after.refs.get(name)
-        if old == new or (new is not None and new in own):
+        if old == new or (new is not None and new in own) or name in theirs:
             continue
         if old is None:
             how = f"created at {_short(new)}"
@@ -177,8 +207,26 @@ def compare(before: Baseline, after: Baseline, explained: Iterable[str] = ()) ->
             how = f"deleted (was {_short(old)})"
         else:
             how = f"moved from {_short(old)} to {_short(new)}"
-        refs.append(Change(name, how))
+        refs.append(Change(name, how, old, new))
     return Findings(tuple(files), tuple(refs))
+
+
+def user_branch_moves(root: Path, before: Baseline, after: Baseline) -> dict[str, str]:
+    """Branches no task owns that were created or moved forward since `before`: ref -> how.
+
+    What a user's own `git commit`, `merge` or `pull` on `main` looks like. A rewound or
+    deleted branch is not in it, nor is anything outside `refs/heads/`.
+    """
+    moves: dict[str, str] = {}
+    for name, new in after.refs.items():
+        old = before.refs.get(name)
+        if old == new or not name.startswith("refs/heads/") or name.startswith(OWN_REFS):
+            continue
+        if old is None:
+            moves[name] = f"created at {_short(new)}"
+        elif _commit(old) and _commit(new) and git.is_ancestor(root, old, new):
+            moves[name] = f"moved forward from {_short(old)} to {_short(new)}"
+    return moves
 
 
 def explained_commits(events: Sequence[Event], since_seq: int) -> set[str]:
@@ -333,6 +381,17 @@ def _atomic_temp(name: str) -> bool:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _commit(value: str | None) -> str | None:
+    """`value` if it is an object name (a ref's value), not a symbolic HEAD's text."""
+    text = value or ""
+    return text if len(text) >= 40 and all(c in "0123456789abcdef" for c in text) else None
+
+
+def _described(change: Change) -> str:
+    look = change.look
+    return f"{change} (`{look}` shows it)" if look else str(change)
 
 
 def _short(value: str | None) -> str:

@@ -44,6 +44,7 @@ def _print_outcome(outcome: Any, json_out: bool) -> None:
                         "commit": t.commit,
                         "branch": t.branch,
                         "worktree": t.worktree,
+                        "next": t.next_step,
                     }
                     for t in outcome.tasks
                 ],
@@ -55,6 +56,8 @@ def _print_outcome(outcome: Any, json_out: bool) -> None:
         print(f"{task.task}: {task.status} after {task.attempts} attempt(s){where}")
         if task.reason and (task.status != "done" or not task.attempts):  # e.g. already holds
             print(f"  {task.reason}")
+        if task.next_step:
+            print(f"  next: {task.next_step}")
     spend = f"{outcome.tokens} tokens" + (f", ${outcome.cost_usd:.2f}" if outcome.cost_usd else "")
     print(
         f"run {outcome.run}: {outcome.status} ({spend})" + (" [resumed]" if outcome.resumed else "")
@@ -123,6 +126,15 @@ def _engine(json_out: bool, verbose: bool = False, quiet: bool = False) -> Any:
     return Engine(Recorder(project, observer=observer_for(view, project, verbose))), view
 
 
+Fresh = Annotated[
+    bool,
+    typer.Option(
+        "--fresh",
+        help="Close an interrupted run of this goal or loop and start a new one (default: resume"
+        " it, and refuse other arguments than it started with).",
+    ),
+]
+
 DryRun = Annotated[
     bool,
     typer.Option(
@@ -184,6 +196,7 @@ def goal(
     base: Annotated[
         str, typer.Option("--base", metavar="REF", help="Ref the worktree starts from.")
     ] = "HEAD",
+    fresh: Fresh = False,
     dry_run: DryRun = False,
     verbose: Verbose = False,
     quiet: Quiet = False,
@@ -202,7 +215,14 @@ def goal(
         if not argv:
             raise UsageError("--check is empty")
     options = GoalOptions(
-        condition, argv, agent, max_iterations, in_place, base, checker_agent=checker_agent
+        condition,
+        argv,
+        agent,
+        max_iterations,
+        in_place,
+        base,
+        checker_agent=checker_agent,
+        fresh=fresh,
     )
     if dry_run:
         _print_preview(_preview_engine().preview_goal(options), json_out)
@@ -337,6 +357,7 @@ def run(
     no_start: Annotated[
         bool, typer.Option("--no-start", help="Wait for the first due time instead of ticking now.")
     ] = False,
+    fresh: Fresh = False,
     dry_run: DryRun = False,
     verbose: Verbose = False,
     quiet: Quiet = False,
@@ -364,10 +385,14 @@ def run(
         engine, view = _engine(json_out, verbose, quiet)
         loop = engine.project.loop(name)
         with view:
-            outcome = engine.run_loop_once(loop)
+            outcome = engine.run_loop_once(loop, fresh=fresh)
         _print_outcome(outcome, json_out)
         raise typer.Exit(0 if outcome.ok else 1)
     check_verbosity(verbose, quiet)
+    if fresh:
+        # Closed before the schedule starts: its first tick is then a new one.
+        closer = _preview_engine()
+        closer.close_interrupted(closer.project.loop(name))
     _sigterm_as_interrupt()
     _run_on_trigger(name, trigger, max_ticks, not no_start, json_out, verbose, quiet)
 

@@ -19,6 +19,7 @@ from loopctl.delivery.gates import (
     Plan,
     approval_problem,
     delivery_view,
+    follow_up,
 )
 from loopctl.delivery.pipeline import Checkpoint, DeliveryResult, complete, resume
 from loopctl.errors import LockHeld, LoopctlError
@@ -444,10 +445,14 @@ def approve(
         result = resume(rec, plan.run, plan.task, checkpoint=checkpoint)
     finally:
         runner.release()
+    message = _delivery_message(item, result)
+    if str(result.status) == "done":
+        follow = follow_up(delivery_view(rec.log.read(), plan.run, plan.task), plan.branch)
+        message += f"; next: {follow}" if follow else ""
     return ActionResult(
         item.id,
         "approve",
-        _delivery_message(item, result),
+        message,
         ok=result.status in ("done", TaskStatus.AWAITING_APPROVAL)
         and not result.reason.startswith("approval refused"),
         delivery=result,

@@ -74,8 +74,11 @@ def _task_resumes(project: Project) -> dict[tuple[str, str], tuple[str, str | No
                     status = "running"
                 else:
                     status = "interrupted"
+                    recorded = run.data.get("command")  # the run's own arguments
                     resume = (
-                        f"loopctl goal {shlex.quote(condition)}"
+                        recorded
+                        if isinstance(recorded, str) and recorded
+                        else f"loopctl goal {shlex.quote(condition)}"
                         if run.loop == "goal"
                         else f"loopctl run {run.loop} --once"
                     )

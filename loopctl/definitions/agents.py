@@ -152,6 +152,11 @@ def argv_files(argv: Sequence[str]) -> list[str]:
     return found
 
 
+def runs_script(arg: str) -> bool:
+    """Whether an argv argument is named like a script an interpreter runs (`tools/agent.py`)."""
+    return arg.endswith(_SCRIPT_SUFFIXES)
+
+
 def looks_like_agent(data: Mapping[str, object]) -> bool:
     """Whether a TOML table is meant as an agent: it has a marker key, or a misspelling of one."""
     return any(

@@ -73,6 +73,9 @@ class CheckerSpec:
     # A command that runs a known test runner protects that runner's files too, unless the
     # loop says `protect = []` outright.
     runner_protect: bool = True
+    # A passing check of a base is reused while nothing it depends on changes (engine.check_cache);
+    # false for a check whose result depends on the outside world.
+    cache: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +315,7 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
             protect=protect,
             timeout_s=checker_table.duration("timeout", 1800.0) or 1800.0,
             runner_protect=bool(protect) or not checker_table.has("protect"),
+            cache=checker_table.boolean("cache", True),
         )
         checker_table.finish()
 

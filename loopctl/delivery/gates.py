@@ -15,6 +15,8 @@ from loopctl.journal.events import Event, EventType
 
 PLAN_FORMAT = 1
 BUILTIN_STEPS = ("push", "pr", "merge")
+# The steps that hand a result to someone: once one of them ran, the task's work is out there.
+DELIVERING_STEPS = BUILTIN_STEPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,7 @@ class StepState:
     finished: bool = False
     ok: bool | None = None  # None with finished: the outcome is unknown (interrupted)
     detail: str = ""
+    url: str | None = None  # what the step made (a pull request)
     approval: str | None = None  # the gate item its (last) start was approved by
 
 
@@ -255,7 +258,126 @@ def delivery_view(events: Iterable[Event], run: str, task: str) -> DeliveryView:
             ok = data.get("ok")
             state.ok = ok if isinstance(ok, bool) else None
             state.detail = str(data.get("detail", ""))
+            url = data.get("url")
+            state.url = url if isinstance(url, str) and url else None
     return view
+
+
+def follow_up(view: DeliveryView, branch: str | None) -> str | None:
+    """What a person does next with a delivered task: open its pull request, or merge its
+    branch; None when nothing is left (it was merged) or there is no branch to merge."""
+    plan = view.plan
+    if plan is not None:
+        done = {s.name: view.state(s.index) for s in plan.steps if view.state(s.index).ok}
+        pr = done.get("pr")
+        if pr is not None and pr.url:
+            return pr.url
+        if "merge" in done or (plan.push_branch and "push" in done):
+            return None  # already in its base, or on the pull request it came from
+    return f"git merge {branch}" if branch else None
+
+
+# --- a delivered result, folded from the log ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A task's result that reached someone: pushed, opened as a pull request, or merged."""
+
+    run: str
+    seq: int  # the last delivering step's `action_finished`
+    commit: str
+    base_sha: str
+    branch: str
+    remote: str
+    base_branch: str | None
+    push_branch: str | None
+    actions: tuple[str, ...]  # the delivering steps that succeeded, in order
+    url: str | None = None  # the pull request's
+    approvals: tuple[str, ...] = ()  # the inbox items a human approved those steps in
+
+    def describe(self) -> str:
+        """How the result was delivered, in a few words ("pushed to origin loop/x/y")."""
+        said = []
+        for name in self.actions:
+            if name == "push":
+                said.append(f"pushed to {self.remote} {self.push_branch or self.branch}")
+            elif name == "pr":
+                said.append(f"pull request {self.url}" if self.url else "pull request opened")
+            elif name == "merge":
+                said.append(f"merged into {self.base_branch}" if self.base_branch else "merged")
+        approved = f", approved in inbox {', '.join(self.approvals)}" if self.approvals else ""
+        return f"{', '.join(said)} in run {self.run}{approved}"
+
+
+def deliveries(events: Iterable[Event], loop: str, task: str) -> list[Delivered]:
+    """Every delivered result of one task of a loop, oldest first (one per run and commit)."""
+    return _fold_deliveries(events, loop, task)[0]
+
+
+def last_delivery(events: Iterable[Event], loop: str, task: str) -> Delivered | None:
+    """The task's latest delivered result, unless a human asked for the task again since
+    (`inbox retry` / `reply`): a delivered task is not worked again while its base stands."""
+    found, requeued = _fold_deliveries(events, loop, task)
+    if not found or requeued > found[-1].seq:
+        return None
+    return found[-1]
+
+
+def _fold_deliveries(events: Iterable[Event], loop: str, task: str) -> tuple[list[Delivered], int]:
+    plans: dict[str, Plan] = {}
+    approvals: dict[tuple[str, int], str] = {}
+    found: dict[tuple[str, str], Delivered] = {}
+    requeued = -1
+    for event in events:
+        if event.loop != loop or event.task != task:
+            continue
+        data = event.data
+        if event.type == EventType.TASK_REQUEUED:
+            requeued = event.seq
+        if event.run is None:
+            continue
+        if event.type == EventType.DELIVERY_PLANNED:
+            try:
+                plans[event.run] = Plan.from_event(event)
+            except (KeyError, TypeError, ValueError):
+                continue  # a hand-edited plan: nothing it says can be trusted to have happened
+        elif event.type == EventType.ACTION_STARTED and isinstance(data.get("step"), int):
+            approval = data.get("approval")
+            if isinstance(approval, str) and approval:
+                approvals[(event.run, int(data["step"]))] = approval
+        elif (
+            event.type == EventType.ACTION_FINISHED
+            and data.get("ok") is True
+            and data.get("action") in DELIVERING_STEPS
+            and event.run in plans
+        ):
+            plan = plans[event.run]
+            if data.get("commit") not in (None, plan.commit):
+                continue
+            key = (event.run, plan.commit)
+            before = found.pop(key, None)
+            url = data.get("url") if data.get("action") == "pr" else None
+            step = data.get("step")
+            approval = approvals.get((event.run, step)) if isinstance(step, int) else None
+            found[key] = Delivered(
+                run=event.run,
+                seq=event.seq,
+                commit=plan.commit,
+                base_sha=plan.base_sha,
+                branch=plan.branch,
+                remote=plan.remote,
+                base_branch=plan.base_branch,
+                push_branch=plan.push_branch,
+                actions=(*(before.actions if before else ()), str(data["action"])),
+                url=(url if isinstance(url, str) and url else None)
+                or (before.url if before else None),
+                approvals=(
+                    *(before.approvals if before else ()),
+                    *([approval] if approval else []),
+                ),
+            )
+    return sorted(found.values(), key=lambda d: d.seq), requeued
 
 
 def asked_question(escalate: object, text: str) -> str | None:

@@ -22,11 +22,13 @@ from loopctl import git
 from loopctl.definitions import Loop, Project
 from loopctl.definitions.loops import Action
 from loopctl.delivery.gates import (
+    Delivered,
     DeliveryView,
     GateView,
     Plan,
     Step,
     approval_problem,
+    deliveries,
     delivery_view,
     plan_steps,
 )
@@ -395,7 +397,23 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
     if step.name == "push" and plan.push_branch:
         summary += f" onto {plan.push_branch}, the pull request's branch"
     describe = plan.describe(step)
-    if replaces is not None:
+    overwritten = _delivery_of(events, plan, replaces) if replaces is not None else None
+    if overwritten is not None:
+        # The commit it replaces is a result loopctl delivered (a human may have approved it):
+        # approving this undoes that delivery, and the item says so in as many words.
+        who = (
+            f"approved in inbox {', '.join(overwritten.approvals)}"
+            if overwritten.approvals
+            else "pushed without an approval"
+        )
+        force = (
+            f"FORCE PUSH over a delivered result: overwrites {overwritten.commit[:12]}, which run"
+            f" {overwritten.run} delivered to {plan.remote} {plan.branch} ({who});"
+            f" {plan.commit[:12]} does not contain it"
+        )
+        summary += f" ({force})"
+        describe += f" ({force})"
+    elif replaces is not None:
         force = (
             f"FORCE PUSH: replaces {replaces[:12]}, which {plan.remote} already has on"
             f" {plan.branch} and {plan.commit[:12]} does not contain"
@@ -407,6 +425,15 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
         "step": step.index,
         "describe": describe,
         "replaces": replaces,
+        "overwrites_delivery": (
+            {
+                "run": overwritten.run,
+                "commit": overwritten.commit,
+                "approved_in": list(overwritten.approvals),
+            }
+            if overwritten is not None
+            else None
+        ),
         "argv": list(step.argv) if step.argv else None,
         "then": following,
         "commit": plan.commit,
@@ -426,6 +453,18 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
     )
     assert item_id is not None  # an item without a fixed id always opens
     return item_id
+
+
+def _delivery_of(events: list[Event], plan: Plan, commit: str) -> Delivered | None:
+    """The earlier delivery of this task that pushed `commit`, if one did."""
+    return next(
+        (
+            d
+            for d in reversed(deliveries(events, plan.loop, plan.task))
+            if d.commit == commit and d.run != plan.run and "push" in d.actions
+        ),
+        None,
+    )
 
 
 def close_stale_failures(rec: Recorder, run: str, loop: str, task: str) -> list[str]:

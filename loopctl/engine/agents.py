@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loopctl.definitions import Agent
+from loopctl.definitions.agents import Backend, argv_files, runs_script
 from loopctl.engine.containment import forget_private_objects, sandbox_for
 from loopctl.engine.context import (
     RunContext,
@@ -13,6 +19,7 @@ from loopctl.engine.context import (
     attempt_dir,
     open_item,
 )
+from loopctl.git import is_ignored
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
@@ -20,7 +27,7 @@ from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
 if TYPE_CHECKING:
-    from loopctl.backends.base import AgentResult
+    from loopctl.backends.base import AgentRequest, AgentResult
 
 
 def run_agent(
@@ -34,7 +41,7 @@ def run_agent(
     session: str | None,
 ) -> AgentResult:
     from loopctl.atomicfile import write_atomic
-    from loopctl.backends import AgentRequest, backend_for
+    from loopctl.backends import AgentRequest
 
     folder = attempt_dir(ctx, spec.id, number)
     prompt_file = folder / f"{role}-prompt.md"
@@ -80,9 +87,7 @@ def run_agent(
     from loopctl.backends.pricing import priced
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
-    result = priced(
-        checked(backend_for(agent).run(request)), agent, dict(ctx.project.config.prices)
-    )
+    result = priced(checked(_run_turn(request)), agent, dict(ctx.project.config.prices))
     if request.sandbox is not None and not ctx.in_place:
         forget_private_objects(ctx.rec, workspace)
         request.sandbox.discard_scratch()
@@ -108,6 +113,41 @@ def run_agent(
         **result.event_data(),
     )
     return result
+
+
+def _run_turn(request: AgentRequest) -> AgentResult:
+    """The backend's turn; a program that cannot be executed is a result that says so."""
+    from loopctl.backends import AgentResult, AgentStatus, backend_for
+    from loopctl.process import ProgramNotFound
+
+    try:
+        return backend_for(request.agent).run(request)
+    except ProgramNotFound as exc:
+        cause = exc.__cause__
+        if request.agent.argv is None:
+            why = str(exc)  # a CLI that left PATH since the run's preflight
+        elif isinstance(cause, FileNotFoundError):
+            # It was found as an executable file: what is missing is what its #! line names.
+            why = f"{request.agent.argv[0]}: {_NO_INTERPRETER}"
+        elif isinstance(cause, PermissionError):
+            why = f"{request.agent.argv[0]}: permission denied"
+        else:
+            why = f"{request.agent.argv[0]}: not found, or not executable"
+    except OSError as exc:
+        if exc.errno != errno.ENOEXEC:
+            raise  # not about starting the program: a real error
+        why = f"{(request.agent.argv or ('',))[0]}: {_NOT_A_PROGRAM}"
+    return AgentResult(
+        status=AgentStatus.ERROR,
+        exit_code=None,
+        duration_s=0.0,
+        text=why,
+        extra={"cannot_start": why},
+    )
+
+
+_NO_INTERPRETER = "the interpreter its #! line names was not found"
+_NOT_A_PROGRAM = "not a program (a script needs a #! line naming its interpreter)"
 
 
 def agent_env(
@@ -174,3 +214,174 @@ def agent_started(
         agent=agent.name,
         pid=pid,
     )
+
+
+# --- can the agent start at all ---------------------------------------------------------------
+
+# What bubblewrap prints, and nothing else, when the program it was to run cannot be executed
+# (a script whose interpreter is missing): the sandbox started, the agent never did.
+_SANDBOX_EXEC_FAILED = re.compile(r"\Abwrap: execvp (?P<program>[^\n]+?): (?P<why>[^\n]+)\Z")
+
+
+def cannot_start(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> str | None:
+    """Why the maker or the judge cannot start in this task's worktree, as one line naming the
+    agent and the fix; None when both can.
+
+    Asked before the task's first check: an agent whose program or script is missing would
+    fail every attempt the same way, and each failure would be blamed on the check.
+    """
+    base = spec.base_ref or ctx.base_ref
+    for agent in (ctx.maker, ctx.judge):
+        if agent is None:
+            continue
+        path = _agent_path(ctx.rec, agent)
+        problem = launch_problem(agent, workspace.path, ctx.paths.root, base, path)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _agent_path(rec: Recorder, agent: Agent) -> str | None:
+    """The PATH the agent's program is looked up on (its scrubbed environment keeps PATH)."""
+    from loopctl.secrets import build_env
+
+    return build_env(allow=agent_allow(rec, agent)).get("PATH")
+
+
+def launch_problem(
+    agent: Agent, cwd: Path, checkout: Path, base: str, path: str | None
+) -> str | None:
+    """Why a command agent's program, or the script its interpreter runs, is not there in `cwd`
+    (the task's worktree, made from `base`) or cannot be executed; None when it can start.
+
+    A relative path means the file in `cwd`, as when the program runs. `checkout` is the main
+    checkout: a file that is there but not in `cwd` was never committed (or git ignores it).
+    Other arguments may name files the agent creates, and are not asked for. Other backends
+    run a CLI found on PATH (refused before the run when missing) or no program at all.
+    """
+    if agent.backend is not Backend.COMMAND or not agent.argv:
+        return None
+    argv = (*agent.argv, *agent.args)
+    where = _shown(agent.path, checkout)
+    program = argv[0]
+    if "/" in program:
+        problem = _file_problem(agent, program, cwd, checkout, base, where, path, program=True)
+        if problem is not None:
+            return problem
+    elif shutil.which(program, path=path) is None:
+        return (
+            f"agent {agent.name!r}: program {program!r} is not on PATH"
+            f" (install it, or fix argv in {where})"
+        )
+    script = _script(argv)
+    if script is None:
+        return None
+    return _file_problem(agent, script, cwd, checkout, base, where, path, program=False)
+
+
+def _script(argv: Sequence[str]) -> str | None:
+    """The script an interpreter in argv[0] runs (`python tools/agent.py`): the first file
+    argument named like one, unless the code comes from `-c`/`-m` instead, or argv[0] is itself
+    a script (what it is given is its data)."""
+    if runs_script(argv[0]) or any(arg in ("-c", "-e", "-m", "--eval") for arg in argv[1:]):
+        return None
+    return next((f for f in argv_files(argv[1:]) if runs_script(f)), None)
+
+
+def _file_problem(
+    agent: Agent,
+    file: str,
+    cwd: Path,
+    checkout: Path,
+    base: str,
+    where: str,
+    path: str | None,
+    *,
+    program: bool,
+) -> str | None:
+    named = Path(file)
+    full = named if named.is_absolute() else cwd / named
+    if full.is_dir():
+        return f"agent {agent.name!r}: {file} is a folder, not a file (fix argv in {where})"
+    if not full.is_file():
+        in_checkout = checkout / named
+        if named.is_absolute() or cwd == checkout or not in_checkout.is_file():
+            return f"agent {agent.name!r}: {file} does not exist (fix argv in {where})"
+        if is_ignored(checkout, file):
+            # A virtualenv's interpreter, a build output: not for committing.
+            return (
+                f"agent {agent.name!r}: {file} is ignored by git, so the task's worktree (made"
+                f" from {base}) does not have it — name it by its absolute path in {where}"
+            )
+        state = "is not committed" if base == "HEAD" else f"is not in {base}"
+        return (
+            f"agent {agent.name!r}: {file} {state}; the task's worktree is made from {base}"
+            f" — commit it, or name it by its absolute path in {where}"
+        )
+    if not program:
+        return None
+    if not os.access(full, os.X_OK):
+        committed = not named.is_absolute() and cwd != checkout
+        fix = f"`chmod +x {file}`" + (" and commit it" if committed else "")
+        return (
+            f"agent {agent.name!r}: {file} is not executable: {fix}, or run it through its"
+            f" interpreter in argv ({where})"
+        )
+    missing = _missing_interpreter(full, path)
+    if missing is not None:
+        return (
+            f"agent {agent.name!r}: {file} cannot run: its #! line names {missing}"
+            f" (fix the #! line, or argv in {where})"
+        )
+    return None
+
+
+def _missing_interpreter(script: Path, path: str | None) -> str | None:
+    """What a script's #! line names that is not here ("/usr/bin/env node": node on PATH)."""
+    try:
+        with script.open("rb") as opened:
+            head = opened.read(256)
+    except OSError:
+        return None  # unreadable to us: the exec itself will say
+    if not head.startswith(b"#!"):
+        return None  # a binary, or a script a shell runs (bwrap's execvp falls back to sh)
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    interpreter = words[0]
+    if not (os.path.isfile(interpreter) and os.access(interpreter, os.X_OK)):
+        return f"{interpreter}, which is not here"
+    named = next((w for w in words[1:] if not w.startswith("-")), None)
+    by_env = Path(interpreter).name == "env" and named is not None and "=" not in named
+    if by_env and named is not None and shutil.which(named, path=path) is None:
+        return f"{named!r}, which is not on PATH"
+    return None
+
+
+def _shown(path: Path, root: Path) -> str:
+    """A definition file's path as the user knows it: relative to the checkout when inside."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def exec_failure(agent: Agent, result: AgentResult, checkout: Path) -> str | None:
+    """Why the agent's process never ran (its program could not be executed), from a turn's
+    result; None when it ran, whatever it did."""
+    fix = f" (fix argv in {_shown(agent.path, checkout)})" if agent.argv else ""
+    failed = result.extra.get("cannot_start")
+    if isinstance(failed, str) and failed:
+        return f"agent {agent.name!r} cannot start: {failed}{fix}"
+    found = _SANDBOX_EXEC_FAILED.match(result.output_tail.strip())
+    if result.status != "error" or agent.backend is not Backend.COMMAND or found is None:
+        return None
+    program, why = found["program"], found["why"]
+    if why == os.strerror(errno.ENOENT) and Path(program).is_file():
+        why = _NO_INTERPRETER  # the file is there: what is missing is what its #! line names
+    elif why == os.strerror(errno.ENOEXEC):
+        why = _NOT_A_PROGRAM
+    named = (agent.argv or ("",))[0]
+    if "/" in named and program.endswith("/" + named.removeprefix("./")):
+        program = named  # as the user wrote it, not the worktree's absolute path
+    return f"agent {agent.name!r} cannot start: {program}: {why}{fix}"

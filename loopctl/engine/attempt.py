@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopctl.checks import verdicts as checks
-from loopctl.engine.agents import run_agent
+from loopctl.engine.agents import exec_failure, run_agent
 from loopctl.engine.context import (
     RunContext,
     check_commands,
@@ -14,7 +14,7 @@ from loopctl.engine.context import (
     wall_capped,
 )
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
-from loopctl.engine.snapshot import integrity_baseline, tampered
+from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
 from loopctl.journal import history
@@ -78,102 +78,118 @@ def run_attempt(
     before = integrity_baseline(ctx, spec, number)
     if before is None:
         return
-    maker = wall_capped(ctx, ctx.maker)
-    maker_result = run_agent(ctx, spec, workspace, number, maker, "maker", prompt, session)
-    if maker_result.status == "interrupted" or ctx.stop.is_set():
-        raise KeyboardInterrupt
-    if tampered(ctx, spec, number, before):
-        return
-    if maker_result.status == "timeout" and maker.timeout_s < ctx.maker.timeout_s:
-        # Cut short by max_wall, not by its own timeout: what it left is not checked.
-        ctx.event(
-            spec.id,
-            EventType.ATTEMPT_FINISHED,
-            attempt=number,
-            verdict=Verdict.FAILED,
-            reason=out_of_wall(ctx, spec, f"the maker {ctx.maker.name!r}'s turn"),
-            fingerprint=None,
-            fatal=True,
-        )
-        ctx.rec.refresh_projections()
-        return
-    from loopctl.backends.base import auth_failure
-    from loopctl.delivery.gates import asked_question
+    # Interrupted, the turn is compared as it stops: its resumption starts a fresh baseline.
+    with watched_turn(ctx, spec, number, before):
+        maker = wall_capped(ctx, ctx.maker)
+        maker_result = run_agent(ctx, spec, workspace, number, maker, "maker", prompt, session)
+        if maker_result.status == "interrupted" or ctx.stop.is_set():
+            raise KeyboardInterrupt
+        if tampered(ctx, spec, number, before):
+            return
+        if maker_result.status == "timeout" and maker.timeout_s < ctx.maker.timeout_s:
+            # Cut short by max_wall, not by its own timeout: what it left is not checked.
+            ctx.event(
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict=Verdict.FAILED,
+                reason=out_of_wall(ctx, spec, f"the maker {ctx.maker.name!r}'s turn"),
+                fingerprint=None,
+                fatal=True,
+            )
+            ctx.rec.refresh_projections()
+            return
+        from loopctl.backends.base import auth_failure
+        from loopctl.delivery.gates import asked_question
 
-    question = asked_question(maker_result.escalate, maker_result.text)
-    if question:
-        # The maker asked for a human: no check runs; the task waits for `inbox reply`.
-        ctx.rec.emit(
-            EventType.ATTEMPT_FINISHED,
-            run=ctx.run_id,
-            loop=loop.name,
-            task=spec.id,
+        question = asked_question(maker_result.escalate, maker_result.text)
+        if question:
+            # The maker asked for a human: no check runs; the task waits for `inbox reply`.
+            ctx.rec.emit(
+                EventType.ATTEMPT_FINISHED,
+                run=ctx.run_id,
+                loop=loop.name,
+                task=spec.id,
+                attempt=number,
+                verdict=Verdict.ESCALATED,
+                reason=f"the maker asks: {question}",
+                fingerprint=None,
+                question=question,
+            )
+            ctx.rec.refresh_projections()
+            return
+        if maker_result.status == "approval":
+            # The maker stopped before a command that needs a human (its inbox item is open):
+            # nothing to check yet, and not a failure to count against the task.
+            ctx.event(
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict=Verdict.AWAITING_APPROVAL,
+                reason=f"the maker waits for approval: {' '.join(maker_result.text.split())[:200]}",
+                fingerprint=None,
+            )
+            ctx.rec.refresh_projections()
+            return
+        refused = auth_failure(maker_result)
+        if refused is not None:
+            # A refused credential fails every attempt the same way: stop, and ask a human.
+            ctx.event(
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict=Verdict.FAILED,
+                reason=f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
+                " (fix its credentials, then `loopctl inbox retry`)",
+                fingerprint=None,
+                fatal=True,
+            )
+            ctx.rec.refresh_projections()
+            return
+        unstarted = exec_failure(ctx.maker, maker_result, ctx.paths.root)
+        if unstarted is not None:
+            # Its program never ran: no check, and no second attempt that would fail alike.
+            ctx.event(
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict=Verdict.FAILED,
+                reason=unstarted,
+                fingerprint=None,
+                fatal=True,
+            )
+            ctx.rec.refresh_projections()
+            return
+        reattach(ctx, spec, workspace)
+        ran: list[dict[str, Any]] = []
+        snapshot, verdict = check_turn(ctx, spec, workspace, number, baseline, maker_result, ran)
+        if tampered(ctx, spec, number, before):
+            return  # the checks and the checker agent ran after the maker: they are watched too
+        ctx.event(
+            spec.id,
+            EventType.CHECK_FINISHED,
             attempt=number,
-            verdict=Verdict.ESCALATED,
-            reason=f"the maker asks: {question}",
-            fingerprint=None,
-            question=question,
+            passed=verdict.passed,
+            reason=verdict.reason,
+            fingerprint=verdict.fingerprint,
+            exit_code=verdict.exit_code,
+            source=verdict.source,
+            failing_tests=list(verdict.failing_tests),
+            output_tail=verdict.output_tail[-2000:],
+            commands=ran,
         )
-        ctx.rec.refresh_projections()
-        return
-    if maker_result.status == "approval":
-        # The maker stopped before a command that needs a human (its inbox item is open):
-        # nothing to check yet, and not a failure to count against the task.
         ctx.event(
             spec.id,
             EventType.ATTEMPT_FINISHED,
             attempt=number,
-            verdict=Verdict.AWAITING_APPROVAL,
-            reason=f"the maker waits for approval: {' '.join(maker_result.text.split())[:200]}",
-            fingerprint=None,
+            verdict=Verdict.PASSED if verdict.passed else Verdict.FAILED,
+            reason=verdict.reason,
+            fingerprint=verdict.fingerprint,
+            output_tail=verdict.output_tail[-1500:],
+            fatal=verdict.fatal,
+            tree=snapshot.tree if snapshot is not None else None,  # what passing commits
         )
         ctx.rec.refresh_projections()
-        return
-    refused = auth_failure(maker_result)
-    if refused is not None:
-        # A refused credential fails every attempt the same way: stop, and ask a human.
-        ctx.event(
-            spec.id,
-            EventType.ATTEMPT_FINISHED,
-            attempt=number,
-            verdict=Verdict.FAILED,
-            reason=f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
-            " (fix its credentials, then `loopctl inbox retry`)",
-            fingerprint=None,
-            fatal=True,
-        )
-        ctx.rec.refresh_projections()
-        return
-    reattach(ctx, spec, workspace)
-    ran: list[dict[str, Any]] = []
-    snapshot, verdict = check_turn(ctx, spec, workspace, number, baseline, maker_result, ran)
-    if tampered(ctx, spec, number, before):
-        return  # the checks and the checker agent ran after the maker: they are watched too
-    ctx.event(
-        spec.id,
-        EventType.CHECK_FINISHED,
-        attempt=number,
-        passed=verdict.passed,
-        reason=verdict.reason,
-        fingerprint=verdict.fingerprint,
-        exit_code=verdict.exit_code,
-        source=verdict.source,
-        failing_tests=list(verdict.failing_tests),
-        output_tail=verdict.output_tail[-2000:],
-        commands=ran,
-    )
-    ctx.event(
-        spec.id,
-        EventType.ATTEMPT_FINISHED,
-        attempt=number,
-        verdict=Verdict.PASSED if verdict.passed else Verdict.FAILED,
-        reason=verdict.reason,
-        fingerprint=verdict.fingerprint,
-        output_tail=verdict.output_tail[-1500:],
-        fatal=verdict.fatal,
-        tree=snapshot.tree if snapshot is not None else None,  # what passing commits
-    )
-    ctx.rec.refresh_projections()
 
 
 def maker_sessions(rec: Recorder, run_id: str, task_id: str) -> list[str]:

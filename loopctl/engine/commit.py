@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loopctl.definitions import Loop
+from loopctl.delivery.gates import delivery_view, follow_up
 from loopctl.engine.context import (
     GOAL_LOOP,
     RunContext,
     author,
+    ctx_events,
     printable,
     task_view,
 )
@@ -15,10 +19,17 @@ from loopctl.engine.outcomes import TaskOutcome
 from loopctl.engine.snapshot import commit_checked, makers_commit
 from loopctl.engine.workspace import reattach
 from loopctl.errors import LoopctlError
+from loopctl.journal import schema
+from loopctl.journal.events import Event, EventType
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.statuses import TaskStatus
 from loopctl.tasks.spec import TaskSpec
+from loopctl.text import strip_controls
 from loopctl.worktrees import Workspace
+
+# The agent's summary in a commit message: enough to say what changed, never a transcript.
+SUMMARY_CHARS = 1500
+SUMMARY_LINES = 30
 
 
 def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int) -> TaskOutcome:
@@ -38,11 +49,7 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
     commit = view.commit if view else None
     if commit is None and any(a.name == "commit" for a in loop.deliver.actions):
         name, email = author(loop.deliver.author or ctx.project.config.author)
-        message = (
-            f"loopctl: {loop.name}/{spec.id} (attempt {attempt})\n\n"
-            f"{printable(spec.prompt.strip()[:500])}\n\n"
-            f"Loop: {loop.name}\nTask: {spec.id}\nAttempt: {attempt}\nRun: {ctx.run_id}\n"
-        )
+        message = commit_message(ctx, spec, attempt)
         try:
             reattach(ctx, spec, workspace)
             commit = commit_checked(ctx, spec, workspace, attempt, message, name, email)
@@ -71,6 +78,10 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         worktree=str(workspace.path),
         push_branch=push_branch(loop, spec.fields),
     )
+    follow = None
+    if result.status == TaskStatus.DONE and commit is not None:
+        shipped = delivery_view(ctx.log.read(), ctx.run_id, spec.id)
+        follow = follow_up(shipped, workspace.branch)
     return finish_task(
         ctx,
         spec,
@@ -80,7 +91,45 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         attempt,
         None,
         commit=commit,
+        next_step=follow,
     )
+
+
+def commit_message(ctx: RunContext, spec: TaskSpec, attempt: int) -> str:
+    """The checked snapshot's commit message: the maker's own summary of what it did as the
+    body (a reviewer reads why, not only which task), then the task and where it came from.
+    Read from the log, so a commit redone after a crash is the same object.
+    """
+    loop = ctx.loop
+    summary = maker_summary(
+        ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.AGENT_FINISHED), attempt
+    )
+    task = printable(spec.prompt.strip()[:500])
+    body = f"{summary}\n\nPrompt: {task}" if summary else task
+    return (
+        f"loopctl: {loop.name}/{spec.id} (attempt {attempt})\n\n{body}\n\n"
+        f"Loop: {loop.name}\nTask: {spec.id}\nAttempt: {attempt}\nRun: {ctx.run_id}\n"
+    )
+
+
+def maker_summary(finished: Sequence[Event], attempt: int) -> str:
+    """The final text of the maker's last turn in `attempt`, made fit for a commit message:
+    no control sequences, no trailing protocol line, at most SUMMARY_LINES lines."""
+    text = ""
+    for event in finished:
+        turn = schema.agent_finished(event)
+        if turn.attempt == attempt and turn.role in (None, "maker"):
+            text = turn.text
+    lines = [line.rstrip() for line in printable(strip_controls(text)).strip().splitlines()]
+    if lines and lines[-1].startswith("{") and lines[-1].endswith("}"):
+        lines.pop()  # the protocol's JSON result line, when the agent's text is its stdout
+    while lines and not lines[-1]:
+        lines.pop()
+    cut = len(lines) > SUMMARY_LINES
+    summary = "\n".join(lines[:SUMMARY_LINES]).strip()
+    if len(summary) > SUMMARY_CHARS:
+        summary, cut = summary[:SUMMARY_CHARS].rstrip(), True
+    return summary + ("\n[…]" if cut and summary else "")
 
 
 def deliver_approved(rec: Recorder, loop: Loop) -> None:

@@ -72,9 +72,16 @@ def sandbox_for(
         cli=cli,
         writable=(*(rules.write if rules else ()), *([str(state_dir)] if state_dir else [])),
         readable=rules.read if rules else (),
-        objects_layer=state_dir / "git-objects" if state_dir else None,
+        objects_layer=objects_layer(state_dir) if state_dir else None,
         network=rules.network if rules else True,
     )
+
+
+def objects_layer(state_dir: Path) -> Path:
+    """The turn's private object layer: beside its state folder, never inside it. The agent
+    writes its state folder; loopctl makes and cleans the layer's folders unconfined after the
+    turn, which must not happen through a link the agent left there (invariant 11)."""
+    return state_dir.with_name(f"{state_dir.name}.git-objects")
 
 
 def forget_private_objects(rec: Recorder, workspace: Workspace) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from loopctl.definitions import Loop
 from loopctl.definitions.config import KeepPolicy
+from loopctl.delivery.gates import last_delivery
 from loopctl.engine import warming
 from loopctl.engine.context import (
     GOAL_LOOP,
@@ -15,9 +16,9 @@ from loopctl.engine.context import (
     open_item,
 )
 from loopctl.engine.outcomes import TaskOutcome
-from loopctl.engine.workspace import worktree_lock
+from loopctl.engine.workspace import resolve_base, worktree_lock
 from loopctl.errors import LoopctlError
-from loopctl.journal import history
+from loopctl.journal import history, schema
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.journal.recorder import Recorder
@@ -43,6 +44,44 @@ def unchanged_since_success(
     return False
 
 
+def already_delivered(ctx: RunContext, spec: TaskSpec) -> str | None:
+    """Why a task whose result was pushed, opened as a pull request or merged has nothing to
+    do now, or None when it is work again.
+
+    Working it again would make a new commit on the delivered branch and ask a human to force
+    push it over what they approved. So it rests while it asks for the same work (its prompt:
+    a pull request's new review comments are new work) and its base stands where the delivered
+    work started, or at the delivered commit itself (it was merged, or pushed to the pull
+    request's head); once the base moves on, the goal is checked there like any task's.
+    """
+    if ctx.in_place:
+        return None
+    events = ctx.log.read()
+    delivered = last_delivery(events, ctx.loop.name, spec.id)
+    if delivered is None:
+        return None
+    asked = next(
+        (
+            schema.task_found(e).prompt
+            for e in events
+            if e.type == EventType.TASK_FOUND and (e.run, e.task) == (delivered.run, spec.id)
+        ),
+        None,
+    )
+    if asked != spec.prompt:
+        return None
+    try:
+        base_sha = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
+    except LoopctlError:
+        return None  # preparing the worktree says why the base cannot be read
+    if base_sha not in (delivered.base_sha, delivered.commit):
+        return None
+    return (
+        f"already delivered at {delivered.commit[:12]} ({delivered.describe()}); nothing to do"
+        f" until the base moves on from {base_sha[:12]}"
+    )
+
+
 def finish_task(
     ctx: RunContext,
     spec: TaskSpec,
@@ -53,6 +92,7 @@ def finish_task(
     last: history.AttemptView | None,
     *,
     commit: str | None = None,
+    next_step: str | None = None,
 ) -> TaskOutcome:
     loop = ctx.loop
     if status in (TaskStatus.FAILED, TaskStatus.STOPPED):
@@ -101,6 +141,7 @@ def finish_task(
         commit,
         workspace.branch if workspace else None,
         str(workspace.path) if workspace else None,
+        next_step,
     )
 
 

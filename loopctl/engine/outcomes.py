@@ -17,6 +17,8 @@ class TaskOutcome:
     commit: str | None = None
     branch: str | None = None
     worktree: str | None = None
+    # What a person does next with the result: `git merge <branch>`, or the pull request's URL.
+    next_step: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,7 @@ class GoalOptions:
     in_place: bool = False
     base: str = "HEAD"
     checker_agent: str | None = None  # judges the goal; with --check it runs once the check passes
+    fresh: bool = False  # close an interrupted run of this goal instead of resuming it
 
 
 def run_status(outcomes: Sequence[TaskOutcome]) -> tuple[RunStatus, str]:

@@ -80,6 +80,7 @@ class Preview:
     tasks: tuple[TaskPreview, ...]
     problems: tuple[str, ...]  # what would stop the real run (a missing CLI, no sandbox, …)
     imports: tuple[str, ...] = ()  # which source tree each Python check imports
+    warnings: tuple[str, ...] = ()  # what `loopctl validate` warns about, as it prints it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +95,7 @@ class Preview:
             "tasks": [t.to_json() for t in self.tasks],
             "problems": list(self.problems),
             "imports": list(self.imports),
+            "warnings": list(self.warnings),
         }
 
 
@@ -134,9 +136,10 @@ def render(preview: Preview) -> str:
             lines += [f"  hidden:   {p}" for p in box["hidden"]]
             lines.append(f"  network:  {'yes' if box['network'] else 'no'}")
         lines += ["Prompt (attempt 1):", *(f"  {ln}" for ln in task.prompt.rstrip().splitlines())]
-    if preview.problems:
+    if preview.warnings or preview.problems:
         lines.append("")
-        lines += [f"warning: a real run would stop: {p}" for p in preview.problems]
+    lines += list(preview.warnings)
+    lines += [f"warning: a real run would stop: {p}" for p in preview.problems]
     return "\n".join(lines)
 
 
@@ -262,7 +265,17 @@ def build_preview(
         tasks=tuple(tasks),
         problems=tuple(dict.fromkeys(problems)),
         imports=_imports(rec, check_commands(ctx), Path(tasks[0].worktree) if tasks else None),
+        warnings=validate_warnings(rec),
     )
+
+
+def validate_warnings(rec: Recorder) -> tuple[str, ...]:
+    """Every warning `loopctl validate` prints, as it prints it: a dry run is where a user
+    looks before a run, and a warning seen only after the run cost attempts."""
+    from loopctl.definitions.environment import environment_problems
+
+    found = (*rec.project.warnings, *environment_problems(rec.project))
+    return tuple(dict.fromkeys(p.render(rec.paths.root) for p in found if not p.is_error))
 
 
 def _imports(

@@ -15,6 +15,7 @@ from typing import Any
 
 from loopctl import git
 from loopctl.checks.conditions import ResolvedCondition
+from loopctl.checks.verdicts import check_commands
 from loopctl.definitions import Agent, Loop
 from loopctl.engine.commit import deliver_approved
 from loopctl.engine.containment import record_sandbox, sandbox_preflight
@@ -29,6 +30,7 @@ from loopctl.engine.context import (
 )
 from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome, run_status
 from loopctl.engine.preview import Preview, build_preview
+from loopctl.engine.resume import RunSettings, goal_command, loop_command, refuse_other_arguments
 from loopctl.engine.setup import (
     check_available,
     check_programs,
@@ -71,23 +73,62 @@ class Engine:
         trigger: Mapping[str, Any] | None = None,
         stop: threading.Event | None = None,
         requeued_only: bool = False,
+        fresh: bool = False,
     ) -> RunOutcome:
         """One tick of `loop`, or the resumption of its interrupted last tick.
 
         `changed`: paths a watch trigger saw (prompt templates read them as `{changed}`);
         `trigger`: what fired the tick, recorded in its `tick_started` / `run_resumed` event;
-        `stop`: set from another thread to interrupt the tick as Ctrl-C would.
+        `stop`: set from another thread to interrupt the tick as Ctrl-C would;
+        `fresh`: close an interrupted last tick instead of resuming it.
         """
         tick = Tick(tuple(changed), dict(trigger) if trigger else None, stop, requeued_only)
         condition, maker, judge = loop_setup(self.rec, loop)
-        return self._run(loop, condition, maker, judge, in_place=False, base_ref="HEAD", tick=tick)
+        return self._run(
+            loop,
+            condition,
+            maker,
+            judge,
+            in_place=False,
+            base_ref="HEAD",
+            tick=tick,
+            fresh=fresh,
+            command=loop_command(loop.name),
+        )
 
     def run_goal(self, options: GoalOptions) -> RunOutcome:
         """Iterate maker and checker until `options.condition` holds or the budget is spent."""
         loop, condition, maker, judge = goal_setup(self.rec, options)
-        return self._run(
-            loop, condition, maker, judge, in_place=options.in_place, base_ref=options.base
+        command = goal_command(
+            options.condition,
+            check=options.check,
+            agent=options.agent,
+            checker_agent=options.checker_agent,
+            max_iterations=options.max_iterations,
+            in_place=options.in_place,
+            base=options.base,
         )
+        return self._run(
+            loop,
+            condition,
+            maker,
+            judge,
+            in_place=options.in_place,
+            base_ref=options.base,
+            fresh=options.fresh,
+            command=command,
+        )
+
+    def close_interrupted(self, loop: Loop) -> str | None:
+        """Finish `loop`'s interrupted last tick as stopped, so that its next tick starts afresh
+        (`loopctl run NAME --fresh` on a trigger); the run closed, or None."""
+        with RunnerLock(self.paths.locks_dir, loop.name):
+            previous = resumable(self.rec, loop, None)
+            if previous is None:
+                return None
+            self._close_unfinished(previous)
+            self.rec.refresh_projections()
+            return previous.run
 
     def preview_goal(self, options: GoalOptions) -> Preview:
         """What `run_goal(options)` would do first, without running an agent, creating a
@@ -113,6 +154,8 @@ class Engine:
         in_place: bool,
         base_ref: str,
         tick: Tick | None = None,
+        fresh: bool = False,
+        command: str = "",
     ) -> RunOutcome:
         root = self.paths.root
         if not in_place and not git.has_commits(root):
@@ -145,7 +188,9 @@ class Engine:
             sweep_temp_files(self.paths.loop_dir)
             ensure_loop_gitignore(self.paths.loop_dir)
             deliver_approved(self.rec, loop)
-            outcome = self._run_locked(loop, condition, maker, judge, in_place, base_ref, tick)
+            outcome = self._run_locked(
+                loop, condition, maker, judge, in_place, base_ref, tick, fresh, command
+            )
             deliver_approved(self.rec, loop)
             return outcome
 
@@ -158,6 +203,8 @@ class Engine:
         in_place: bool,
         base_ref: str,
         tick: Tick | None = None,
+        fresh: bool = False,
+        command: str = "",
     ) -> RunOutcome:
         tick = tick or Tick()
         # Asked once a run, before any task is found: a task's wait for its worktree is mostly
@@ -167,6 +214,27 @@ class Engine:
         fired: dict[str, Any] = {"trigger": tick.trigger} if tick.trigger else {}
         goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
         previous = resumable(self.rec, loop, condition.text if goal_task and condition else None)
+        settings = RunSettings(
+            maker=maker.name,
+            judge=judge.name if judge else None,
+            condition=condition.text if condition else None,
+            checks=check_commands(loop.checker, condition),
+            base=base_ref,
+            max_iterations=loop.budget.max_iterations,
+            in_place=in_place,
+        )
+        if previous is not None and fresh:
+            self._close_unfinished(previous)
+            previous = None
+        elif previous is not None:
+            # Resume is explicit: other arguments than the run started with are refused.
+            # A secret in a check's argv is recorded redacted: compare like with like.
+            refuse_other_arguments(
+                previous,
+                self.rec.redact_values(settings.to_json()),
+                goal=goal_task is not None,
+                this_command=command,
+            )
         resumed = previous is not None
         listed = previous is not None and any(
             e.type == EventType.TASKS_LISTED for e in previous.events
@@ -200,6 +268,8 @@ class Engine:
                     maker=maker.name,
                     judge=judge.name if judge else None,
                     in_place=in_place,
+                    settings=settings.to_json(),
+                    command=command or None,
                     # Where this run's pushes go, read before any agent can repoint it.
                     **remotes.tick_fields(self.paths.root, loop),
                     **fired,
@@ -238,6 +308,17 @@ class Engine:
             raise
         status, reason = run_status(outcomes)
         return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
+
+    def _close_unfinished(self, previous: history.RunView) -> None:
+        """`--fresh`: the interrupted run is finished as stopped; it will not be resumed."""
+        self.rec.emit(
+            EventType.TICK_FINISHED,
+            run=previous.run,
+            loop=previous.loop,
+            status=RunStatus.STOPPED,
+            reason="closed unfinished: --fresh started a new run",
+            tasks={},
+        )
 
     def _list_tasks(
         self,

@@ -6,6 +6,8 @@ branch by loopctl; a turn that changed git config, hooks or definitions is recor
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,13 @@ def refuse_if_held(rec: Recorder) -> None:
 
 
 def integrity_baseline(ctx: RunContext, spec: TaskSpec, number: int) -> integrity.Baseline | None:
-    """What the attempt's turns must leave as they found; a redone attempt keeps its first.
+    """What the attempt's turns must leave as they found.
+
+    A resumed attempt takes a fresh one when nothing since its first start can be its agent's:
+    the run was interrupted cleanly (its turn was compared as it stopped, see `turn_stopped`),
+    or its agents ran confined (they could neither write refs nor stop loopctl). What the user
+    did meanwhile is then never tampering. Only an unconfined attempt whose loopctl died
+    mid-turn (kill -9, maybe by its own agent) is held to the state before its first start.
 
     None: the attempt was killed after it reported tampering; it is now finished as such.
     """
@@ -61,7 +69,7 @@ def integrity_baseline(ctx: RunContext, spec: TaskSpec, number: int) -> integrit
         None,
     )
     fresh = integrity.take(ctx.paths.root, ctx.log.last_seq())
-    if recorded is not None:
+    if recorded is not None and _held_to_first(ctx, events, notes, number):
         # Interrupted, maybe by its own agent killing loopctl: what changed since the first
         # start is held to the state before it, not taken as the new normal.
         earlier = integrity.load(listing, recorded)
@@ -83,11 +91,53 @@ def integrity_baseline(ctx: RunContext, spec: TaskSpec, number: int) -> integrit
     return fresh
 
 
+def _held_to_first(ctx: RunContext, events: list[Event], notes: list[Event], number: int) -> bool:
+    """True when a resumed attempt must keep the baseline it took before (see above)."""
+    if confined(ctx):
+        return False
+    # The baseline in force is the latest one taken; a clean stop after it was compared then.
+    taken = max(
+        (
+            e.seq
+            for e in notes
+            if e.data.get("what") == "integrity_baseline" and e.data.get("attempt") == number
+        ),
+        default=0,
+    )
+    stopped = any(
+        e.type == EventType.RUN_INTERRUPTED and e.run == ctx.run_id and e.seq > taken
+        for e in events
+    )
+    return not stopped
+
+
+def confined(ctx: RunContext) -> bool:
+    """True when the run's agents and checks run in the sandbox: they cannot write refs."""
+    from loopctl.definitions.sandbox import SandboxMode
+
+    return ctx.project.config.sandbox is not SandboxMode.OFF
+
+
 def tampered(ctx: RunContext, spec: TaskSpec, number: int, before: integrity.Baseline) -> bool:
-    """On any change since `before`, fail the attempt as tampering and ask a human."""
-    after = integrity.take(ctx.paths.root, before.seq)
+    """On any change since `before`, fail the attempt as tampering and ask a human.
+
+    A user's commits on a branch no task owns are not tampering while the agent could not
+    have made them (it ran confined); they are noted in the log. Unconfined, they cannot be
+    told from the agent's, and the item says how to tell.
+    """
+    root = ctx.paths.root
+    after = integrity.take(root, before.seq)
     explained = integrity.explained_commits(ctx.log.read(), before.seq)
-    findings = integrity.compare(before, after, explained)
+    users = integrity.user_branch_moves(root, before, after) if confined(ctx) else {}
+    findings = integrity.compare(before, after, explained, users)
+    if users:
+        ctx.event(
+            spec.id,
+            EventType.NOTE,
+            what="user_commits",
+            attempt=number,
+            refs=[f"{name} {how}" for name, how in sorted(users.items())],
+        )
     if not findings:
         return False
     what = findings.describe()
@@ -98,12 +148,28 @@ def tampered(ctx: RunContext, spec: TaskSpec, number: int, before: integrity.Bas
         ctx.loop.name,
         spec.id,
         ItemKind.APPROVAL,
-        f"tampering: an agent turn of {ctx.loop.name}/{spec.id} changed {what}",
+        f"tampering: during an agent turn of {ctx.loop.name}/{spec.id}, {what}; if you made"
+        " this change yourself, approve this item",
         evidence,
     )
     held = "; no run starts until then" if findings.files else ""
     finish_tampered(ctx, spec, number, what, item, evidence, held)
     return True
+
+
+@contextlib.contextmanager
+def watched_turn(
+    ctx: RunContext, spec: TaskSpec, number: int, before: integrity.Baseline
+) -> Iterator[None]:
+    """An attempt interrupted (Ctrl-C, SIGTERM, `loopctl stop`) is compared as it stops: its
+    resumption takes a fresh baseline, so what its agent did must be caught now."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        finished = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
+        if not any(e.data.get("attempt") == number for e in finished):
+            tampered(ctx, spec, number, before)
+        raise
 
 
 def finish_tampered(
@@ -121,8 +187,8 @@ def finish_tampered(
         EventType.ATTEMPT_FINISHED,
         attempt=number,
         verdict=Verdict.FAILED,
-        reason=f"tampering: the agent's turn changed {what} (look, then `loopctl inbox"
-        f" approve {item}`{held})",
+        reason=f"tampering: during the agent's turn, {what} (not you? then it was the agent;"
+        f" if it was you, `loopctl inbox approve {item}`{held})",
         fingerprint=None,
         fatal=True,
         tampering=evidence,

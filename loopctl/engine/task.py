@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from loopctl.checks import integrity
+from loopctl.engine import check_cache
+from loopctl.engine.agents import cannot_start
 from loopctl.engine.attempt import run_attempt
 from loopctl.engine.commit import deliver
 from loopctl.engine.context import (
     RunContext,
     task_view,
 )
-from loopctl.engine.finish import escalate, finish_task, unchanged_since_success, waiting_item
+from loopctl.engine.finish import (
+    already_delivered,
+    escalate,
+    finish_task,
+    unchanged_since_success,
+    waiting_item,
+)
 from loopctl.engine.outcomes import TaskOutcome
 from loopctl.engine.steps import Do, RunBudget, next_step
-from loopctl.engine.verdict import check_baseline, check_first
+from loopctl.engine.verdict import BaseRun, check_baseline, check_first
 from loopctl.engine.workspace import prepare, resolve_base, stop_orphans
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import EventType
@@ -49,6 +59,9 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
             0,
             None,
         )
+    delivered = already_delivered(ctx, spec) if fresh else None
+    if delivered is not None:
+        return finish_task(ctx, spec, TaskStatus.SKIPPED, delivered, None, 0, None)
     if loop.tasks is not None and loop.tasks.dedupe == "base" and fresh:
         try:
             base_now = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
@@ -64,6 +77,11 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 0,
                 None,
             )
+    cached = check_cache.lookup(ctx, spec) if fresh else None
+    if cached is not None and cached.verdict is not None:
+        # The goal held on this very base tree and nothing it depends on changed: no worktree,
+        # no suite run, no agent.
+        return finish_task(ctx, spec, TaskStatus.DONE, cached.verdict.reason, None, 0, None)
     try:
         workspace = prepare(ctx, spec, view)
     except LoopctlError as exc:
@@ -73,8 +91,17 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
     attempted = view is not None and bool(view.attempts)
     if attempted:
         stop_orphans(ctx, spec, workspace)
-    baseline = check_baseline(ctx, spec, workspace)
-    first = check_first(ctx, spec, workspace, baseline) if not attempted else None
+    cannot = cannot_start(ctx, spec, workspace)
+    if cannot is not None:
+        # Each attempt would fail the same way, and each failure be blamed on the check.
+        done = len(view.attempts) if view is not None else 0
+        return finish_task(ctx, spec, TaskStatus.STOPPED, cannot, workspace, done, None)
+    base_runs: dict[tuple[str, ...], BaseRun] = {}  # the baseline's runs, reused just below
+    baseline = check_baseline(ctx, spec, workspace, base_runs)
+    ran: list[dict[str, Any]] = []
+    first = check_first(ctx, spec, workspace, baseline, base_runs, ran) if not attempted else None
+    if first is not None and cached is not None:
+        check_cache.remember(ctx, spec, cached, workspace, first, ran)
     if first is not None:  # the goal already holds, or cannot be checked: no agent runs
         status = (
             TaskStatus.DONE

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,8 +37,26 @@ if TYPE_CHECKING:
     from loopctl.checks.conditions import TestCounts
 
 
+@dataclass(frozen=True, slots=True)
+class BaseRun:
+    """One check command's run on the base commit, kept so that the goal's first check reuses
+    it instead of running the same suite again."""
+
+    started: str
+    duration_s: float
+    exit_code: int | None
+    timed_out: bool
+    capped: bool  # its timeout was what was left of `max_wall`
+    output: str
+
+
 def check_first(
-    ctx: RunContext, spec: TaskSpec, workspace: Workspace, baseline: checks.Baseline | None
+    ctx: RunContext,
+    spec: TaskSpec,
+    workspace: Workspace,
+    baseline: checks.Baseline | None,
+    base_runs: Mapping[tuple[str, ...], BaseRun] | None = None,
+    ran: list[dict[str, Any]] | None = None,
 ) -> checks.Verdict | None:
     """The goal's checks on the base, before any agent runs: a passing verdict (the goal
     already holds) or a fatal one (it cannot be checked) ends the task; None: work it.
@@ -50,6 +68,9 @@ def check_first(
     first either, as deciding it would call an agent. Tasks from a `[tasks]` source (a PR
     with new review comments, an issue) carry work of their own beyond the goal, so they
     are always worked.
+
+    `base_runs` are the baseline's runs of this very base: they stand for their commands
+    instead of running each again. Each command's run is appended to `ran`.
     """
     condition = ctx.condition
     if condition is None or condition.judged or ctx.judge is not None:
@@ -62,8 +83,8 @@ def check_first(
         isinstance(run, dict) and run.get("exit_code") != 0 for run in runs
     ):
         return None  # a counted check already failed on the base: nothing to run again
-    ran: list[dict[str, Any]] = []
-    verdict = verdict_of(ctx, spec, workspace, 0, baseline, None, ran)
+    ran = [] if ran is None else ran
+    verdict = verdict_of(ctx, spec, workspace, 0, baseline, None, ran, base_runs=base_runs)
     if not verdict.passed:
         return verdict if verdict.fatal else None
     shown = " && ".join(" ".join(run["argv"]) for run in ran)
@@ -88,11 +109,17 @@ def worktree_check(
     return program, redirected_env(roots, env, checkout)
 
 
-def check_baseline(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> checks.Baseline | None:
+def check_baseline(
+    ctx: RunContext,
+    spec: TaskSpec,
+    workspace: Workspace,
+    keep: dict[tuple[str, ...], BaseRun] | None = None,
+) -> checks.Baseline | None:
     """What the task's checks are held to (a `checks.Baseline`), recorded before its first
     maker turn: test counts on the base commit, so a maker cannot pass by running fewer
     tests, and the protected files `git diff` does not show that already differ from the
-    base (ignored files a setup step made, an in-place run's own), so only new ones fail."""
+    base (ignored files a setup step made, an in-place run's own), so only new ones fail.
+    Each command run now is put in `keep`, under its argv."""
     from loopctl.checks.conditions import parse_test_counts, runner_of
 
     recorded = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
@@ -101,29 +128,15 @@ def check_baseline(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> che
     view = task_view(ctx.rec, ctx.run_id, spec.id)
     if view is not None and view.attempts:
         return None  # attempts already ran against this worktree; the base is gone
-    from loopctl import process
-
     folder = attempt_dir(ctx, spec.id, 0)
     runs: list[tuple[tuple[str, ...], int | None, TestCounts | None]] = []
     for index, argv in enumerate(checks.counted_commands(ctx.loop.checker, ctx.condition)):
-        name = "baseline" if index == 0 else f"baseline-{index + 1}"
-        program, env = worktree_check(ctx, workspace, argv, folder)
-        done = process.run(
-            list(program),
-            cwd=workspace.path,
-            # No cached bytecode is read: only the sources are what was checked.
-            env=env,
-            timeout=wall_cap(ctx, ctx.loop.checker.timeout_s)[0],
-            stdout_path=folder / f"{name}.out",
-            stderr_path=folder / f"{name}.err",
-            redactor=ctx.rec.redactor,
-            cancel=ctx.stop,
-            sandbox=sandbox_for(ctx, workspace, None),
+        done = run_check(
+            ctx, workspace, argv, folder, "baseline" if index == 0 else f"baseline-{index + 1}"
         )
-        if done.interrupted:
-            raise KeyboardInterrupt
-        counts = parse_test_counts(runner_of(argv), done.output_tail(200_000))
-        runs.append((argv, done.exit_code, counts))
+        runs.append((argv, done.exit_code, parse_test_counts(runner_of(argv), done.output)))
+        if keep is not None:
+            keep[tuple(argv)] = done
     # After the base's own test run: what that run leaves behind is not the maker's doing.
     hidden = checks.hidden_changes(workspace.path, workspace.base_sha, ctx.protected)
     if not runs and not hidden:
@@ -142,9 +155,10 @@ def verdict_of(
     maker_result: AgentResult | None,
     ran: list[dict[str, Any]] | None = None,
     snapshot: integrity.Snapshot | None = None,
+    base_runs: Mapping[tuple[str, ...], BaseRun] | None = None,
 ) -> checks.Verdict:
-    """The attempt's verdict; each check command run is appended to `ran` (for traces)."""
-    from loopctl import process
+    """The attempt's verdict; each check command run is appended to `ran` (for traces).
+    A command in `base_runs` (the baseline's runs of this same base) is not run again."""
     from loopctl.checks.conditions import unproven_pass
 
     changed = git.changed_paths(workspace.path, workspace.base_sha)
@@ -172,45 +186,31 @@ def verdict_of(
     outputs: list[str] = []
     commands = check_commands(ctx)
     for index, argv in enumerate(commands, start=1):
-        started = ctx.clock().astimezone(UTC).isoformat(timespec="microseconds")
-        timeout, capped = wall_cap(ctx, ctx.loop.checker.timeout_s)
-        try:
-            program, env = worktree_check(ctx, workspace, argv, folder)
-            done = process.run(
-                list(program),
-                cwd=workspace.path,
-                # No cached bytecode is read: a planted .pyc would stand in for its source.
-                env=env,
-                timeout=timeout,
-                stdout_path=folder / f"check-{index}.out",
-                stderr_path=folder / f"check-{index}.err",
-                redactor=ctx.rec.redactor,
-                cancel=ctx.stop,
-                sandbox=sandbox_for(ctx, workspace, None),
-            )
-        except LoopctlError as exc:  # the check itself cannot run: no attempt can fix that
-            return checks.Verdict(
-                False,
-                f"the check cannot run: {exc}",
-                "check-cannot-run",
-                source="environment",
-                fatal=True,
-            )
-        if done.interrupted:
-            raise KeyboardInterrupt
+        done = (base_runs or {}).get(tuple(argv))
+        if done is None:
+            try:
+                done = run_check(ctx, workspace, argv, folder, f"check-{index}")
+            except LoopctlError as exc:  # the check itself cannot run: no attempt can fix that
+                return checks.Verdict(
+                    False,
+                    f"the check cannot run: {exc}",
+                    "check-cannot-run",
+                    source="environment",
+                    fatal=True,
+                )
         if ran is not None:
             ran.append(
                 {
                     "argv": list(argv),
-                    "started": started,
+                    "started": done.started,
                     "duration_s": round(done.duration_s, 3),
                     "exit_code": done.exit_code,
                     "timed_out": done.timed_out,
                 }
             )
-        output = done.output_tail(200_000)
+        output = done.output
         outputs.append(output)
-        if done.timed_out and capped:
+        if done.timed_out and done.capped:
             why = out_of_wall(ctx, spec, f"the check `{' '.join(argv)}`")
             return checks.Verdict(False, why, None, None, output[-4000:], "budget", fatal=True)
         verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
@@ -253,6 +253,34 @@ def verdict_of(
         )
     return checks.Verdict(
         True, "every check passed", None, 0, outputs[-1][-4000:] if outputs else "", "command"
+    )
+
+
+def run_check(
+    ctx: RunContext, workspace: Workspace, argv: Sequence[str], folder: Path, name: str
+) -> BaseRun:
+    """One run of a check command in the worktree, confined, its output kept under `name`."""
+    from loopctl import process
+
+    started = ctx.clock().astimezone(UTC).isoformat(timespec="microseconds")
+    timeout, capped = wall_cap(ctx, ctx.loop.checker.timeout_s)
+    program, env = worktree_check(ctx, workspace, argv, folder)
+    done = process.run(
+        list(program),
+        cwd=workspace.path,
+        # No cached bytecode is read: a planted .pyc would stand in for its source.
+        env=env,
+        timeout=timeout,
+        stdout_path=folder / f"{name}.out",
+        stderr_path=folder / f"{name}.err",
+        redactor=ctx.rec.redactor,
+        cancel=ctx.stop,
+        sandbox=sandbox_for(ctx, workspace, None),
+    )
+    if done.interrupted:
+        raise KeyboardInterrupt
+    return BaseRun(
+        started, done.duration_s, done.exit_code, done.timed_out, capped, done.output_tail(200_000)
     )
 
 

@@ -385,6 +385,61 @@ def test_a_deleted_ref_is_tampering_even_when_its_commit_was_delivered(project: 
     assert findings == Findings(refs=(Change("refs/tags/v1", f"deleted (was {sha[:12]})"),))
 
 
+# --- a user's own commits ------------------------------------------------------------------------
+
+
+def test_branches_created_or_moved_forward_are_a_users_moves_and_nothing_else_is(
+    project: Path,
+) -> None:
+    base = head(project)
+    run_git(project, "branch", "side")
+    run_git(project, "branch", "loop/fix/task", base)
+    before = integrity.take(project, 0)
+    (project / "notes.txt").write_text("mine\n")
+    commit_all(project, "the user's own commit on main")
+    forward = head(project)
+    run_git(project, "branch", "topic")  # a new branch of the user's
+    tree = run_git(project, "write-tree").strip()
+    rewrite = run_git(project, "commit-tree", tree, "-m", "history rewritten").strip()
+    run_git(project, "update-ref", "refs/heads/side", rewrite)  # not a fast-forward
+    run_git(project, "update-ref", "refs/heads/loop/fix/task", forward)  # a task's own branch
+    run_git(project, "tag", "v2")
+    after = integrity.take(project, 0)
+
+    moves = integrity.user_branch_moves(project, before, after)
+
+    assert moves == {
+        "refs/heads/main": f"moved forward from {base[:12]} to {forward[:12]}",
+        "refs/heads/topic": f"created at {forward[:12]}",
+    }
+    findings = integrity.compare(before, after, (), moves)
+    assert [c.name for c in findings.refs] == ["refs/heads/side", "refs/tags/v2"]
+
+
+def test_a_rewound_branch_is_not_a_users_move(project: Path) -> None:
+    base = head(project)
+    (project / "notes.txt").write_text("mine\n")
+    commit_all(project, "ahead")
+    before = integrity.take(project, 0)
+    run_git(project, "update-ref", "refs/heads/main", base)
+
+    assert integrity.user_branch_moves(project, before, integrity.take(project, 0)) == {}
+
+
+def test_a_moved_ref_is_described_with_its_commits_and_how_to_look() -> None:
+    findings = integrity.compare(
+        Baseline({}, {"refs/heads/main": SHA_A, "refs/tags/t": SHA_A}, 0),
+        Baseline({}, {"refs/heads/main": SHA_B, "refs/tags/new": SHA_B}, 0),
+    )
+
+    assert findings.describe() == (
+        "refs/heads/main moved from aaaaaaaaaaaa to bbbbbbbbbbbb"
+        " (`git log --stat aaaaaaaaaaaa..bbbbbbbbbbbb` shows it);"
+        " refs/tags/new created at bbbbbbbbbbbb (`git show --stat bbbbbbbbbbbb` shows it);"
+        " refs/tags/t deleted (was aaaaaaaaaaaa) (`git show --stat aaaaaaaaaaaa` shows it)"
+    )
+
+
 # --- naming changes -------------------------------------------------------------------------------
 
 
@@ -426,6 +481,14 @@ def test_changes_come_sorted_files_first_and_a_long_list_is_cut_at_twelve() -> N
         "changes": [
             *(f"f{i:02} changed" for i in range(12)),
             "refs/tags/t moved from aaaaaaaaaaaa to bbbbbbbbbbbb",
+        ],
+        "ref_changes": [
+            {
+                "ref": "refs/tags/t",
+                "old": SHA_A,
+                "new": SHA_B,
+                "look": "git log --stat aaaaaaaaaaaa..bbbbbbbbbbbb",
+            }
         ],
         "reason": thirteen.describe(),
     }

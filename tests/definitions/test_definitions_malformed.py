@@ -301,6 +301,13 @@ LOOP_CASES = [
         "'protect' in [checker] must be a list of strings",
     ),
     Case(
+        "loop-checker-cache-string",
+        {LOOP: text(*HEAD, "[checker]", 'cache = "no"')},
+        LOOP,
+        5,
+        "'cache' in [checker] must be true or false",
+    ),
+    Case(
         "loop-checker-timeout-zero",
         {LOOP: text(*HEAD, "[checker]", 'timeout = "0s"')},
         LOOP,

@@ -80,9 +80,12 @@ def test_a_push_that_replaces_an_earlier_push_says_force_push_in_its_approval(
     second = _rerun_after_base_moved(repo, monkeypatch)
 
     forced = the_approval(monkeypatch, repo)
+    # What it replaces is a result a human approved: the new approval says it overwrites it.
+    delivered_in = events(repo, "tick_started")[0].run
     assert forced["summary"] == (
-        f"approve `push` of {BRANCH} at {second[:12]} (FORCE PUSH: replaces {first[:12]}, which"
-        f" origin already has on {BRANCH} and {second[:12]} does not contain)"
+        f"approve `push` of {BRANCH} at {second[:12]} (FORCE PUSH over a delivered result:"
+        f" overwrites {first[:12]}, which run {delivered_in} delivered to origin {BRANCH}"
+        f" (approved in inbox {plain['id']}); {second[:12]} does not contain it)"
     )
     assert forced["evidence"]["replaces"] == first
     shown = invoke(monkeypatch, repo, "inbox", "show", forced["id"])
@@ -110,7 +113,8 @@ def test_an_ungated_push_never_forces_without_asking(
     _rerun_after_base_moved(repo, monkeypatch)
 
     asked = the_approval(monkeypatch, repo)
-    assert f"FORCE PUSH: replaces {first[:12]}" in asked["summary"]
+    assert f"FORCE PUSH over a delivered result: overwrites {first[:12]}" in asked["summary"]
+    assert "(pushed without an approval)" in asked["summary"]
     assert remote_refs(remote) == {f"refs/heads/{BRANCH}": first}
     assert events(repo, "task_finished", "main")[-1].data["status"] == "awaiting_approval"
 

