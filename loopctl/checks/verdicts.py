@@ -199,7 +199,13 @@ def hidden_changes(
 
     def descend(folder: str) -> bool:
         name = folder.rsplit("/", 1)[-1]
-        if name in _NOT_WALKED or (worktree / folder / "pyvenv.cfg").is_file():
+        try:
+            virtualenv = (worktree / folder / "pyvenv.cfg").is_file()
+        except OSError:
+            # A folder the maker made unsearchable (mode 000): not a reason to fail the verdict;
+            # the walk below reads what it can, as for any folder it cannot list.
+            virtualenv = False
+        if name in _NOT_WALKED or virtualenv:
             return False  # a virtualenv, whatever its name
         if own.match(folder + "/x"):
             return False

@@ -68,9 +68,17 @@ def main() -> None:
     with contextlib.suppress(OSError):
         (locked / "inner").mkdir(parents=True, exist_ok=True)
     plant(locked / "out", victim, "worktree")
+    sealed = Path("sealed")  # ignored, so the verdict's walk of ignored folders meets it
+    with Path(".gitignore").open("a") as ignore:
+        ignore.write("\nsealed/\n")
+    with contextlib.suppress(OSError):
+        (sealed / "inner").mkdir(parents=True, exist_ok=True)
+    plant(sealed / "out", victim, "worktree")
     with contextlib.suppress(OSError):
         # Unlistable, still searchable: `git clean` cannot empty it, so loopctl opens it up.
         locked.chmod(0o300)
+        # Not even searchable: the verdict's walk, too, meets a folder it cannot enter.
+        sealed.chmod(0o000)
     admin = Path(git("rev-parse", "--path-format=absolute", "--git-dir"))
     plant(admin / "logs", victim, "admin")
     plant(admin / "planted", victim, "admin")
