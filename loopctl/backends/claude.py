@@ -103,6 +103,10 @@ class ClaudeBackend(CliPreset):
         # the turn runs without its tools. On a busy machine a sandboxed server can take that
         # long to start; an unattended turn would rather wait than work without it.
         merged.setdefault("MCP_TIMEOUT", str(connectors.MCP_STARTUP_TIMEOUT_S * 1000))
+        # Headless Claude may send its first request before its MCP servers have connected,
+        # and that turn then runs without their tools (seen on a busy CI machine); "0" makes it
+        # wait for them first (Claude Code 2.1 reads this variable).
+        merged.setdefault("MCP_CONNECTION_NONBLOCKING", "0")
         return merged
 
     def agent_env(self, agent: Agent) -> dict[str, str]:

@@ -346,7 +346,9 @@ MCP_SERVER = Path(__file__).parents[1] / "programs" / "mcp_server.py"
 MCP_SECRET = "ref-passphrase-real-cli-51c0"
 
 
-def connector_project(repo: Path, tmp_path: Path, name: str) -> tuple[Sandbox, dict[str, str]]:
+def connector_project(
+    repo: Path, tmp_path: Path, name: str, slow_start: float = 0
+) -> tuple[Sandbox, dict[str, str]]:
     box = make_sandbox()
     env = cli_environment(
         name,
@@ -354,10 +356,11 @@ def connector_project(repo: Path, tmp_path: Path, name: str) -> tuple[Sandbox, d
         REF_PASSPHRASE=MCP_SECRET,
         MCP_RECORD=str(tmp_path / "mcp-calls.jsonl"),
         MCP_STARTED=str(tmp_path / "mcp-started.jsonl"),
+        MCP_SLOW_START=str(slow_start),
     )
     connector = (
         f'\n[connectors.ref]\ncommand = ["{sys.executable}", "{MCP_SERVER}"]\n'
-        'env_allow = ["REF_PASSPHRASE", "MCP_RECORD", "MCP_STARTED"]\n'
+        'env_allow = ["REF_PASSPHRASE", "MCP_RECORD", "MCP_STARTED", "MCP_SLOW_START"]\n'
     )
     # The test's MCP server records its calls beside the test: a place the agent file grants,
     # since the CLI starts the server inside loopctl's sandbox.
@@ -379,7 +382,9 @@ def assert_secret_kept(repo: Path, run: SealedRun, tmp_path: Path) -> None:
 def test_real_claude_calls_a_declared_mcp_connector_without_seeing_its_secret(
     repo: Path, tmp_path: Path
 ) -> None:
-    box, env = connector_project(repo, tmp_path, "claude")
+    # A server slow to start (as a sandboxed one is on a busy machine): headless Claude would
+    # send its first request without the server's tools unless loopctl asks it to wait.
+    box, env = connector_project(repo, tmp_path, "claude", slow_start=4)
 
     run = run_sealed(repo, box, env, "goal", "tests green", script="lookup_then_fix")
 

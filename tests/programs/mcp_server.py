@@ -4,7 +4,7 @@ Tools: `lookup` answers from a tiny table and proves it holds the secret $REF_PA
 sha256 prefix (never the value); `delete` is the consequential one an `ask` pattern gates.
 Each call appends {tool, arguments, secret_sha, env_names, pid} to $MCP_RECORD (JSON lines), so
 a test can see what reached the server process and with which environment; $MCP_STARTED, when
-set, gets one line per server start.
+set, gets one line per server start; $MCP_SLOW_START delays the start.
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ if __name__ == "__main__" and _started:
     digest = hashlib.sha256(secret.encode()).hexdigest()[:12] if secret else "none"
     with open(_started, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({"pid": os.getpid(), "secret_sha": digest}) + "\n")
+
+# $MCP_SLOW_START seconds before it answers: a server that starts slowly, as a sandboxed one does
+# on a busy machine. The CLI must wait for it rather than run the turn without its tools.
+if __name__ == "__main__" and os.environ.get("MCP_SLOW_START"):
+    import time
+
+    time.sleep(float(os.environ["MCP_SLOW_START"]))
 
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 
