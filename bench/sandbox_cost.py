@@ -26,11 +26,12 @@ CHECK = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"
 
 def starts(runs: int) -> tuple[float, float]:
     """Median seconds to run a trivial Python program, bare and sandboxed."""
-    from loopctl import process, sandbox
+    from loopctl import limits, process, sandbox
 
     with tempfile.TemporaryDirectory(prefix="loopctl-bench-") as tmp:
         root = Path(tmp)
-        box = sandbox.make_sandbox(root=root, worktree=root)
+        # With the default limits, as every agent and check gets them (rlimits and watcher).
+        box = sandbox.make_sandbox(root=root, worktree=root, limits=limits.Limits())
         env = dict(os.environ)
         argv = [sys.executable, "-S", "-c", "pass"]
         bare, boxed = [], []

@@ -80,3 +80,8 @@ class AgentUnavailable(LoopctlError):
 
 class GitError(LoopctlError):
     """A git command loopctl needed failed."""
+
+
+class ForeignWorkTree(GitError):
+    """git takes another folder than a task's worktree as its working tree (a `core.worktree`
+    or `.git` file an agent changed): loopctl refuses to snapshot, reset or clean it."""

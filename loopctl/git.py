@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopctl.errors import GitError
+from loopctl.errors import ForeignWorkTree, GitError
 from loopctl.secrets import is_secret_name
 
 # Invariant 8: an agent can write hooks and config into the worktree it works in (the common
@@ -111,6 +111,9 @@ _CONTENT_FREE = frozenset(
         "version",
     }
 )
+# Commands that make a repository: the worktree around their folder is not theirs (git refuses
+# GIT_WORK_TREE without GIT_DIR for them).
+_MAKES_A_REPOSITORY = frozenset({"init", "clone"})
 # `git worktree` bookkeeping that reads no file content (`add` checks files out: not here).
 _CONTENT_FREE_WORKTREE = frozenset({"list", "lock", "prune", "unlock"})
 
@@ -171,6 +174,8 @@ def _hardened(
     if any("\0" in arg for arg in args):
         raise GitError(f"git {subcommand} refused: an argument contains a NUL byte")
     env = _base_env()
+    if subcommand not in _MAKES_A_REPOSITORY:
+        env.update(_work_tree_env(cwd))
     if not _content_free(subcommand, args):
         env.update(_filter_neutralisers(cwd))
     env.update(extra_env or {})
@@ -189,6 +194,21 @@ def is_git_repo(path: Path) -> bool:
 def toplevel(path: Path) -> Path:
     """The top folder of the working tree containing `path`."""
     return Path(git(["rev-parse", "--show-toplevel"], cwd=path).stdout.rstrip("\n"))
+
+
+def require_work_tree(worktree: Path, doing: str) -> None:
+    """Raise ForeignWorkTree unless git, run in `worktree`, takes that very folder as its
+    working tree. What loopctl snapshots, resets or cleans must be the task's worktree, never
+    the main checkout or another tree a rewritten `.git` file or `core.worktree` leads to."""
+    result = git(["rev-parse", "--show-toplevel"], cwd=worktree, check=False)
+    top = result.stdout.rstrip("\n")
+    if result.returncode == 0 and os.path.realpath(top) == os.path.realpath(worktree):
+        return
+    found = f"git's working tree there is {top}" if result.returncode == 0 else _first_line(result)
+    raise ForeignWorkTree(
+        f"refusing to {doing} {worktree}: {found}, not the worktree itself (its `.git` file or"
+        " its git admin folder was changed, maybe by the agent); loopctl left it alone"
+    )
 
 
 def resolve_commit(repo: Path, ref: str) -> str:
@@ -333,6 +353,7 @@ def point_branch(repo: Path, branch: str, sha: str) -> None:
 
 def switch_branch(worktree: Path, branch: str) -> None:
     """Attach the worktree's HEAD to `branch`, keeping uncommitted changes."""
+    require_work_tree(worktree, "switch the branch of")
     git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=worktree)
 
 
@@ -837,7 +858,7 @@ def _url_of(repo: Path, remote: str, *, push: bool) -> str:
 
 def _network_git(args: list[str], *, cwd: Path, url: str, timeout: float) -> GitResult:
     """Run a network command against `url` (never a name config could repoint)."""
-    env = _base_env()
+    env = {**_base_env(), **_work_tree_env(cwd)}
     _secure_network_env(env, cwd, url)
     return _run(["git", *_HARDENING, *args], cwd=cwd, env=env, timeout=timeout, input=None)
 
@@ -983,6 +1004,32 @@ def _run(
     return GitResult(completed.returncode, completed.stdout, completed.stderr)
 
 
+def _work_tree_env(cwd: Path) -> dict[str, str]:
+    """GIT_WORK_TREE for a command run in a linked worktree: the folder holding its `.git` file.
+
+    git takes a working tree from `core.worktree` when config sets one, and a linked worktree's
+    own `config.worktree` (read once `extensions.worktreeConfig` is on, as `git sparse-checkout`
+    sets it) sits in its admin folder, where the agent writes. Pointed at the main checkout, it
+    would make loopctl snapshot, clean or reset the user's files. `-c core.worktree` does not
+    override it (git reads the repository's own files for that); the environment does.
+    The main checkout (a `.git` folder) keeps whatever its user configured.
+    """
+    folder = Path(os.path.realpath(cwd))
+    for top in (folder, *folder.parents):
+        dot_git = top / ".git"
+        if dot_git.is_file():
+            return {"GIT_WORK_TREE": str(top)}
+        if dot_git.is_dir() or _is_git_dir(top):
+            return {}
+    return {}
+
+
+def _is_git_dir(folder: Path) -> bool:
+    """Whether `folder` is itself a git dir (a bare repository, or inside `.git`): git's own
+    discovery stops there, and so does `_work_tree_env`."""
+    return (folder / "HEAD").is_file() and (folder / "objects").is_dir()
+
+
 def _filter_neutralisers(cwd: Path) -> dict[str, str]:
     """Environment that blanks every content program (filter, textconv, diff or merge driver)
     the repository's own config names."""
@@ -1004,7 +1051,7 @@ def _config_entries(cwd: Path) -> list[tuple[str, str, str | None]]:
     listed = _run(
         ["git", *_HARDENING, "config", "--list", "--show-scope", "--null"],
         cwd=cwd,
-        env=_base_env(),
+        env={**_base_env(), **_work_tree_env(cwd)},
         timeout=30,
         input=None,
     )
@@ -1171,6 +1218,7 @@ def snapshot_tree(
     hashes only the files that changed instead of every file, with the same result.
     """
     sha = _require_sha(worktree, parent)
+    require_work_tree(worktree, "snapshot")
     with tempfile.TemporaryDirectory(prefix="loopctl-snapshot-") as tmp:
         index = Path(tmp) / "index"
         env = {**_NO_REPLACE, "GIT_INDEX_FILE": str(index)}
@@ -1273,6 +1321,7 @@ def seed_snapshot_index(worktree: Path, seed: Path, *, git_dir: Path | None = No
 
 def reset_index(worktree: Path, commit: str) -> None:
     """Make the worktree's index match `commit` (its files stay as they are)."""
+    require_work_tree(worktree, "reset the index of")
     git(["read-tree", _require_sha(worktree, commit)], cwd=worktree, extra_env=_NO_REPLACE)
 
 
@@ -1324,6 +1373,7 @@ def recycle_checkout(
     """
     ref = f"refs/heads/{branch}"
     sha = _require_sha(worktree, base_sha)
+    require_work_tree(worktree, "check out")
     if branch_is_new is None:
         branch_is_new = not branch_exists(worktree, branch)
     if branch_is_new:
@@ -1354,6 +1404,7 @@ def recycle_checkout(
 def clean_worktree(worktree: Path, keep: Sequence[str]) -> None:
     """Delete every untracked and ignored file (nested repositories too) except under `keep`."""
     excludes = [arg for name in keep for arg in ("-e", "/" + name.strip("/"))]
+    require_work_tree(worktree, "clean")
     git(["clean", "-ffdxq", *excludes], cwd=worktree)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 from collections.abc import Collection
 from pathlib import Path
@@ -136,6 +137,44 @@ def write_new(path: Path, data: bytes, *, within: Path) -> None:
         handle.write(data)
 
 
+def refresh_copy(source: Path, target: Path, *, within: Path, skip: Collection[str] = ()) -> None:
+    """Bring `target` (under `within`, where an agent writes) up to date with `source` (a file
+    or folder of the user's own): folders are made, a file is copied (mode and times kept) when
+    the target has none or an older one, a link is recreated as the same link. Nothing is taken
+    away from the target: what was written there since stays until the user's file is newer.
+    `skip`: names at the top of a folder `source` not to copy. No link under `within` is
+    followed: whatever stands where a copy goes is removed first."""
+    relative = target.relative_to(within)
+    if not relative.parts:
+        raise ValueError(f"refresh_copy: {target} is the trusted folder itself")
+    make_folders(within, relative.parent)
+    if not source.is_dir():
+        parent = open_folder(within, relative.parent)
+        try:
+            # The user's own path, named by the user: a link there is theirs to follow.
+            _copy_newer(os.open(source, os.O_RDONLY | os.O_CLOEXEC), parent, relative.name)
+        finally:
+            os.close(parent)
+        return
+    _replace_with_folder(within, relative)
+    for folder, dirs, files in os.walk(source):
+        here = Path(folder).relative_to(source)
+        if not here.parts:
+            dirs[:] = [name for name in dirs if name not in skip]
+            files = [name for name in files if name not in skip]
+        try:
+            parent = open_folder(within, relative / here)
+        except OSError:
+            dirs[:] = []
+            continue
+        try:
+            for name in [*dirs, *files]:
+                with contextlib.suppress(OSError):
+                    _copy_entry(Path(folder) / name, parent, name)
+        finally:
+            os.close(parent)
+
+
 # --- internals ---------------------------------------------------------------------------------
 
 
@@ -161,6 +200,66 @@ def _enter(parent: int, name: str, *, open_up: bool) -> int:
             if os.fstat(fd).st_mode & 0o700 != 0o700:
                 os.fchmod(fd, 0o700)
     return fd
+
+
+def _replace_with_folder(within: Path, relative: Path) -> None:
+    """Make `within/relative` a real folder: a link or file standing there is removed."""
+    parent = open_folder(within, relative.parent)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            info = os.stat(relative.name, dir_fd=parent, follow_symlinks=False)
+            if not stat.S_ISDIR(info.st_mode):
+                _remove_entry(parent, relative.name)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(relative.name, 0o700, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def _copy_entry(source: Path, parent: int, name: str) -> None:
+    """One entry of a folder being copied into `parent` (see `refresh_copy`)."""
+    info = source.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        wanted = os.readlink(source)
+        with contextlib.suppress(OSError):
+            if os.readlink(name, dir_fd=parent) == wanted:
+                return
+        _remove_entry(parent, name)
+        os.symlink(wanted, name, dir_fd=parent)
+    elif stat.S_ISDIR(info.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            there = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if stat.S_ISDIR(there.st_mode):
+                return
+            _remove_entry(parent, name)
+        os.mkdir(name, 0o700, dir_fd=parent)
+    elif stat.S_ISREG(info.st_mode):
+        _copy_newer(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), parent, name)
+
+
+def _copy_newer(source_fd: int, parent: int, name: str) -> None:
+    """Copy the open regular file `source_fd` to `name` in `parent` unless a regular file at
+    least as new is there; closes `source_fd`."""
+    with os.fdopen(source_fd, "rb") as source:
+        info = os.fstat(source.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return
+        with contextlib.suppress(FileNotFoundError):
+            there = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if stat.S_ISREG(there.st_mode) and there.st_mtime_ns >= info.st_mtime_ns:
+                return
+        _remove_entry(parent, name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=parent)
+        except FileExistsError:
+            return  # a turn of the same loop and role, started at the same time, made it
+        with os.fdopen(fd, "wb") as copy:
+            shutil.copyfileobj(source, copy, 1 << 20)
+            copy.flush()
+            os.fchmod(copy.fileno(), stat.S_IMODE(info.st_mode))
+            # The user's mtime, so that the next refresh knows this copy is not older.
+            os.utime(copy.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
 def _chmod_at(parent: int, name: str, mode: int) -> None:

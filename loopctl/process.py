@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from loopctl import limits
 from loopctl.errors import LoopctlError
 from loopctl.secrets import Redactor
 
@@ -55,6 +56,8 @@ class Completed:
     stderr_path: Path | None
     stdout_tail: str
     stderr_tail: str
+    # The resource limit that ended it ("memory limit 4 GiB reached"), when one did.
+    limit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -387,6 +390,11 @@ def run(
     if sandbox is not None:
         executable, wrapped, env = sandbox.wrap(args, executable, cwd, env)
         launch = tuple(wrapped)
+    rules = sandbox.limits if sandbox is not None and sandbox.limits is not None else None
+    # Computed here, so that the child only calls setrlimit between fork and exec.
+    pairs = limits.rlimits(rules) if rules is not None and rules.any else []
+    preexec = limits.preexec(pairs) if pairs else None
+    ceiling = next((soft for kind, (soft, _) in pairs if kind == limits.RLIMITS["pids"]), None)
     active = redactor if redactor is not None and redactor.secrets else None
     payload = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     shown = tuple(active.redact(arg) for arg in args) if active is not None else args
@@ -410,12 +418,14 @@ def run(
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=preexec,
             )
         except (FileNotFoundError, PermissionError) as exc:
             raise ProgramNotFound(
                 f"program not found: {args[0]} (is it installed and on PATH?)"
             ) from exc
 
+        watch: limits.Watch | None = None
         assert proc.stdout is not None
         assert proc.stderr is not None
         stack.enter_context(proc.stdout)
@@ -433,6 +443,16 @@ def run(
         try:
             if on_start is not None:
                 on_start(proc.pid)  # the pid is the group id: a resumed run can find leftovers
+            if rules is not None and rules.any and sandbox is not None:
+                pid = proc.pid
+                watch = limits.Watch(
+                    rules,
+                    pid,
+                    sandbox.watched_folders(env),
+                    lambda: _signal_group(pid, signal.SIGKILL),
+                    ceiling=ceiling,
+                )
+                watch.start()
             for reader in readers:
                 reader.start()
             if payload is not None and proc.stdin is not None:
@@ -452,6 +472,9 @@ def run(
             _terminate(proc, kill_grace)
             raise
         finally:
+            if watch is not None:
+                # Before the wait: the unreaped leader keeps the group id from being reused.
+                watch.finish()
             returncode = proc.wait()
             _join_readers(readers, wake_write)
             if writer is not None:
@@ -462,6 +485,13 @@ def run(
         if capture.error is not None:
             raise capture.error
     interrupted = killed and cancel is not None and cancel.is_set()
+    reached = None
+    if rules is not None and not killed:
+        reached = (watch.reason if watch is not None else None) or limits.reason_from_exit(
+            rules, returncode, captures[1].tail() + captures[0].tail()
+        )
+    if reached is not None and sandbox is not None:
+        sandbox.reached.append(reached)
     return Completed(
         argv=shown,
         exit_code=None if killed else returncode,
@@ -472,6 +502,7 @@ def run(
         stderr_path=stderr_path,
         stdout_tail=captures[0].tail(),
         stderr_tail=captures[1].tail(),
+        limit=reached,
     )
 
 

@@ -20,13 +20,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopctl import nofollow
-from loopctl.errors import ExitCode, LoopctlError
+from loopctl.errors import ExitCode, LoopctlError, UsageError
+from loopctl.limits import Limits
 
 # Credential stores hidden by default, relative to HOME (DESIGN §5 invariant 11). An agent file's
 # `[sandbox] read = [...]` re-exposes one of them read-only.
@@ -66,8 +68,11 @@ HOST_SOCKETS: tuple[str, ...] = (
 # Private, empty, writable inside every sandbox: nothing of the host's temporary files is seen.
 PRIVATE_TMP: tuple[str, ...] = ("/tmp", "/var/tmp")
 
-# Each agent CLI's own state, writable so that it logs in and keeps sessions. `$NAME` is read
-# from the agent's environment; `$NAME|default` falls back when the variable is unset.
+# Each agent CLI's own state. Inside the sandbox the CLI writes it (it logs in, keeps sessions),
+# but never the user's own: a private copy per loop and role (`Sandbox.cli_layer`) is bound in
+# its place, so that hooks, MCP servers, permissions or a CLAUDE.md an agent writes there reach
+# neither the user's next session, another loop, nor the checker. `$NAME` is read from the
+# agent's environment; `$NAME|default` falls back when the variable is unset.
 CLI_STATE: Mapping[str, tuple[str, ...]] = {
     "claude": ("$CLAUDE_CONFIG_DIR|~/.claude", "~/.claude.json", "~/.claude.json.backup"),
     "codex": ("$CODEX_HOME|~/.codex",),
@@ -86,10 +91,22 @@ CLI_STATE: Mapping[str, tuple[str, ...]] = {
     ),
 }
 
+# What is not copied from the user's state into the private one: transcripts and logs of the
+# user's own sessions (large, and never what a loop resumes: it resumes the sessions its own
+# turns left in the private copy). Names at the top of each state folder.
+CLI_HISTORY: Mapping[str, frozenset[str]] = {
+    "claude": frozenset({"projects", "file-history", "shell-snapshots", "todos", "debug"}),
+    "codex": frozenset({"sessions", "archived_sessions", "log", "history.jsonl"}),
+    "opencode": frozenset({"storage", "snapshot", "log"}),
+    "goose": frozenset({"sessions", "logs"}),
+}
+
 # Every sandbox, whoever starts it: no capability (bwrap keeps a root caller's full set in the
 # sandbox's namespaces otherwise: umount, remount, raw sockets...) and a new session, so that
 # no TIOCSTI can push keystrokes into the terminal loopctl runs in.
 HARDENING: tuple[str, ...] = ("--cap-drop", "ALL", "--new-session")
+# The uid inside the sandbox of a CLI that nests its own (Codex) when loopctl runs as root.
+NESTED_UID = 1000
 
 # Folders of the main checkout an agent must never write, even when it works in place.
 PROTECTED_IN_CHECKOUT: tuple[str, ...] = (
@@ -123,7 +140,9 @@ class Sandbox:
 
     `worktree` is writable; so are the worktree's own git admin folder and the object store
     (what `git add` and `git status` need), `writable` (the agent file's `[sandbox] write`) and
-    the state folders of `cli` (an agent CLI's name, or None for checks and command agents).
+    the state folders of `cli` (an agent CLI's name, or None for checks and command agents):
+    private copies kept in `cli_layer`, refreshed from the user's own before each start and
+    bound in their place. Without a layer the user's state stays read-only.
     """
 
     mechanism: str  # bwrap | seatbelt
@@ -140,12 +159,20 @@ class Sandbox:
     writable: tuple[str, ...] = ()
     readable: tuple[str, ...] = ()  # hidden stores the agent file re-exposes read-only
     cli: str | None = None
+    # Where this loop's role keeps its private copy of the CLI's state, between attempts (so
+    # that sessions resume); outside every place an agent may write (`make_sandbox` refuses
+    # otherwise). The agent writes inside the copy: loopctl refreshes it following no link.
+    cli_layer: Path | None = None
     network: bool = True
     extra_visible: tuple[Path, ...] = field(default_factory=tuple)  # e.g. loopctl's own Python
     # Whether the agent may create a user namespace of its own (a CLI that nests a sandbox);
     # everyone else gets `--disable-userns` where this bwrap has it.
     nested_userns: bool = False
     disable_userns: bool = True  # this bwrap knows `--disable-userns` (0.8 and later)
+    # Resource limits of every process started in it (loopctl.limits); None: none applied.
+    limits: Limits | None = None
+    # The limits its processes reached, appended by `process.run`: the turn's end reason.
+    reached: list[str] = field(default_factory=list, compare=False)
 
     def wrap(
         self, argv: Sequence[str], executable: str, cwd: Path, env: Mapping[str, str]
@@ -186,6 +213,11 @@ class Sandbox:
         ]
         if self.disable_userns and not self.nested_userns:
             args.append("--disable-userns")
+        if self.nested_userns and os.getuid() == 0:
+            # A nested bwrap that finds itself uid 0 takes its privileged path and needs the
+            # capabilities just dropped; as another uid it makes its own user namespace. The
+            # mapping is one uid, so the agent still owns what loopctl's user owns.
+            args += ["--uid", str(NESTED_UID), "--gid", str(NESTED_UID)]
         if not self.network:
             args.append("--unshare-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -200,6 +232,7 @@ class Sandbox:
             home,
             Path(executable).parent,
             *_program_files([executable, *args_after]),
+            *_installed(executable, env),
             *self.extra_visible,
             *(Path(p) for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
             *declared,
@@ -212,10 +245,19 @@ class Sandbox:
                 continue
             if _under_private_tmp(path) and path.exists():
                 args += ["--ro-bind", str(path), str(path)]
-        for path in self.writable_paths(env):
-            if path.exists():
+        writable = self.writable_paths(env)  # first: it makes the places copies are bound at
+        state = self.state_copies(env)
+        for path in writable:
+            if path not in state and path.exists():
                 args += ["--bind", str(path), str(path)]
+        # After every other writable place: a declared `~/.cache` must not put the user's own
+        # `~/.cache/opencode` back over its private copy.
+        for path, copy in state.items():
+            if copy is not None:
+                args += ["--bind", str(copy), str(path)]
         for path in self.git_pinned:
+            if path.name in PINNED_EVEN_ABSENT:
+                _stand_in(path)
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         if self.worktree == self.root:
@@ -242,6 +284,14 @@ class Sandbox:
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd)]
         return args
 
+    def watched_folders(self, env: Mapping[str, str]) -> list[Path]:
+        """Where the `disk` limit counts growth: the worktree, its git admin folder, the new
+        objects and the agent file's `[sandbox] write` (the turn's state folder among them)."""
+        home = _home(env)
+        layer = [self.objects_layer / "upper"] if self.objects_layer is not None else []
+        extra = [_expand(p, env, home) for p in self.writable]
+        return _unique([self.worktree, *self.git_admin, *layer, *extra])
+
     def discard_scratch(self) -> None:
         """Remove the overlay's work folder: the kernel leaves it mode 000, which would stop
         an unprivileged user's `rm -r` of the run folder. The upper layer stays as evidence.
@@ -254,7 +304,8 @@ class Sandbox:
             nofollow.remove_tree(layer / "work", within=layer.parent)
 
     def writable_paths(self, env: Mapping[str, str]) -> list[Path]:
-        """Every place the agent may write, in mount order (missing state folders are created)."""
+        """Every place the agent may write, as it sees them (missing state folders are made,
+        in the home, so that the private copies have a place to be bound at)."""
         home = _home(env)
         state = [_state_path(spec, env, home) for spec in CLI_STATE.get(self.cli or "", ())]
         for path in state:
@@ -277,6 +328,33 @@ class Sandbox:
                     path.mkdir()
         return _unique([self.worktree, *self.git_admin, *state, *extra])
 
+    def state_copies(self, env: Mapping[str, str]) -> dict[Path, Path | None]:
+        """Each state place of the CLI, and the private copy bound there: refreshed now from
+        the user's own (newer files win), None when there is none (no layer, nothing to copy,
+        or a copy that cannot be made), so that the user's place stays read-only."""
+        home = _home(env)
+        specs = CLI_STATE.get(self.cli or "", ())
+        places = _unique([_state_path(spec, env, home) for spec in specs])
+        copies: dict[Path, Path | None] = dict.fromkeys(places)
+        if self.cli_layer is None:
+            return copies
+        try:
+            # Its own (copies of credentials are kept there): made by loopctl, trusted.
+            self.cli_layer.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return copies
+        skip = CLI_HISTORY.get(self.cli or "", frozenset())
+        for place in places:
+            if not place.exists():
+                continue  # a backup file not written yet; a folder that could not be made
+            copy = private_copy(self.cli_layer, place, home)
+            try:
+                nofollow.refresh_copy(place, copy, within=self.cli_layer, skip=skip)
+            except OSError:
+                continue  # read-only then: the CLI may complain, but nothing leaks
+            copies[place] = copy
+        return copies
+
     def hidden_paths(self, env: Mapping[str, str]) -> list[Path]:
         """Credential stores under every home the agent could look in, and the host's sockets."""
         homes = _unique([_home(env), Path.home(), *_passwd_home()])
@@ -291,12 +369,21 @@ class Sandbox:
             "program": self.program,
             "writable": [str(p) for p in self.writable_paths(env)]
             + [f"{tmp} (private, empty)" for tmp in PRIVATE_TMP]
-            + [f"state of the {self.cli} CLI" for _ in [self.cli] if self.cli],
+            + [f"a private copy of the {self.cli} CLI's state" for _ in [self.cli] if self.cli],
             "read_only": ["/ (everything else)", str(self.root)],
             "hidden": [str(p) for p in self.hidden_paths(env) if p.exists()]
             + ["every process outside the sandbox"],
             "network": self.network,
         }
+
+
+def private_copy(layer: Path, place: Path, home: Path) -> Path:
+    """Where `layer` keeps its copy of the state place `place`: `home/…` under `layer/home/`,
+    any other path under `layer/root/`."""
+    place, home = Path(os.path.abspath(place)), Path(os.path.abspath(home))
+    if place.is_relative_to(home):
+        return layer / "home" / place.relative_to(home)
+    return layer / "root" / place.relative_to(place.anchor)
 
 
 def _home(env: Mapping[str, str]) -> Path:
@@ -351,6 +438,67 @@ def _program_files(args: Sequence[str]) -> list[Path]:
     return found
 
 
+# Files that mark the top of an installed program: a Node package (its modules and vendored
+# binaries sit below it), a virtualenv (its site-packages).
+_INSTALL_MARKERS = ("package.json", "pyvenv.cfg")
+
+
+def _installed(executable: str, env: Mapping[str, str]) -> list[Path]:
+    """What a program under a private temp root needs (a CLI installed in `HOME=/tmp/…`): the
+    install folder of every link on the way to the file it runs, and of the interpreter its
+    `#!` line names. Never a temp root itself: the rest of the host's /tmp stays hidden."""
+    found: list[Path] = []
+    todo, seen = [Path(executable)], set[Path]()
+    while todo and len(seen) < 8:
+        path = Path(os.path.abspath(todo.pop()))
+        if path in seen:
+            continue
+        seen.add(path)
+        hops = [path]
+        with contextlib.suppress(OSError):
+            for _ in range(40):  # the kernel's own bound on a chain of links
+                if not hops[-1].is_symlink():
+                    break
+                target = Path(os.readlink(hops[-1]))
+                hops.append(Path(os.path.abspath(hops[-1].parent / target)))
+        hops.append(Path(os.path.realpath(path)))
+        found += [_install_root(hop) for hop in hops if _under_private_tmp(hop)]
+        interpreter = _interpreter(hops[-1], env)
+        if interpreter is not None:
+            todo.append(interpreter)
+    return found
+
+
+def _install_root(path: Path) -> Path:
+    """The folder an installed file belongs to: the nearest one holding a package marker,
+    else its own folder; the file alone when that folder is a temp root."""
+    for folder in path.parents:
+        if str(folder) in PRIVATE_TMP or folder == folder.parent:
+            break
+        if any((folder / marker).is_file() for marker in _INSTALL_MARKERS):
+            return folder
+    return path if str(path.parent) in PRIVATE_TMP else path.parent
+
+
+def _interpreter(script: Path, env: Mapping[str, str]) -> Path | None:
+    """The program a script's `#!` line runs (`#!/usr/bin/env node`: node on PATH)."""
+    try:
+        with script.open("rb") as opened:
+            head = opened.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if Path(words[0]).name == "env":
+        named = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), None)
+        found = shutil.which(named, path=env.get("PATH", os.defpath)) if named else None
+        return Path(found) if found else None
+    return Path(words[0])
+
+
 def _under_private_tmp(path: Path) -> bool:
     return any(path == Path(tmp) or Path(tmp) in path.parents for tmp in PRIVATE_TMP)
 
@@ -364,6 +512,19 @@ def _unique(paths: Sequence[Path]) -> list[Path]:
             seen.add(resolved)
             out.append(resolved)
     return out
+
+
+# Admin files git reads once they exist, though a fresh worktree has none: an empty stand-in is
+# made before the agent starts, so that the read-only bind holds it. `config.worktree` (read
+# when `extensions.worktreeConfig` is on, as `git sparse-checkout` sets it) could otherwise be
+# created by the agent and set `core.worktree` to the main checkout for loopctl's own git.
+PINNED_EVEN_ABSENT = frozenset({"config.worktree"})
+
+
+def _stand_in(path: Path) -> None:
+    """Create `path` empty unless something is there (O_EXCL: a link is never followed)."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
 
 
 def git_admin_paths(
@@ -563,8 +724,14 @@ def make_sandbox(
     readable: Sequence[str] = (),
     network: bool = True,
     objects_layer: Path | None = None,
+    cli_layer: Path | None = None,
+    limits: Limits | None = None,
 ) -> Sandbox:
     """The sandbox for one agent or check in `worktree`; raises SandboxUnavailable.
+
+    `cli_layer` (the private copy of `cli`'s state) must lie outside every place the agent may
+    write, `[sandbox] write` included: else the agent could plant in the copies of other loops
+    and roles, or in what loopctl refreshes unconfined (UsageError).
 
     `objects_layer` must lie outside every place the agent may write: loopctl, unconfined,
     makes and cleans its folders after the turn, and must not do so through a link the agent
@@ -583,6 +750,8 @@ def make_sandbox(
         for place in (worktree, *admin):
             if layer.is_relative_to(os.path.abspath(place)):
                 raise ValueError(f"the object layer {layer} is inside writable {place}")
+    if cli_layer is not None:
+        _refuse_writable_layer(Path(os.path.abspath(cli_layer)), (worktree, *admin), writable)
     return Sandbox(
         mechanism=mechanism,
         program=program,
@@ -592,10 +761,12 @@ def make_sandbox(
         git_pinned=pinned,
         git_objects=objects,
         objects_layer=objects_layer,
+        cli_layer=cli_layer,
         writable=tuple(writable),
         readable=tuple(readable),
         cli=cli,
         network=network,
+        limits=limits,
         nested_userns=cli in NESTS_SANDBOX,
         disable_userns=mechanism == "bwrap" and knows_disable_userns(program),
         extra_visible=tuple(
@@ -614,32 +785,14 @@ def make_sandbox(
     )
 
 
-# What `loopctl doctor` runs inside a real sandbox: each line is `name ok detail`.
-_PROBE_SCRIPT = r"""
-import os, sys
-from pathlib import Path
-root, worktree, home = (Path(p) for p in sys.argv[1:4])
-def line(name, ok, detail):
-    print(name, "ok" if ok else "FAIL", detail, flush=True)
-pids = [p for p in os.listdir("/proc") if p.isdigit()]
-line("processes", len(pids) < 10, f"{len(pids)} processes visible (only the sandbox's own)")
-try:
-    (root / ".loop" / ".doctor-probe").write_text("x")
-    line("checkout", False, f"wrote {root / '.loop'}")
-except OSError as exc:
-    line("checkout", True, f"{root / '.loop'} is read-only ({exc.strerror})")
-try:
-    (worktree / "probe").write_text("x")
-    line("worktree", True, f"{worktree} is writable")
-except OSError as exc:
-    line("worktree", False, f"cannot write the worktree: {exc.strerror}")
-ssh = home / ".ssh"
-try:
-    shown = os.listdir(ssh) if ssh.is_dir() else []
-    line("credentials", not shown, f"{ssh}: {len(shown)} entries visible")
-except OSError as exc:
-    line("credentials", True, f"{ssh}: {exc.strerror}")
-"""
+def _refuse_writable_layer(layer: Path, places: Sequence[Path], declared: Sequence[str]) -> None:
+    home = _home(os.environ)
+    for place in [*places, *(_expand(p, os.environ, home) for p in declared)]:
+        if layer.is_relative_to(os.path.abspath(place)):
+            raise UsageError(
+                f"the agent may write {place}, which holds {layer}, loopctl's private copy of"
+                " its CLI's state: name a narrower folder in the agent's `[sandbox] write`"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -651,26 +804,52 @@ class ProbeFinding:
     detail: str
 
 
-def live_probe(root: Path, env: Mapping[str, str]) -> list[ProbeFinding]:
-    """Start a real sandboxed process and report what it could and could not do."""
+# The program the live probe runs confined: it tries each escape and prints one line for each.
+_ESCAPE_PROBE = Path(__file__).with_name("escape_probe.py")
+
+
+def live_probe(
+    root: Path, env: Mapping[str, str], limits: Limits | None = None
+) -> list[ProbeFinding]:
+    """Start a real sandboxed process that tries to get out; report what it could and could not
+    do. A scratch home holds a credential store (with a key) for it to unhide."""
     import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="loopctl-doctor-") as scratch:
+        worktree = Path(scratch) / "worktree"
+        store = Path(scratch) / "home" / ".ssh"
+        worktree.mkdir()
+        store.mkdir(parents=True)
+        (store / "id_probe").write_text("a key the probe must not see\n", encoding="utf-8")
+        box = make_sandbox(root=root, worktree=worktree, limits=limits)
+        probe_env = {**env, "HOME": str(store.parent)}
+        return probe_findings(box, root, probe_env, _home(env), store)
+
+
+def probe_findings(
+    box: Sandbox, root: Path, env: Mapping[str, str], home: Path, store: Path
+) -> list[ProbeFinding]:
+    """Run the escape probe in `box` (its worktree a scratch folder): one finding per escape;
+    `home`'s credential stores and `store` must stay hidden."""
+    import json
 
     from loopctl import process
 
-    with tempfile.TemporaryDirectory(prefix="loopctl-doctor-") as scratch:
-        worktree = Path(scratch)
-        box = make_sandbox(root=root, worktree=worktree)
-        done = process.run(
-            [sys.executable, "-I", "-c", _PROBE_SCRIPT, str(root), str(worktree), str(_home(env))],
-            cwd=worktree,
-            env=env,
-            timeout=60,
-            sandbox=box,
-        )
+    wanted = box.limits.values() if box.limits is not None else {}
+    argv = [sys.executable, "-I", str(_ESCAPE_PROBE), str(root), str(box.worktree)]
+    argv += [str(home), str(store), json.dumps(wanted)]
+    targets = [root / ".loop" / ".doctor-probe-link", home / ".doctor-probe-link"]
+    before = {target for target in targets if os.path.lexists(target)}
+    done = process.run(argv, cwd=box.worktree, env=env, timeout=60, sandbox=box)
+    # What the planted links reached is judged here, on the host: a write that landed in the
+    # sandbox's private /tmp reached nothing.
+    reached = [t for t in targets if t not in before and os.path.lexists(t)]
     findings = []
     for text in done.stdout_tail.splitlines():
         name, _, rest = text.partition(" ")
         verdict, _, detail = rest.partition(" ")
+        if name == "link" and reached:
+            verdict, detail = "FAIL", f"wrote through a planted link to {reached[0]}"
         findings.append(ProbeFinding(name, verdict == "ok", detail))
     if not findings:
         findings.append(

@@ -9,11 +9,12 @@ from loopctl.cli.options import JsonFlag
 
 
 def doctor(json_out: JsonFlag = False) -> None:
-    """Show the sandbox agents run in here: mechanism, what is hidden and writable, a live probe.
+    """Show the sandbox agents run in here: mechanism, what is hidden and writable, which limits
+    hold, and a live probe that tries to get out.
 
     Exits 1 when no sandbox can be set up (and says how to fix it), or the probe finds a hole.
     """
-    from loopctl import sandbox
+    from loopctl import limits, sandbox
     from loopctl.definitions.config import load_config
     from loopctl.definitions.source import Problems
     from loopctl.errors import LoopctlError
@@ -34,10 +35,14 @@ def doctor(json_out: JsonFlag = False) -> None:
             "each task's worktree, its git admin folder and the object store",
             *[entry for entry in report["writable"] if entry != str(root)],  # type: ignore[attr-defined]
         ]
-        findings = sandbox.live_probe(root, env)
+        findings = sandbox.live_probe(root, env, limits.Limits())
     else:
         report["problem"] = why
     report["probe"] = [{"name": f.name, "ok": f.ok, "detail": f.detail} for f in findings]
+    holds = limits.holds(limits.Limits())
+    report["limits"] = [
+        {"name": h.name, "default": h.value, "held": h.held, "how": h.how} for h in holds
+    ]
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -56,6 +61,10 @@ def doctor(json_out: JsonFlag = False) -> None:
                     print(f"{key.replace('_', '-')}:")
                     for value in values:
                         print(f"  {value}")
+            print("limits (defaults; per agent in [sandbox]):")
+            for hold in holds:
+                state = "held    " if hold.held else "NOT HELD"
+                print(f"  {state} {hold.name} {hold.value}: {hold.how}")
             print("live probe:")
             for finding in findings:
                 print(f"  {'ok  ' if finding.ok else 'FAIL'} {finding.name}: {finding.detail}")

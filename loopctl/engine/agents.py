@@ -70,7 +70,7 @@ def run_agent(
         if role == "maker"
         else {},
         skills=tuple(ctx.project.skills.values()),
-        sandbox=sandbox_for(ctx, workspace, agent, state_dir),
+        sandbox=sandbox_for(ctx, workspace, agent, state_dir, role),
         state_dir=state_dir,
         request_approval=lambda summary, evidence: open_item(
             ctx.rec,
@@ -88,6 +88,8 @@ def run_agent(
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
     result = priced(checked(_run_turn(request)), agent, dict(ctx.project.config.prices))
+    if request.sandbox is not None and request.sandbox.reached:
+        result = limit_reached(result, request.sandbox.reached[0])
     if request.sandbox is not None and not ctx.in_place:
         forget_private_objects(ctx.rec, workspace)
         request.sandbox.discard_scratch()
@@ -143,6 +145,18 @@ def _run_turn(request: AgentRequest) -> AgentResult:
         duration_s=0.0,
         text=why,
         extra={"cannot_start": why},
+    )
+
+
+def limit_reached(result: AgentResult, reason: str) -> AgentResult:
+    """The turn ended by a resource limit (loopctl.limits): an error whose reason is the limit,
+    whatever the agent printed as it died."""
+    from dataclasses import replace
+
+    from loopctl.backends import AgentStatus
+
+    return replace(
+        result, status=AgentStatus.ERROR, text=reason, extra={**result.extra, "limit": reason}
     )
 
 

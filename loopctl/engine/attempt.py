@@ -146,6 +146,22 @@ def run_attempt(
             )
             ctx.rec.refresh_projections()
             return
+        limit = maker_result.extra.get("limit")
+        if isinstance(limit, str) and limit:
+            # A resource limit ended the turn: the next attempt would reach it again. Its
+            # worktree and log stay as they are; a human decides (raise the limit, retry).
+            ctx.event(
+                spec.id,
+                EventType.ATTEMPT_FINISHED,
+                attempt=number,
+                verdict=Verdict.FAILED,
+                reason=f"the maker {ctx.maker.name!r}'s turn ended: {limit}"
+                " (raise it in the agent's [sandbox], then `loopctl inbox retry`)",
+                fingerprint=None,
+                fatal=True,
+            )
+            ctx.rec.refresh_projections()
+            return
         unstarted = exec_failure(ctx.maker, maker_result, ctx.paths.root)
         if unstarted is not None:
             # Its program never ran: no check, and no second attempt that would fail alike.

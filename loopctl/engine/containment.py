@@ -13,6 +13,7 @@ from loopctl.engine.context import RunContext
 from loopctl.errors import GitError
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.paths import cache_home, repo_slug
 from loopctl.worktrees import Workspace
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ def sandbox_for(
     workspace: Workspace,
     agent: Agent | None,
     state_dir: Path | None = None,
+    role: str = "maker",
 ) -> Sandbox | None:
-    """The confinement for one agent turn (`agent`) or one check command (None)."""
+    """The confinement for one agent turn (`agent`, as `role`) or one check command (None)."""
     from loopctl import sandbox
 
     if ctx.project.config.sandbox is SandboxMode.OFF:
@@ -73,8 +75,18 @@ def sandbox_for(
         writable=(*(rules.write if rules else ()), *([str(state_dir)] if state_dir else [])),
         readable=rules.read if rules else (),
         objects_layer=objects_layer(state_dir) if state_dir else None,
+        cli_layer=cli_layer(ctx, role) if cli else None,
         network=rules.network if rules else True,
+        # A check runs the maker's code: it gets the maker's limits.
+        limits=(agent or ctx.maker).sandbox.limits,
     )
+
+
+def cli_layer(ctx: RunContext, role: str) -> Path:
+    """Where this loop keeps `role`'s private copy of its CLI's state, across attempts and runs
+    (the sessions it resumes are there): in loopctl's cache, outside the checkout, the worktrees
+    and every other loop's and role's copy (invariant 11)."""
+    return cache_home() / "cli-state" / repo_slug(ctx.paths.root) / ctx.loop.name / role
 
 
 def objects_layer(state_dir: Path) -> Path:

@@ -27,7 +27,7 @@ from loopctl.engine.context import (
 from loopctl.engine.prompts import judge_prompt
 from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
-from loopctl.errors import LoopctlError
+from loopctl.errors import ForeignWorkTree, LoopctlError
 from loopctl.journal.events import EventType
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -376,6 +376,13 @@ def check_turn(
 
     try:
         snapshot = take_snapshot(ctx, spec, workspace)
+    except ForeignWorkTree as exc:
+        # Another tree than the task's (the main checkout, most likely): no attempt can be
+        # checked or committed from it, so the task stops and the inbox says why.
+        why = str(exc)
+        return None, checks.Verdict(
+            False, why, fingerprint(1, why).digest, source="snapshot", fatal=True
+        )
     except LoopctlError as exc:
         why = f"cannot snapshot the worktree: {exc}"
         return None, checks.Verdict(False, why, fingerprint(1, why).digest, source="snapshot")

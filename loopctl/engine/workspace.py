@@ -20,7 +20,7 @@ from loopctl.engine.context import (
     file_hashes,
 )
 from loopctl.engine.snapshot import archive_leftovers, snapshot_seed
-from loopctl.errors import LoopctlError
+from loopctl.errors import ForeignWorkTree, LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
@@ -232,6 +232,10 @@ def reattach(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
     current = git.current_branch(workspace.path)
     if current == workspace.branch:
         return
+    try:
+        git.require_work_tree(workspace.path, "reattach")
+    except ForeignWorkTree:
+        return  # that HEAD is another tree's, not the task's to move; its snapshot is refused
     head = git.head_sha(workspace.path)
     git.point_branch(ctx.paths.root, workspace.branch, head)
     git.switch_branch(workspace.path, workspace.branch)

@@ -227,8 +227,14 @@ def test_doctor_reports_the_mechanism_and_a_passing_live_probe(repo: Path) -> No
         "checkout": True,
         "worktree": True,
         "credentials": True,
+        "umount": True,
+        "link": True,
+        "limits": True,
+        "remount": True,
+        "userns": True,
     }
     assert "every process outside the sandbox" in report["hidden"]
+    assert {limit["name"] for limit in report["limits"]} == {"memory", "pids", "cpu_time", "disk"}
 
 
 def test_loop_definitions_stay_write_protected_when_working_in_place(tmp_path: Path) -> None:

@@ -132,21 +132,44 @@ def test_cli_state_follows_the_agents_environment(tmp_path: Path) -> None:
     assert (home / ".local/share/opencode").is_dir()  # its missing parents made too
 
 
-def test_a_sandboxed_claude_writes_its_state_and_nothing_else_in_home(tmp_path: Path) -> None:
+WRITE_STATE = (
+    "from pathlib import Path\n"
+    "for p in ('.claude/session', '.claude.json', 'other'):\n"
+    "    try:\n        (Path.home() / p).write_text('x'); print(p, 'written')\n"
+    "    except OSError as e:\n        print(p, e.strerror)\n"
+)
+
+
+def test_a_sandboxed_claude_writes_a_private_copy_of_its_state_and_nothing_in_home(
+    tmp_path: Path,
+) -> None:
     root, worktree, home = folders(tmp_path, "repo", "work", "home")
-    box = sandbox.make_sandbox(root=root, worktree=worktree, cli="claude")
-    code = (
-        "from pathlib import Path\n"
-        "for p in ('.claude/session', '.claude.json', 'other'):\n"
-        "    try:\n        (Path.home() / p).write_text('x'); print(p, 'written')\n"
-        "    except OSError as e:\n        print(p, e.strerror)\n"
-    )
+    layer = tmp_path / "layer"
+    box = sandbox.make_sandbox(root=root, worktree=worktree, cli="claude", cli_layer=layer)
     env = {**os.environ, "HOME": str(home)}
     env.pop("CLAUDE_CONFIG_DIR", None)
-    done = run_confined(box, [sys.executable, "-c", code], worktree, env)
+    done = run_confined(box, [sys.executable, "-c", WRITE_STATE], worktree, env)
     assert done.stdout_tail.splitlines() == [
         ".claude/session written",
         ".claude.json written",
+        "other Read-only file system",
+    ], done.output_tail()
+    # The home holds only the empty places the copies were bound at.
+    assert list((home / ".claude").iterdir()) == []
+    assert (home / ".claude.json").read_text() == "{}\n"
+    assert (layer / "home" / ".claude" / "session").read_text() == "x"
+    assert (layer / "home" / ".claude.json").read_text() == "x"
+
+
+def test_without_a_private_layer_the_cli_state_is_read_only(tmp_path: Path) -> None:
+    root, worktree, home = folders(tmp_path, "repo", "work", "home")
+    box = sandbox.make_sandbox(root=root, worktree=worktree, cli="claude")
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    done = run_confined(box, [sys.executable, "-c", WRITE_STATE], worktree, env)
+    assert done.stdout_tail.splitlines() == [
+        ".claude/session Read-only file system",
+        ".claude.json Read-only file system",
         "other Read-only file system",
     ], done.output_tail()
 
@@ -331,6 +354,8 @@ def test_a_probe_that_cannot_start_is_one_failing_finding(
     root, home = folders(tmp_path, "repo", "home")
     (home / ".aws").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(home / ".aws"))
+    # loopctl's own HOME, as for `doctor`: the probe itself runs with a scratch home.
+    monkeypatch.setenv("HOME", str(home))
     env = {"HOME": str(home), "PATH": os.environ.get("PATH", "")}
     findings = sandbox.live_probe(root, env)
     assert len(findings) == 1

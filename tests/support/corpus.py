@@ -16,11 +16,13 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from support.repos import commit_all, git
+from support.cli import run_loopctl
+from support.repos import commit_all, git, toml_value, write_agent, write_config, write_loop
 
 # Read at import, before any test swaps HOME for its own.
 REAL_HOME = Path.home()
@@ -130,3 +132,142 @@ def replace_in(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{path} no longer contains {old!r}: the corpus pin changed"
     path.write_text(text.replace(old, new, 1))
+
+
+# --- the projects, and each made into a user's checkout ---------------------------------------
+
+PYTEST = (".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider")
+JEST = ("npx", "--no", "jest")
+TIMEOUT = 280  # a Node run copies node_modules into its worktree and runs jest twice
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """A one-line change: `old` becomes `new` in `path`."""
+
+    path: str
+    old: str
+    new: str
+
+    def undone(self) -> Edit:
+        return Edit(self.path, self.new, self.old)
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    name: str
+    kind: str  # "src" (editable install) | "flat" | "node"
+    bug: Edit  # what the test injects; its undoing is the fix
+    weakening: Edit  # what a cheating maker does to the test the bug fails, instead
+    check: tuple[str, ...]  # the project's test command, as a user writes it
+
+
+PROJECTS = {
+    "humanize": Project(
+        "humanize",
+        "src",
+        Edit(
+            "src/humanize/filesize.py",
+            "if abs_bytes == 1 and not gnu:",
+            "if abs_bytes == 0 and not gnu:",
+        ),
+        Edit(
+            "tests/test_filesize.py",
+            '([1, False, False], "1 Byte"),',
+            '([1, False, False], "1 Bytes"),',
+        ),
+        PYTEST,
+    ),
+    "more-itertools": Project(
+        "more-itertools",
+        "flat",
+        Edit(
+            "more_itertools/more.py",
+            "    return default\n\n\ndef last(",
+            "    return None\n\n\ndef last(",
+        ),
+        Edit(
+            "tests/test_more.py",
+            "self.assertEqual(mi.first([], 'boo'), 'boo')",
+            "self.assertEqual(mi.first([], 'boo'), None)",
+        ),
+        PYTEST,
+    ),
+    "ts-dedent": Project(
+        "ts-dedent",
+        "node",
+        Edit(
+            "src/index.ts",
+            "const endentation = endentations ? endentations[1] : ''",
+            "const endentation = ''",
+        ),
+        Edit(
+            "src/__tests__/issue-21.spec.ts",
+            "expect(a).toEqual(expected);",
+            "expect(a).toEqual(a);",
+        ),
+        JEST,
+    ),
+}
+
+
+@dataclass
+class Checkout:
+    project: Project
+    repo: Path
+
+    def run(self, *args: str) -> tuple[int, str]:
+        """loopctl as a real process in the checkout: (exit code, what it printed)."""
+        done = run_loopctl(self.repo, *args, timeout=TIMEOUT + 60)
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode, done.stdout + done.stderr
+
+    def file(self, path: str) -> str:
+        return (self.repo / path).read_text()
+
+    def on_branch(self, branch: str, path: str) -> str:
+        return git(self.repo, "show", f"{branch}:{path}")
+
+    def task_branches(self) -> list[str]:
+        out = git(self.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/loop/")
+        return out.split()
+
+
+def make_checkout(name: str, folder: Path) -> Checkout:
+    """The project as published, set up as its README says, with the loopctl files a user adds
+    committed on top, then the bug committed as the newest commit on main."""
+    project = PROJECTS[name]
+    repo = checkout(name, folder)
+    ignore(repo, ".venv/", "node_modules/", "__pycache__/")
+    if project.kind == "node":
+        node_modules(repo)
+    else:
+        python_venv(repo, editable=project.kind == "src")
+    commit(repo, f"{name} as published")
+    replace_in(repo / project.bug.path, project.bug.old, project.bug.new)
+    commit(repo, "a one-line bug")
+    return Checkout(project, repo)
+
+
+def configure(
+    co: Checkout,
+    maker: Edit | None,
+    *,
+    conditions: dict[str, tuple[str, ...]] | None = None,
+    loop: str | None = None,
+) -> None:
+    """The maker (a scripted agent making `maker`, or one that fails when None), the config,
+    and for the Node project (or a `[checker]` test) a loop, committed as the user would."""
+    if maker is None:
+        write_agent(co.repo, "maker", "fails.py")
+    else:
+        write_agent(co.repo, "maker", "replaces_text.py", maker.path, maker.old, maker.new)
+    config = 'version = 1\n\n[defaults]\nmaker = "maker"\n'
+    if conditions:
+        config += "\n[conditions]\n" + "".join(
+            f"{toml_value(k)} = {toml_value(list(v))}\n" for k, v in conditions.items()
+        )
+    write_config(co.repo, config)
+    if loop is not None:
+        write_loop(co.repo, "green", loop)
+    commit(co.repo, "loopctl's files")

@@ -1,0 +1,198 @@
+"""The program `loopctl doctor` runs inside a real sandbox: it tries to get out, as an agent would.
+
+A child program, never imported: it runs under `python -I` with the standard library only.
+argv: ROOT WORKTREE HOME STORE LIMITS, where STORE is a credential store loopctl hid for this
+probe (a key file inside) and LIMITS the rlimits it should find, as JSON. Each finding is one
+line `name ok|FAIL detail`; a FAIL means that escape worked.
+
+The escapes are those a process holding a capability, or a kernel door it should not have, can
+take (issue 24): unmount what hides a credential store and read under it, remount a read-only
+place writable, create a user namespace (in which every capability is back), and write through
+a link planted in the worktree to a place outside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+
+MNT_DETACH = 2
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND = 32, 4096
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+CLONE_NEWUSER = 0x10000000
+_FLAGS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+}
+_RLIMITS = {
+    "memory": resource.RLIMIT_DATA,
+    "pids": resource.RLIMIT_NPROC,
+    "cpu_time": resource.RLIMIT_CPU,
+    "disk": resource.RLIMIT_FSIZE,
+}
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def line(name: str, ok: bool, detail: str) -> None:
+    print(name, "ok" if ok else "FAIL", detail, flush=True)
+
+
+def why() -> str:
+    return errno.errorcode.get(ctypes.get_errno(), "?")
+
+
+def processes() -> None:
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    line("processes", len(pids) < 10, f"{len(pids)} processes visible (only the sandbox's own)")
+
+
+def checkout(root: Path) -> None:
+    try:
+        (root / ".loop" / ".doctor-probe").write_text("x")
+        line("checkout", False, f"wrote {root / '.loop'}")
+    except OSError as exc:
+        line("checkout", True, f"{root / '.loop'} is read-only ({exc.strerror})")
+
+
+def worktree(place: Path) -> None:
+    try:
+        (place / "probe").write_text("x")
+        line("worktree", True, f"{place} is writable")
+    except OSError as exc:
+        line("worktree", False, f"cannot write the worktree: {exc.strerror}")
+
+
+def credentials(home: Path) -> None:
+    ssh = home / ".ssh"
+    try:
+        shown = os.listdir(ssh) if ssh.is_dir() else []
+        line("credentials", not shown, f"{ssh}: {len(shown)} entries visible")
+    except OSError as exc:
+        line("credentials", True, f"{ssh}: {exc.strerror}")
+
+
+def umount(store: Path) -> None:
+    done = libc.umount2(str(store).encode(), MNT_DETACH)
+    refused = why()
+    try:
+        shown = sorted(entry.name for entry in store.iterdir())
+    except OSError:
+        shown = []
+    if done == 0 or shown:
+        line("umount", False, f"unmounted what hides {store} and saw {len(shown)} entries")
+    else:
+        line("umount", True, f"umount of the hidden {store} refused ({refused})")
+
+
+def mounts() -> list[tuple[str, int]]:
+    found = []
+    for text in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = text.split()
+        point = fields[4].encode().decode("unicode_escape")
+        flags = sum(_FLAGS.get(option, 0) for option in fields[5].split(","))
+        found.append((point, flags))
+    return found
+
+
+def remount(root: Path) -> None:
+    """Every mount made writable again (its other flags kept): the checkout's among them."""
+    worked = []
+    for point, flags in mounts():
+        done = libc.mount(b"none", point.encode(), None, MS_REMOUNT | MS_BIND | flags, None)
+        if done == 0:
+            worked.append(point)
+    if worked:
+        line("remount", False, f"remounted {len(worked)} mounts writable, {worked[0]} first")
+        return
+    try:
+        (root / ".loop" / ".doctor-probe").write_text("x")
+        line("remount", False, f"remount refused, yet {root / '.loop'} took a write")
+    except OSError:
+        line("remount", True, "remount of every mount refused; the checkout stays read-only")
+
+
+def userns() -> None:
+    """unshare(CLONE_NEWUSER) in a child, so that this process keeps its own namespace."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if libc.unshare(CLONE_NEWUSER) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        line("userns", False, "created a user namespace (every capability, inside it)")
+    else:
+        line("userns", True, "no user namespace can be created")
+
+
+def planted_link(root: Path, place: Path, home: Path) -> None:
+    """Links in the worktree to places outside it, written through. What a symlink reaches
+    the host checks afterwards (a write may land in the private /tmp, which is no escape); a
+    hard link to the user's file is judged here."""
+    for number, target in enumerate(link_targets(root, home)):
+        link = place / f"planted-{number}"
+        with contextlib.suppress(OSError):
+            link.symlink_to(target)
+        with contextlib.suppress(OSError):
+            fd = os.open(link, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.close(fd)
+    victim = next((p for p in sorted(root.iterdir()) if p.is_file()), None)
+    if victim is not None:
+        hard = place / "planted-hard"
+        try:
+            os.link(victim, hard)
+            # Opened, never written: a hole is shown without touching the user's file.
+            os.close(os.open(hard, os.O_WRONLY | os.O_APPEND))
+        except OSError as exc:
+            line("link", True, f"a hard link to {victim} refused ({exc.strerror})")
+            return
+        line("link", False, f"opened {victim} for writing through a hard link")
+        return
+    line("link", True, "no file in the checkout to link to")
+
+
+def link_targets(root: Path, home: Path) -> list[Path]:
+    """Where the planted links point: in the checkout and in the user's home."""
+    return [root / ".loop" / ".doctor-probe-link", home / ".doctor-probe-link"]
+
+
+def limits(wanted: dict[str, int]) -> None:
+    missing = []
+    for name, value in wanted.items():
+        soft, _ = resource.getrlimit(_RLIMITS[name])
+        # pids: an ordinary user's ceiling is the tasks it already runs plus the limit.
+        if soft == resource.RLIM_INFINITY or (name != "pids" and soft > value):
+            missing.append(name)
+    if missing:
+        line("limits", False, f"not in place: {', '.join(missing)}")
+    else:
+        shown = ", ".join(wanted) or "none configured"
+        line("limits", True, f"rlimits in place: {shown}")
+
+
+def main() -> None:
+    root, place, home, store = (Path(arg) for arg in sys.argv[1:5])
+    wanted = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+    processes()
+    checkout(root)
+    worktree(place)
+    credentials(home)
+    umount(store)
+    planted_link(root, place, home)
+    limits(wanted)
+    remount(root)  # late: once a mount is writable, the checks after it would see it so
+    userns()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""`loopctl doctor`'s live probe tries the escapes a hostile agent would (issue 24, item 7).
+
+Inside a real sandbox the probe (loopctl/escape_probe.py) unmounts what hides a credential
+store, remounts every mount writable, creates a user namespace and writes through links planted
+in its worktree. With the sandbox as loopctl builds it every finding is `ok`, as root and as an
+unprivileged user. The canaries switch one defence off and show the probe sees the hole: as root
+without `--cap-drop ALL` and `--disable-userns` the umount, the remount and the user namespace
+work; with the checkout writable the planted link writes through; and `doctor` then exits 1
+with one clear line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.accounts import as_user, give_to, unprivileged_python
+from support.cli import invoke
+from support.repos import git
+
+from loopctl import limits, sandbox
+from loopctl.secrets import build_env
+
+PY = sys.executable
+ESCAPES = ("umount", "link", "remount", "userns")
+
+pytestmark = pytest.mark.skipif(
+    sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
+)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="loopctl-escape-"))
+    folder.chmod(0o755)
+    root = folder / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "notes.txt").write_text("the user's notes\n")
+    (root / ".loop").mkdir()
+    (folder / "home" / ".ssh").mkdir(parents=True)
+    (folder / "home" / ".ssh" / "id_ed25519").write_text("KEY\n")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def findings(box: sandbox.Sandbox, base: Path) -> dict[str, bool]:
+    env = {**build_env(allow=()), "HOME": str(base / "home")}
+    store = base / "home" / ".ssh"
+    found = sandbox.probe_findings(box, base / "repo", env, base / "home", store)
+    return {f.name: f.ok for f in found}
+
+
+def scratch(base: Path) -> Path:
+    worktree = base / "worktree"
+    worktree.mkdir(exist_ok=True)
+    return worktree
+
+
+def test_every_escape_fails_in_the_sandbox_as_built(base: Path) -> None:
+    box = sandbox.make_sandbox(root=base / "repo", worktree=scratch(base), limits=limits.Limits())
+    found = findings(box, base)
+    assert all(found.values()), found
+    assert set(ESCAPES) <= set(found)
+    assert (base / "repo" / "notes.txt").read_text() == "the user's notes\n"
+    assert not list((base / "repo" / ".loop").iterdir())
+
+
+def test_canary_without_the_hardening_root_unmounts_remounts_and_unshares(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("capabilities are kept only by a root caller")
+    monkeypatch.setattr(sandbox, "HARDENING", ())
+    box = sandbox.make_sandbox(root=base / "repo", worktree=scratch(base))
+    found = findings(dataclasses.replace(box, disable_userns=False), base)
+    assert found["umount"] is False, found
+    assert found["remount"] is False, found
+    assert found["userns"] is False, found
+
+
+def test_canary_a_writable_checkout_lets_the_planted_link_write(base: Path) -> None:
+    root = base / "repo"
+    box = sandbox.make_sandbox(root=root, worktree=scratch(base), writable=[str(root)])
+    found = findings(box, base)
+    assert found["link"] is False, found
+    assert (root / ".loop" / ".doctor-probe-link").exists()
+
+
+def test_doctor_fails_with_one_line_when_an_escape_works(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("capabilities are kept only by a root caller")
+    monkeypatch.setattr(sandbox, "HARDENING", ())
+    monkeypatch.setattr(sandbox, "knows_disable_userns", lambda program: False)
+    monkeypatch.setenv("HOME", str(base / "home"))
+    result = invoke(monkeypatch, base / "repo", "doctor")
+    assert result.exit_code == 1, result.output
+    assert "FAIL umount" in result.output
+    assert "the sandbox probe found a hole" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_as_an_unprivileged_user_every_escape_fails(base: Path) -> None:
+    runtime = unprivileged_python()
+    if runtime is None:
+        pytest.skip("needs root and an interpreter the account `nobody` can run")
+    python, pythonpath = runtime
+    give_to("nobody", base)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(base / "home"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        **({"PYTHONPATH": pythonpath} if pythonpath else {}),
+    }
+    done = subprocess.run(
+        [python, "-m", "loopctl", "doctor", "--json"], cwd=base / "repo", env=env,
+        capture_output=True, text=True, timeout=300, check=False, **as_user("nobody"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)["doctor"]
+    found = {f["name"]: f["ok"] for f in report["probe"]}
+    assert all(found.values()), found
+    assert set(ESCAPES) <= set(found), found
+    held = {h["name"]: h["held"] for h in report["limits"]}
+    assert held["pids"] is True  # RLIMIT_NPROC holds for an ordinary user
