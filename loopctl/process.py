@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from loopctl import limits
+from loopctl import limits, syscall_filter
 from loopctl.errors import LoopctlError
 from loopctl.secrets import Redactor
 
@@ -386,10 +386,6 @@ def run(
     if not cwd.is_dir():
         raise LoopctlError(f"working directory does not exist: {cwd}")
     executable = _resolve(args[0], cwd, env)
-    launch = args
-    if sandbox is not None:
-        executable, wrapped, env = sandbox.wrap(args, executable, cwd, env)
-        launch = tuple(wrapped)
     rules = sandbox.limits if sandbox is not None and sandbox.limits is not None else None
     # Computed here, so that the child only calls setrlimit between fork and exec.
     pairs = limits.rlimits(rules) if rules is not None and rules.any else []
@@ -399,7 +395,10 @@ def run(
     payload = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     shown = tuple(active.redact(arg) for arg in args) if active is not None else args
 
+    executable, launch, env, filter_fd = _confine(sandbox, args, executable, cwd, env)
     with contextlib.ExitStack() as stack:
+        if filter_fd is not None:
+            stack.callback(os.close, filter_fd)
         out_sink, err_sink = _open_sinks(stack, stdout_path, stderr_path)
         # Made before the program starts: nothing that can fail may sit between Popen and the
         # try block that guarantees the group is killed.
@@ -418,6 +417,7 @@ def run(
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=() if filter_fd is None else (filter_fd,),
                 preexec_fn=preexec,
             )
         except (FileNotFoundError, PermissionError) as exc:
@@ -504,6 +504,31 @@ def run(
         stderr_tail=captures[1].tail(),
         limit=reached,
     )
+
+
+def _confine(
+    sandbox: Sandbox | None,
+    args: tuple[str, ...],
+    executable: str,
+    cwd: Path,
+    env: Mapping[str, str],
+) -> tuple[str, tuple[str, ...], Mapping[str, str], int | None]:
+    """(program, argv, environment, filter descriptor) that run `args` in `sandbox`.
+
+    The descriptor holds the seccomp filter bwrap loads (`--seccomp`): one of its own per
+    start, inherited by bwrap, closed by the caller once the program has started."""
+    if sandbox is None:
+        return executable, args, env, None
+    fd = None
+    if sandbox.mechanism == "bwrap" and sandbox.syscall_filter:
+        fd = syscall_filter.open_program(sandbox.nested_userns)
+    try:
+        program, wrapped, inner = sandbox.wrap(args, executable, cwd, env, seccomp_fd=fd)
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    return program, tuple(wrapped), inner, fd
 
 
 def _join_readers(readers: list[threading.Thread], wake_write: int) -> None:

@@ -171,13 +171,23 @@ class Sandbox:
     disable_userns: bool = True  # this bwrap knows `--disable-userns` (0.8 and later)
     # Resource limits of every process started in it (loopctl.limits); None: none applied.
     limits: Limits | None = None
+    # Whether bwrap loads loopctl's seccomp filter (loopctl.syscall_filter) where libseccomp
+    # is available; off only in tests that show what the filter stops.
+    syscall_filter: bool = True
     # The limits its processes reached, appended by `process.run`: the turn's end reason.
     reached: list[str] = field(default_factory=list, compare=False)
 
     def wrap(
-        self, argv: Sequence[str], executable: str, cwd: Path, env: Mapping[str, str]
+        self,
+        argv: Sequence[str],
+        executable: str,
+        cwd: Path,
+        env: Mapping[str, str],
+        seccomp_fd: int | None = None,
     ) -> tuple[str, list[str], dict[str, str]]:
-        """The program to start, its argv and its environment, so that `argv` runs confined."""
+        """The program to start, its argv and its environment, so that `argv` runs confined.
+
+        `seccomp_fd` (from `syscall_filter.open_program`, inherited by bwrap) loads the filter."""
         inner_env = dict(env)
         # The host's TMPDIR is hidden behind the private /tmp; point tools at the private one.
         inner_env["TMPDIR"] = "/tmp"
@@ -190,6 +200,7 @@ class Sandbox:
             [
                 self.program,
                 *self.bwrap_args(cwd, env, executable, argv[1:]),
+                *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
                 "--",
                 executable,
                 *argv[1:],
@@ -471,7 +482,11 @@ def _installed(executable: str, env: Mapping[str, str]) -> list[Path]:
 
 def _install_root(path: Path) -> Path:
     """The folder an installed file belongs to: the nearest one holding a package marker,
-    else its own folder; the file alone when that folder is a temp root."""
+    else its own folder; the file alone when that folder is a temp root. Inside a Node tree it
+    is the outermost `node_modules`: a package finds its dependencies in any `node_modules`
+    above it (Codex's launcher its platform binary, a sibling package)."""
+    if "node_modules" in path.parts[:-1]:
+        return Path(*path.parts[: path.parts.index("node_modules") + 1])
     for folder in path.parents:
         if str(folder) in PRIVATE_TMP or folder == folder.parent:
             break

@@ -14,7 +14,7 @@ def doctor(json_out: JsonFlag = False) -> None:
 
     Exits 1 when no sandbox can be set up (and says how to fix it), or the probe finds a hole.
     """
-    from loopctl import limits, sandbox
+    from loopctl import limits, sandbox, syscall_filter
     from loopctl.definitions.config import load_config
     from loopctl.definitions.source import Problems
     from loopctl.errors import LoopctlError
@@ -36,6 +36,8 @@ def doctor(json_out: JsonFlag = False) -> None:
             *[entry for entry in report["writable"] if entry != str(root)],  # type: ignore[attr-defined]
         ]
         findings = sandbox.live_probe(root, env, limits.Limits())
+        missing = syscall_filter.unavailable() if mechanism == "bwrap" else "not bwrap"
+        report["syscall_filter"] = {"loaded": not missing, "why_not": missing}
     else:
         report["problem"] = why
     report["probe"] = [{"name": f.name, "ok": f.ok, "detail": f.detail} for f in findings]
@@ -55,6 +57,8 @@ def doctor(json_out: JsonFlag = False) -> None:
             print(f"mechanism:    {mechanism} ({program})")
             network = "on" if report.get("network") else "off"
             print(f"network:      {network} (per agent: [sandbox] network = false cuts it)")
+            if mechanism == "bwrap":
+                print(f"seccomp:      {_filter_line(syscall_filter.unavailable())}")
             for key in ("writable", "read_only", "hidden"):
                 values = report.get(key)
                 if isinstance(values, list):
@@ -73,6 +77,12 @@ def doctor(json_out: JsonFlag = False) -> None:
     if not findings or not all(f.ok for f in findings):
         raise LoopctlError("the sandbox probe found a hole: see above")
     raise typer.Exit(0)
+
+
+def _filter_line(missing: str) -> str:
+    if missing:
+        return f"NO FILTER: {missing}; agents run without it"
+    return "loaded (mount, unshare, ptrace attach, keyctl, bpf, TIOCSTI... refused: EPERM)"
 
 
 def register(app: typer.Typer) -> None:

@@ -264,7 +264,12 @@ def build_preview(
         sandbox_mode=rec.project.config.sandbox.value,
         tasks=tuple(tasks),
         problems=tuple(dict.fromkeys(problems)),
-        imports=_imports(rec, check_commands(ctx), Path(tasks[0].worktree) if tasks else None),
+        imports=_imports(
+            rec,
+            check_commands(ctx),
+            Path(tasks[0].worktree) if tasks else None,
+            setup=bool(loop.worktree.setup) and not in_place,
+        ),
         warnings=validate_warnings(rec),
     )
 
@@ -279,10 +284,12 @@ def validate_warnings(rec: Recorder) -> tuple[str, ...]:
 
 
 def _imports(
-    rec: Recorder, commands: Sequence[Sequence[str]], worktree: Path | None
+    rec: Recorder, commands: Sequence[Sequence[str]], worktree: Path | None, *, setup: bool
 ) -> tuple[str, ...]:
     """For each check, which source tree its Python imports the project from, when an
-    editable install or PYTHONPATH points into the main checkout (and the override used)."""
+    editable install or PYTHONPATH points into the main checkout (and the override used);
+    for a Node check, where its node_modules resolves the workspace packages."""
+    from loopctl import node_links
     from loopctl.checks.import_roots import checkout_program, describe, import_roots
 
     root = rec.paths.root
@@ -293,5 +300,9 @@ def _imports(
         program = checkout_program(argv, root, where)
         line = describe(import_roots(program, root, where, env), root, where)
         if line is not None and line not in lines:
+            lines.append(line)
+    if worktree != root and any(node_links.is_node_command(argv, root) for argv in commands):
+        line = node_links.describe(root, setup=setup)
+        if line is not None:
             lines.append(line)
     return tuple(lines)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopctl import warm, worktree_pool
+from loopctl import node_links, warm, worktree_pool
 from loopctl.engine.context import RunContext
 from loopctl.journal.events import EventType
 from loopctl.journal.warmth import WORKSPACE_READY
@@ -96,6 +96,9 @@ def setup(
         last_setup_s=recycled.setup_s if recycled is not None else 0.0,
         run_setup=run_setup,
     )
+    # After setup (a node_modules it made is kept) and before the pool records the preserved
+    # folders as ready (so a linked node_modules counts as intact, not as touched).
+    linked = link_node_modules(ctx, spec, workspace)
     setup_s = outcome.setup_s if outcome.decision == warm.Decision.RAN else outcome.saved_s
     worktree_pool.mark_ready(
         ctx.paths.root,
@@ -110,6 +113,7 @@ def setup(
         digests=recycled.digests
         if recycled is not None
         and not loop.worktree.copy
+        and not linked
         and outcome.decision in (warm.Decision.SKIPPED, warm.Decision.NONE)
         else None,
     )
@@ -139,6 +143,27 @@ def setup(
         saved_s=round(pool_saved + outcome.saved_s, 4),
         **setup_note,
     )
+
+
+def link_node_modules(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> bool:
+    """Give the worktree its own `node_modules` linked to the checkout's, with its workspace
+    packages its own (`loopctl.node_links`); noted when one was built."""
+    try:
+        built = ()
+    except OSError as exc:  # a check then finds no packages, and says so; the run goes on
+        ctx.event(spec.id, EventType.NOTE, what="node_modules_not_linked", reason=str(exc))
+        return False
+    if built:
+        ctx.event(
+            spec.id,
+            EventType.NOTE,
+            what="node_modules_linked",
+            folders=[folder.relative for folder in built],
+            workspace_links=sorted(
+                {f"{f.relative}/{link.name}" for f in built for link in f.workspace}
+            ),
+        )
+    return bool(built)
 
 
 def retire(ctx: RunContext, workspace: Workspace) -> None:

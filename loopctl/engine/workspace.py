@@ -65,7 +65,9 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
         # the worktree's git dir is writable by the agent, so it is never trusted).
         with worktree_lock(ctx.rec):
             workspace = ensure_worktree(root, worktree_root, ctx.loop.name, spec.id, view.base_sha)
-        return replace(workspace, base_sha=view.base_sha)
+        workspace = replace(workspace, base_sha=view.base_sha)
+        warming.link_node_modules(ctx, spec, workspace)  # a run killed before it was built
+        return workspace
     base_sha = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
     with worktree_lock(ctx.rec):
         known = retire_previous(ctx, spec, worktree_root, base_sha)

@@ -12,14 +12,19 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.journal import events
 from support.model_server import secret_digest
+from support.real_cli_scripts import PEEK
 from support.real_clis import (
     API_KEY,
     CLIS,
@@ -27,6 +32,9 @@ from support.real_clis import (
     Sandbox,
     SealedRun,
     cli_environment,
+    clis_folder,
+    copy_tree,
+    install_copy,
     make_sandbox,
     require_cli,
     run_sealed,
@@ -111,6 +119,98 @@ def test_goal_with_the_real_cli_fixes_calc_and_accounts_for_it(repo: Path, name:
         # stdin is /dev/null: Claude Code did not wait for input that never comes.
         err = next((repo / ".loop" / "runs").rglob("maker.err")).read_text()
         assert "no stdin data received" not in err
+
+
+# --- a home and the CLIs under /tmp (issue 24, item 6) ------------------------------------------
+# Containers run with an arbitrary uid often have HOME=/tmp or one below it, and the CLIs are
+# installed there. The sandbox's /tmp is private: it must put back the CLI's install folders
+# (npm packages, aider's venv), not the rest of the host's /tmp.
+
+SIBLING_SECRET = "a sibling in the host's /tmp, not for the agent"
+
+
+@dataclass
+class TmpHome:
+    home: Path
+    clis_bin: Path
+    siblings: list[Path]  # beside the install, and directly in /tmp: hidden from the agent
+
+
+@pytest.fixture(scope="session")
+def clis_linkable_from_tmp() -> Iterator[Path]:
+    """The installed CLIs, where /tmp can hard-link them from: the install itself when it
+    shares /tmp's file system, else a real copy made once for the session."""
+    installed = clis_folder()
+    if not (installed / "bin").is_dir():
+        require_cli("claude")  # skips, or fails under LOOPCTL_REQUIRE_REAL_CLIS=1
+        reason = f"no install of scripts/install-agent-clis at {installed} to copy under /tmp"
+        if os.environ.get("LOOPCTL_REQUIRE_REAL_CLIS") == "1":
+            pytest.fail(reason + " (LOOPCTL_REQUIRE_REAL_CLIS=1)")
+        pytest.skip(reason)
+    if installed.stat().st_dev == Path("/tmp").stat().st_dev:
+        yield installed
+        return
+    cache = Path(tempfile.mkdtemp(prefix="loopctl-clis-", dir="/tmp"))
+    try:
+        copy_tree(installed, cache / "agent-clis")
+        yield cache / "agent-clis"
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_home(clis_linkable_from_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TmpHome]:
+    """HOME a folder directly under /tmp, the CLIs installed beside it (so only what the
+    sandbox finds from the program puts them back, as with HOME=/tmp itself)."""
+    base = Path(tempfile.mkdtemp(prefix="loopctl-tmphome-", dir="/tmp"))
+    sibling = Path(tempfile.mkstemp(prefix="loopctl-sibling-", dir="/tmp")[1])
+    try:
+        home = base / "home"
+        home.mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.setenv("LOOPCTL_HOME", str(home / ".loopctl"))
+        for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+            monkeypatch.setenv(name, str(home / name.lower()))
+        # Only the copy is on PATH: the test runs the CLIs under /tmp, not the user's install.
+        original = str(clis_folder())
+        kept = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(original)]
+        monkeypatch.setenv("PATH", os.pathsep.join(kept))
+        clis_bin = install_copy(clis_linkable_from_tmp, base / "agent-clis")
+        beside = base / "secret.txt"
+        for secret in (beside, sibling):
+            secret.write_text(SIBLING_SECRET + "\n")
+        yield TmpHome(home, clis_bin, [beside, sibling])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        sibling.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("name", CLIS)
+def test_goal_with_the_real_cli_installed_under_tmp_and_home_under_tmp(
+    repo: Path, name: str, tmp_home: TmpHome
+) -> None:
+    box = make_sandbox(tmp_home.clis_bin)
+    assert box.home == tmp_home.home
+    env = cli_environment(name, box, **{PEEK: ":".join(map(str, tmp_home.siblings))})
+    project(repo, name, box)
+
+    # Codex first `cat`s the siblings through its shell tool; the others just fix.
+    run = run_sealed(repo, box, env, "goal", "tests green", script="peek_then_fix")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+    assert branch_files(repo, GOAL_BRANCH) == ["calc.py"]
+    (maker,) = finished_makers(repo)
+    assert (maker["backend"], maker["status"]) == (name, "ok")
+    assert maker["session_id"]
+    # The rest of the host's /tmp stayed hidden: the files are there, the agent never saw them.
+    assert all(sibling.read_text().startswith(SIBLING_SECRET) for sibling in tmp_home.siblings)
+    assert all(SIBLING_SECRET not in json.dumps(p["body"]) for p in run.posts())
+    if name == "codex":
+        peeked = next(r for q in run.model_requests() for r in q.tool_results)
+        for sibling in tmp_home.siblings:
+            assert f"{sibling}: No such file or directory" in peeked, peeked
 
 
 @pytest.mark.parametrize("name", CLIS)

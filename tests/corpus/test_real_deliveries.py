@@ -74,8 +74,15 @@ def pushes_received(remote: Path, ref: str) -> int:
 
 
 def counts(co: Checkout) -> dict[str, int]:
-    """What a tick costs, from the log: agent turns, checks run, commits made, gated actions."""
-    kinds = ("agent_started", "baseline_checked", "check_finished", "commit_created", "action_started")
+    """What the ticks cost so far, from the log: agent turns, suite runs on the base and on
+    attempts, commits made, delivery steps started."""
+    kinds = (
+        "agent_started",
+        "baseline_checked",
+        "check_finished",
+        "commit_created",
+        "action_started",
+    )
     return {kind: len(events(co.repo, kind)) for kind in kinds}
 
 
@@ -170,6 +177,7 @@ def test_the_operators_commits_on_main_during_and_between_runs_are_not_tampering
     assert finished.data["status"] == "done"
 
     operator_commits(co, "written between two runs")
+    # `release` is still there: this turn makes its fix and ends without waiting.
     second = run_loopctl(co.repo, "goal", "tests green", "--max-iterations", "1", timeout=TIMEOUT)
 
     assert_clean_exit(second, 0)

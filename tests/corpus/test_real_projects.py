@@ -10,9 +10,10 @@ makes from the pinned lockfile). On it, as real processes: a one-line bug is com
 - a scripted maker that weakens the failing test, checked through each kind of custom check
   (`--check`, a `[conditions]` entry, a loop's `[checker] command`) → refused.
 
-loopctl's `goal` has no worktree setup, so the Node project runs as a loop (`run --once`) whose
-`[worktree] setup` gives each worktree its `node_modules` (tests/support/corpus.py says why it
-copies the checkout's rather than running `npm ci`).
+The Node project runs as a user runs it, with `goal` and no `[worktree] setup`: loopctl gives
+each worktree a `node_modules` linked to the checkout's (loopctl/node_links.py). Its condition
+is a `[conditions]` entry, as the project's own `npm test` starts with a lint step (`pretest`)
+whose tools the corpus leaves out.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from support.corpus import (
     make_checkout,
     replace_in,
     work_folder,
-    worktree_setup,
 )
 from support.journal import events
 from support.repos import git, toml_value, write_agent
@@ -44,7 +44,7 @@ def real(request: pytest.FixtureRequest) -> Iterator[Checkout]:
 
 
 def loop_file(co: Checkout, *, goal: str | None = None, checker: tuple[str, ...] = ()) -> str:
-    """A loop with one task; the Node project's worktrees get their `node_modules`."""
+    """A loop with one task."""
     text = 'prompt = "Make the test suite pass."\n'
     if goal is not None:
         text += f"goal = {toml_value(goal)}\n"
@@ -52,29 +52,18 @@ def loop_file(co: Checkout, *, goal: str | None = None, checker: tuple[str, ...]
     text += "\n[budget]\nmax_iterations = 1\n"
     if checker:
         text += f"\n[checker]\ncommand = {toml_value(list(checker))}\n"
-    if co.project.kind == "node":
-        text += f"\n[worktree]\nsetup = [{toml_value(worktree_setup(co.repo))}]\n"
     return text
 
 
 def goal_args(co: Checkout) -> list[str]:
-    """`goal "tests green"` (Python: the built-in detection) or the Node loop's single run."""
-    if co.project.kind == "node":
-        return ["run", "green", "--once"]
+    """`goal "tests green"`: the built-in detection (Python) or a `[conditions]` entry (Node)."""
     return ["goal", "tests green", "--max-iterations", "1"]
 
 
 def test_a_bug_fixed_in_the_worktree_is_done_and_committed(real: Checkout) -> None:
     bug = real.project.bug
-    if real.project.kind == "node":
-        configure(
-            real,
-            bug.undone(),
-            conditions={"tests green": JEST},
-            loop=loop_file(real, goal="tests green"),
-        )
-    else:
-        configure(real, bug.undone())
+    node = real.project.kind == "node"
+    configure(real, bug.undone(), conditions={"tests green": JEST} if node else None)
 
     code, out = real.run(*goal_args(real))
 
@@ -89,12 +78,8 @@ def test_a_bug_fixed_in_the_worktree_is_done_and_committed(real: Checkout) -> No
 
 def test_a_broken_base_fixed_only_in_the_checkout_does_not_already_hold(real: Checkout) -> None:
     bug = real.project.bug
-    if real.project.kind == "node":
-        configure(
-            real, None, conditions={"tests green": JEST}, loop=loop_file(real, goal="tests green")
-        )
-    else:
-        configure(real, None)
+    node = real.project.kind == "node"
+    configure(real, None, conditions={"tests green": JEST} if node else None)
     # The user's fix, not committed: the main checkout's files pass, the base does not.
     replace_in(real.repo / bug.path, bug.new, bug.old)
 
@@ -125,16 +110,12 @@ def test_weakening_the_failing_test_is_refused_through_each_custom_check(
         co = make_checkout(name, folder)
         weakening = co.project.weakening
         check = co.project.check
-        node = co.project.kind == "node"
         if how == "--check":
             configure(co, weakening)
             args = ["goal", "tests pass", "--check", " ".join(check), "--max-iterations", "1"]
         elif how == "conditions":
-            loop = loop_file(co, goal="fixed") if node else None
-            configure(co, weakening, conditions={"fixed": check}, loop=loop)
-            args = (
-                ["run", "green", "--once"] if node else ["goal", "fixed", "--max-iterations", "1"]
-            )
+            configure(co, weakening, conditions={"fixed": check})
+            args = ["goal", "fixed", "--max-iterations", "1"]
         else:
             configure(co, weakening, loop=loop_file(co, checker=check))
             args = ["run", "green", "--once"]

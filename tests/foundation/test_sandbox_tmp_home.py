@@ -122,3 +122,35 @@ def test_a_virtualenv_under_tmp_and_its_interpreter_are_put_back(base: Path) -> 
     assert done.stdout_tail.strip() == "from the venv"
     peek = process.run([sys.executable, "-c", code], cwd=base / "work", env=env, sandbox=box)
     assert peek.stdout_tail.strip() == "False", peek.output_tail()
+
+
+def test_a_node_package_under_tmp_finds_the_sibling_package_it_depends_on(base: Path) -> None:
+    """npm puts a package's dependencies beside it in `node_modules` (Codex's launcher finds its
+    platform binary in `@openai/codex-linux-x64`): the whole `node_modules` is put back, and
+    still nothing beside it."""
+    modules = base / "npm" / "node_modules"
+    package, dependency = modules / "@acme" / "tool", modules / "@acme" / "tool-linux-x64"
+    (package / "bin").mkdir(parents=True)
+    dependency.mkdir(parents=True)
+    (package / "package.json").write_text('{"name": "@acme/tool"}\n')
+    (dependency / "package.json").write_text('{"name": "@acme/tool-linux-x64"}\n')
+    (dependency / "native.txt").write_text("the platform binary\n")
+    launcher = package / "bin" / "tool.py"
+    launcher.write_text(
+        f"#!{sys.executable}\nimport os\nhere = os.path.dirname(os.path.realpath(__file__))\n"
+        "print(open(os.path.join(here, '..', '..', 'tool-linux-x64', 'native.txt')).read())\n"
+    )
+    launcher.chmod(0o755)
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "tool").symlink_to("../@acme/tool/bin/tool.py")
+    (base / "npm" / "secret.txt").write_text("beside the install, not for the agent\n")
+    (base / "work").mkdir()
+    (base / "repo").mkdir()
+    env = {"HOME": str(base / "work"), "PATH": f"{modules / '.bin'}:/usr/bin:/bin"}
+    box = sandbox.make_sandbox(root=base / "repo", worktree=base / "work")
+    done = process.run(["tool"], cwd=base / "work", env=env, sandbox=box)
+    assert done.ok, done.output_tail()
+    assert done.stdout_tail.strip() == "the platform binary"
+    code = f"import os; print(os.path.exists({str(base / 'npm' / 'secret.txt')!r}))"
+    peek = process.run([sys.executable, "-c", code], cwd=base / "work", env=env, sandbox=box)
+    assert peek.stdout_tail.strip() == "False", peek.output_tail()

@@ -114,16 +114,6 @@ def node_modules(repo: Path) -> None:
     shutil.copytree(tools / "node_modules", repo / "node_modules", symlinks=True)
 
 
-def worktree_setup(repo: Path) -> list[str]:
-    """A Node worktree's setup: a copy of the checkout's `node_modules`.
-
-    Not `npm ci`: the sandbox lets a setup command write only its worktree and a private /tmp,
-    and npm writes to its cache even with `--offline` (EROFS), so `npm ci` from a shared cache
-    cannot run there; the checkout's tree is readable.
-    """
-    return ["cp", "-a", str(repo / "node_modules"), "."]
-
-
 def commit(repo: Path, message: str) -> None:
     commit_all(repo, message)
 
@@ -138,7 +128,7 @@ def replace_in(path: Path, old: str, new: str) -> None:
 
 PYTEST = (".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider")
 JEST = ("npx", "--no", "jest")
-TIMEOUT = 280  # a Node run copies node_modules into its worktree and runs jest twice
+TIMEOUT = 280  # a Node run runs jest twice (on the base, then on the fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +247,7 @@ def configure(
     loop: str | None = None,
 ) -> None:
     """The maker (a scripted agent making `maker`, or one that fails when None), the config,
-    and for the Node project (or a `[checker]` test) a loop, committed as the user would."""
+    and for a `[checker]` test a loop, committed as the user would."""
     if maker is None:
         write_agent(co.repo, "maker", "fails.py")
     else:

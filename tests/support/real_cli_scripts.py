@@ -9,10 +9,13 @@ Requests that are not agent turns (opencode's title, a commit message) get a sho
 
 from __future__ import annotations
 
+import os
+import shlex
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from support.model_server import Call, Reply, Request, ScriptedModelServer, Turn
 
@@ -104,6 +107,30 @@ def lookup_then_fix(request: Request, server: ScriptedModelServer) -> Turn:
     return _fix(request, request.step - 1)
 
 
+# Files the `peek_then_fix` script asks Codex to `cat` (`:`-separated): set in the harness's
+# environment by the test, which checks on the host that they exist and in the requests that the
+# agent never saw them.
+PEEK = "LOOPCTL_TEST_PEEK"
+
+
+def peek_then_fix(request: Request, server: ScriptedModelServer) -> Turn:
+    """Codex first runs `cat` on the files named in $LOOPCTL_TEST_PEEK through its shell
+    tool, then fixes; the other CLIs just fix."""
+    shells = [name for name in ("exec_command", "shell_command", "shell") if name in request.tools]
+    if family(request) != "codex" or not shells:
+        return _fix(request, request.step)
+    if request.step > 0:
+        return _fix(request, request.step - 1)
+    command = ["cat", *os.environ[PEEK].split(":")]
+    workdir = request.cwd or "."
+    args: dict[str, Any] = {
+        "exec_command": {"cmd": shlex.join(command), "workdir": workdir},
+        "shell_command": {"command": shlex.join(command), "workdir": workdir},
+        "shell": {"command": command, "workdir": workdir},
+    }[shells[0]]
+    return Turn(calls=[Call(shells[0], args)])
+
+
 def hang(request: Request, server: ScriptedModelServer) -> Reply:
     """Every request waits forever: only loopctl's timeout can end the attempt."""
     return Reply(hang=True)
@@ -147,4 +174,5 @@ SCRIPTS: dict[str, Script] = {
     "denied": denied,
     "hang": hang,
     "lookup_then_fix": lookup_then_fix,
+    "peek_then_fix": peek_then_fix,
 }

@@ -94,17 +94,54 @@ class Sandbox:
     home: Path
     port: int
     sealed: bool  # in a loopback-only network namespace
+    clis_bin: Path = CLIS_BIN  # where the CLIs are found (first on PATH)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
 
-def make_sandbox() -> Sandbox:
+def make_sandbox(clis_bin: Path = CLIS_BIN) -> Sandbox:
     sealed = netns_available()
     if not sealed and os.environ.get("LOOPCTL_REQUIRE_REAL_CLIS") == "1" and os.geteuid() == 0:
         pytest.fail("running as root but `unshare -n` does not work: cannot seal the network")
-    return Sandbox(Path(os.environ["HOME"]), NETNS_PORT if sealed else free_port(), sealed)
+    port = NETNS_PORT if sealed else free_port()
+    return Sandbox(Path(os.environ["HOME"]), port, sealed, clis_bin)
+
+
+# --- the CLIs installed under /tmp ------------------------------------------------------------
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    """`source` at `target`, links kept as links: hard links when both lie on one file system
+    (the files are shared: never write one in place), a real copy otherwise."""
+    linked = subprocess.run(
+        ["cp", "-al", str(source), str(target)], capture_output=True, stdin=subprocess.DEVNULL
+    )
+    if linked.returncode != 0:
+        shutil.rmtree(target, ignore_errors=True)
+        subprocess.run(["cp", "-a", str(source), str(target)], check=True, stdin=subprocess.DEVNULL)
+
+
+def install_copy(source: Path, target: Path) -> Path:
+    """The installed CLIs at `target` as `scripts/install-agent-clis` would have left them
+    there: aider's scripts name their own venv's interpreter in their `#!` line (the original
+    install's, even in a copy of a copy), so theirs name the copy's. Returns the copy's `bin`."""
+    copy_tree(source, target)
+    scripts = target / "aider" / "bin"
+    for script in scripts.iterdir() if scripts.is_dir() else []:
+        if script.is_symlink() or not script.is_file():
+            continue
+        content = script.read_bytes()
+        first, newline, rest = content.partition(b"\n")
+        interpreter = Path(os.fsdecode(first[2:].strip()))
+        if first.startswith(b"#!") and interpreter.parts[-3:-1] == ("aider", "bin"):
+            mode = script.stat().st_mode
+            script.unlink()  # a hard link to the user's own install: never rewritten in place
+            own = os.fsencode(scripts / interpreter.name)
+            script.write_bytes(b"#!" + own + newline + rest)
+            script.chmod(mode)
+    return target / "bin"
 
 
 # --- per-CLI agent definitions and configuration ------------------------------------------------
@@ -139,7 +176,7 @@ def cli_environment(name: str, box: Sandbox, **extra: str) -> dict[str, str]:
     """loopctl's environment for a run with `name`: the key, PATH, and the quiet settings."""
     require_cli(name)
     env = dict(os.environ)
-    env["PATH"] = f"{CLIS_BIN}{os.pathsep}{env['PATH']}"
+    env["PATH"] = f"{box.clis_bin}{os.pathsep}{env['PATH']}"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if name == "claude":
         env["ANTHROPIC_API_KEY"] = API_KEY
