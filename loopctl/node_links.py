@@ -82,9 +82,8 @@ def plan(checkout: Path) -> tuple[Folder, ...]:
     top = _plan_folder(checkout, NODE_MODULES)
     if top is not None:
         found.append(top)
-    packages = (
-        [link.source for link in top.workspace if not link.name.startswith(".bin/")] if top else []
-    )
+    links = top.workspace if top is not None else ()
+    packages = [lk.source for lk in links if lk.source and not lk.name.startswith(".bin/")]
     packages += _workspace_globs(checkout)
     for package in list(dict.fromkeys(p for p in packages if p != "."))[:_MAX_FOLDERS]:
         folder = _plan_folder(checkout, f"{package}/{NODE_MODULES}")

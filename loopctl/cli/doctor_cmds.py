@@ -10,11 +10,12 @@ from loopctl.cli.options import JsonFlag
 
 def doctor(json_out: JsonFlag = False) -> None:
     """Show the sandbox agents run in here: mechanism, what is hidden and writable, which limits
-    hold, and a live probe that tries to get out.
+    hold, and a live probe that tries to get out; and which source tree a Node check in a task's
+    worktree imports.
 
     Exits 1 when no sandbox can be set up (and says how to fix it), or the probe finds a hole.
     """
-    from loopctl import limits, sandbox, syscall_filter
+    from loopctl import limits, node_links, sandbox, syscall_filter
     from loopctl.definitions.config import load_config
     from loopctl.definitions.source import Problems
     from loopctl.errors import LoopctlError
@@ -45,6 +46,10 @@ def doctor(json_out: JsonFlag = False) -> None:
     report["limits"] = [
         {"name": h.name, "default": h.value, "held": h.held, "how": h.how} for h in holds
     ]
+    # Which source tree a check in a task's worktree imports, where the checkout decides it.
+    imports = [line for line in (node_links.describe(root, setup=False),) if line]
+    if imports:
+        report["imports"] = imports
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -72,6 +77,10 @@ def doctor(json_out: JsonFlag = False) -> None:
             print("live probe:")
             for finding in findings:
                 print(f"  {'ok  ' if finding.ok else 'FAIL'} {finding.name}: {finding.detail}")
+        if imports:
+            print("imports:")
+            for line in imports:
+                print(f"  {line}")
     if mechanism is None:
         raise LoopctlError(f"no sandbox for agents: {why}")
     if not findings or not all(f.ok for f in findings):

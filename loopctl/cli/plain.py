@@ -37,6 +37,7 @@ def validate(json_out: bool = False) -> int:
 def _validate(root: Path, json_out: bool) -> Answer:
     from dataclasses import replace
 
+    from loopctl import node_links
     from loopctl.cli.render import format_json
     from loopctl.cli.validation_cache import Answer
     from loopctl.definitions import load_project
@@ -45,31 +46,32 @@ def _validate(root: Path, json_out: bool) -> Answer:
     project = load_project(root)
     # What this machine and the commit lack (delivery tools, agent scripts): warnings only.
     project = replace(project, problems=(*project.problems, *environment_problems(project)))
+    # Which source tree a check in a worktree imports, where the checkout's node_modules says.
+    imports = [line for line in (node_links.describe(root, setup=False),) if line]
     stdout: list[str] = []
     stderr: list[str] = []
     if json_out:
-        stdout.append(
-            format_json(
-                "validation",
+        payload: dict[str, Any] = {
+            "ok": not project.errors,
+            "loops": sorted(project.loops),
+            "agents": sorted(project.agents),
+            "skills": sorted(project.skills),
+            "problems": [
                 {
-                    "ok": not project.errors,
-                    "loops": sorted(project.loops),
-                    "agents": sorted(project.agents),
-                    "skills": sorted(project.skills),
-                    "problems": [
-                        {
-                            "path": str(p.path.relative_to(root)) if p.path else None,
-                            "line": p.line,
-                            "severity": p.severity,
-                            "message": p.message,
-                        }
-                        for p in project.problems
-                    ],
-                },
-            )
-        )
+                    "path": str(p.path.relative_to(root)) if p.path else None,
+                    "line": p.line,
+                    "severity": p.severity,
+                    "message": p.message,
+                }
+                for p in project.problems
+            ],
+        }
+        if imports:
+            payload["imports"] = imports
+        stdout.append(format_json("validation", payload))
     else:
         stdout += [problem.render(root) + "\n" for problem in project.problems]
+        stdout += [f"note: {line}\n" for line in imports]
         errors, warnings = len(project.errors), len(project.warnings)
         summary = (
             f"{len(project.loops)} loops, {len(project.agents)} agents,"

@@ -71,8 +71,8 @@ def definitions_key(root: Path, mode: str) -> str | None:
 
 
 def _environment_key(root: Path) -> str:
-    """What validation reads besides the definition files: PATH (delivery tools must be on it)
-    and the commit at HEAD (files an agent runs must be in it)."""
+    """What validation reads besides the definition files: PATH (delivery tools must be on it),
+    the commit at HEAD (files an agent runs must be in it) and the checkout's node_modules."""
     import shutil
 
     from loopctl import git
@@ -84,7 +84,13 @@ def _environment_key(root: Path) -> str:
         commit = head.stdout.strip()
     except GitError:
         commit = ""
-    return f"{path}\0{shutil.which('gh', path=path)}\0{commit}"
+    # The checkout's node_modules (its folder changes with every package added or removed)
+    # decides which tree validate says a Node check imports.
+    try:
+        modules = str((root / "node_modules").lstat().st_mtime_ns)
+    except OSError:
+        modules = "absent"
+    return f"{path}\0{shutil.which('gh', path=path)}\0{commit}\0{modules}"
 
 
 def _cache_file(root: Path, mode: str) -> Path:

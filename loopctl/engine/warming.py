@@ -149,7 +149,7 @@ def link_node_modules(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> 
     """Give the worktree its own `node_modules` linked to the checkout's, with its workspace
     packages its own (`loopctl.node_links`); noted when one was built."""
     try:
-        built = ()
+        built = node_links.link_node_modules(ctx.paths.root, workspace.path)
     except OSError as exc:  # a check then finds no packages, and says so; the run goes on
         ctx.event(spec.id, EventType.NOTE, what="node_modules_not_linked", reason=str(exc))
         return False

@@ -19,7 +19,15 @@ import pytest
 from loopctl import node_links
 from tests.support.cli import assert_clean_exit, run_loopctl
 from tests.support.journal import events
-from tests.support.repos import commit_all, git, make_repo, toml_value, write_agent, write_config
+from tests.support.repos import (
+    commit_all,
+    git,
+    make_repo,
+    tasks_command,
+    toml_value,
+    write_agent,
+    write_config,
+)
 
 NODE = shutil.which("node")
 
@@ -155,6 +163,32 @@ def test_a_setup_that_links_the_checkouts_node_modules_is_redirected(workspace: 
 
 
 @needs_node
+def test_a_pooled_worktree_keeps_its_linked_folder_while_nothing_changed(workspace: Path) -> None:
+    """Two tasks, one after the other: the second gets the first's worktree from the pool, and
+    with it the folder built for it (intact: not built again), and its check passes too."""
+    loop = (
+        'goal = "fixed"\n\n[tasks]\n'
+        + tasks_command("t1", "t2")
+        + 'prompt = "Fix a."\n\n[budget]\nmax_iterations = 1\nmax_parallel = 1\n'
+    )
+    configure(workspace, "replaces_text.py", "packages/a/index.js", "x - y", "x + y", loop=loop)
+
+    done = run_loopctl(workspace, "run", "green", "--once", timeout=120)
+
+    assert_clean_exit(done, 0)
+    ready = {
+        e.task: e.data for e in events(workspace, "note") if e.data.get("what") == "workspace_ready"
+    }
+    assert ready["t2"]["pool"] == "hit"
+    assert ready["t2"]["discarded"] == []
+    assert [
+        e.task for e in events(workspace, "note") if e.data.get("what") == "node_modules_linked"
+    ] == ["t1"]
+    finished = {e.task: e.data["status"] for e in events(workspace, "task_finished")}
+    assert finished == {"t1": "done", "t2": "done"}
+
+
+@needs_node
 @pytest.mark.parametrize("how", ["goal", "linking setup"])
 def test_a_broken_base_fixed_only_in_the_checkout_does_not_already_hold(
     workspace: Path, how: str
@@ -182,6 +216,27 @@ def test_dry_run_says_which_tree_a_node_check_imports(workspace: Path) -> None:
 
     assert_clean_exit(done, 0)
     assert "a Node check imports the workspace packages (a, b) from the worktree" in done.stdout
+
+
+def test_validate_and_doctor_say_which_tree_a_node_check_imports(workspace: Path) -> None:
+    (workspace / ".loop").mkdir()
+    (workspace / ".loop/.gitignore").write_text("cache/\nlog/\n")  # validate's answer is kept
+    configure(workspace, "fails.py")
+    said = "a Node check imports the workspace packages (a, b) from the worktree"
+
+    text = run_loopctl(workspace, "validate")
+    as_json = run_loopctl(workspace, "validate", "--json")
+    doctor = run_loopctl(workspace, "doctor", "--json", timeout=120)
+
+    assert_clean_exit(text, 0)
+    assert f"note: {said}" in text.stdout
+    assert said in json.loads(as_json.stdout)["validation"]["imports"][0]
+    assert said in json.loads(doctor.stdout)["doctor"]["imports"][0], doctor.stderr
+    # A remembered answer is not replayed once node_modules changes.
+    assert (workspace / ".loop/cache/validate-text.json").is_file()
+    shutil.rmtree(workspace / "node_modules")
+    again = run_loopctl(workspace, "validate")
+    assert "note:" not in again.stdout
 
 
 # --- the folder itself -------------------------------------------------------------------------
