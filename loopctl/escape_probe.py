@@ -8,7 +8,9 @@ line `name ok|FAIL detail`; a FAIL means that escape worked.
 The escapes are those a process holding a capability, or a kernel door it should not have, can
 take (issue 24): unmount what hides a credential store and read under it, remount a read-only
 place writable, create a user namespace (in which every capability is back), and write through
-a link planted in the worktree to a place outside it.
+a link planted in the worktree to a place outside it. Two need no capability, so only the
+seccomp filter shuts them: reaching the kernel keyring, and tracing another process (the
+CLI that started a tool holds the model connection in its memory).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import errno
 import json
 import os
 import resource
+import signal
 import sys
 from pathlib import Path
 
@@ -27,6 +30,10 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND = 32, 4096
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 CLONE_NEWUSER = 0x10000000
+KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING = 0, -3
+PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206
+# keyctl(2)'s number (glibc has no wrapper for it): x86-64's, and the generic table's.
+_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "loongarch64": 219}
 _FLAGS = {
     "nosuid": MS_NOSUID,
     "nodev": MS_NODEV,
@@ -135,6 +142,59 @@ def userns() -> None:
         line("userns", True, "no user namespace can be created")
 
 
+def keyring() -> None:
+    """The session keyring's id asked for (never created): the keyring is other sessions'
+    secrets, and no capability guards it."""
+    number = _KEYCTL.get(os.uname().machine)
+    if number is None:
+        line("keyring", True, f"not tried: keyctl's number on {os.uname().machine} is unknown")
+        return
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    args = (KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0)
+    found = syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+    if found >= 0:
+        line("keyring", False, f"keyctl reached the kernel keyring (session keyring {found})")
+    else:
+        line("keyring", True, f"keyctl refused ({why()})")
+
+
+def ptrace() -> None:
+    """PTRACE_SEIZE of its parent (which it does not stop, and which is let go when the child
+    that seized it exits), and PTRACE_ATTACH of a child of its own: without the filter only
+    the host's Yama setting, if any, keeps the first from working; the second Yama allows."""
+    parent = os.getppid()
+    worked = []
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if libc.ptrace(PTRACE_SEIZE, parent, None, None) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        worked.append(f"seized its parent (pid {parent})")
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(writing)
+        os.read(reading, 1)  # waits until the probe is done with it
+        os._exit(0)
+    os.close(reading)
+    attached = libc.ptrace(PTRACE_ATTACH, pid, None, None) == 0
+    refused = why()
+    if attached:
+        worked.append(f"attached to a process of its own (pid {pid})")
+    os.close(writing)
+    if attached:
+        os.kill(pid, signal.SIGKILL)  # a traced child stops; killing it is how a tracer ends it
+    while True:  # a tracer is told of its child's stops too
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+            break
+    if worked:
+        line("ptrace", False, "ptrace " + " and ".join(worked))
+    else:
+        line("ptrace", True, f"PTRACE_ATTACH and PTRACE_SEIZE refused ({refused})")
+
+
 def planted_link(root: Path, place: Path, home: Path) -> None:
     """Links in the worktree to places outside it, written through. What a symlink reaches
     the host checks afterwards (a write may land in the private /tmp, which is no escape); a
@@ -192,6 +252,8 @@ def main() -> None:
     limits(wanted)
     remount(root)  # late: once a mount is writable, the checks after it would see it so
     userns()
+    keyring()
+    ptrace()
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ nothing changed. The result is keyed by everything it depends on that loopctl ca
 base commit's tree (its sha: tracked lockfiles and manifests are in it), the check commands
 and which of them are counted, the check's environment (names, and values of what is not a
 secret), the programs each command starts (their file identity; for Python, the interpreter
-and the names of what its venv has installed), and the worktree's setup commands and copied
-files. `[checker] cache = false` turns reuse off for a check that depends on the outside
-world.
+and the names of what its venv has installed; for Node, the checkout's `node_modules` as its
+last install left it), and the worktree's setup commands and copied files. `[checker] cache =
+false` turns reuse off for a check that depends on the outside world.
 
 Only a passing check is remembered, only for that exact tree, and only where no agent can
 forge it: the entries live in `.loop/cache/checks/`, in the main checkout's `.loop/`, which the
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopctl import git
+from loopctl import git, node_links
 from loopctl.atomicfile import write_atomic
 from loopctl.checks import verdicts as checks
 from loopctl.definitions.sandbox import SandboxMode
@@ -169,6 +169,7 @@ def cache_key(ctx: RunContext, tree: str) -> str:
             name: None if is_secret_name(name) else value for name, value in sorted(env.items())
         },
         "programs": [program_identity(argv, root, env) for argv in commands],
+        "node_modules": node_modules_identity(root, commands),
         "setup": [list(argv) for argv in ctx.loop.worktree.setup],
         "copy": _copied(root, ctx.loop.worktree.copy),
     }
@@ -197,6 +198,29 @@ def program_identity(argv: Sequence[str], root: Path, env: Mapping[str, str]) ->
             for folder in site_folders(interpreter)
         ]
     return identity
+
+
+# What npm, yarn (classic and berry) and pnpm rewrite on every install into node_modules.
+_INSTALL_STAMPS = (".package-lock.json", ".yarn-integrity", ".yarn-state.yml", ".modules.yaml")
+
+
+def node_modules_identity(root: Path, commands: Sequence[Sequence[str]]) -> list[Any] | None:
+    """For a Node check, the checkout's `node_modules` as files: worktrees link their packages
+    to it (`loopctl.node_links`), so an install there changes what the check imports although
+    no tracked file changed. Cheap on purpose: the folder itself and the files each package
+    manager rewrites on install, never a walk of the tree."""
+    if not any(node_links.is_node_command(argv, root) for argv in commands):
+        return None
+    folder = root / node_links.NODE_MODULES
+    return [_stat_identity(folder)] + [_stat_identity(folder / name) for name in _INSTALL_STAMPS]
+
+
+def _stat_identity(path: Path) -> list[int] | None:
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    return [info.st_ino, info.st_size, info.st_mtime_ns]
 
 
 def _file_identity(path: str | None) -> list[Any] | None:

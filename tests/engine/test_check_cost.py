@@ -9,6 +9,7 @@ the worktree is theirs to write; the network is.
 from __future__ import annotations
 
 import json
+import shutil
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ from support.repos import (
     write_config,
     write_loop,
 )
+
+from loopctl.engine import check_cache
 
 FIXED_CALC = CALC.replace("a - b", "a + b")
 GREEN_LOOP = 'goal = "tests green"\nprompt = "Make the failing test pass."\n'
@@ -267,3 +270,45 @@ def test_an_agent_cannot_forge_a_cached_pass(
     # Each failing tick checked its base and its attempt: 1 + 2 x 2 runs.
     assert counter.runs == 5
     assert [status for status, _ in finished(repo)] == ["done", "failed", "failed"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_a_node_check_runs_again_after_an_install_in_the_checkout(
+    repo: Path, tmp_path: Path, counter: SuiteCounter
+) -> None:
+    """Worktrees link their packages to the checkout's node_modules, which git does not see:
+    an install there changes what the check imports on the same base tree."""
+    modules = repo / "node_modules"
+    (modules / "leftpad").mkdir(parents=True)
+    (modules / "leftpad" / "index.js").write_text("module.exports = (s) => ' ' + s;\n")
+    lock = modules / ".package-lock.json"
+    lock.write_text('{"name": "calc", "lockfileVersion": 3, "packages": {}}\n')
+    counted = (
+        "require('leftpad');"
+        f"const s = require('net').connect({counter.port}, '127.0.0.1', () => s.write('1'));"
+        "s.on('data', () => s.end());"
+    )
+    make_project(repo, "records_prompt.py", tmp_path / "prompts.txt", check=["node", "-e", counted])
+    (repo / "calc.py").write_text(FIXED_CALC)
+    (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\nnode_modules/\n")
+    write_loop(repo, "green", GREEN_LOOP)
+    commit_all(repo, "a Node check")
+
+    tick(repo)
+    tick(repo)
+    assert counter.runs == 1
+
+    # What `npm install` leaves: its hidden lockfile rewritten (and the folder touched).
+    lock.write_text('{"name": "calc", "lockfileVersion": 3, "packages": {"x": {}}}\n')
+    tick(repo)
+    tick(repo)
+
+    assert counter.runs == 2
+    assert len(cached_notes(repo)) == 2
+    assert [status for status, _ in finished(repo)] == ["done"] * 4
+
+
+def test_node_modules_is_no_part_of_a_check_that_runs_no_node(repo: Path) -> None:
+    (repo / "node_modules").mkdir()
+    assert check_cache.node_modules_identity(repo, [[PY, "-m", "pytest"]]) is None
+    assert check_cache.node_modules_identity(repo, [["npx", "jest"]]) is not None

@@ -232,6 +232,8 @@ def test_doctor_reports_the_mechanism_and_a_passing_live_probe(repo: Path) -> No
         "limits": True,
         "remount": True,
         "userns": True,
+        "keyring": True,
+        "ptrace": True,
     }
     assert "every process outside the sandbox" in report["hidden"]
     assert {limit["name"] for limit in report["limits"]} == {"memory", "pids", "cpu_time", "disk"}

@@ -1,12 +1,13 @@
 """`loopctl doctor`'s live probe tries the escapes a hostile agent would (issue 24, item 7).
 
 Inside a real sandbox the probe (loopctl/escape_probe.py) unmounts what hides a credential
-store, remounts every mount writable, creates a user namespace and writes through links planted
-in its worktree. With the sandbox as loopctl builds it every finding is `ok`, as root and as an
-unprivileged user. The canaries switch one defence off and show the probe sees the hole: as root
-without `--cap-drop ALL`, `--disable-userns` and the seccomp filter the umount, the remount and
-the user namespace work; with the checkout writable the planted link writes through; and
-`doctor` then exits 1 with one clear line.
+store, remounts every mount writable, creates a user namespace, writes through links planted
+in its worktree, asks for the kernel keyring and traces its parent and a child of its own. With
+the sandbox as loopctl builds it every finding is `ok`, as root and as an unprivileged user. The
+canaries switch one defence off and show the probe sees the hole: as root without `--cap-drop
+ALL`, `--disable-userns` and the seccomp filter the umount, the remount and the user namespace
+work; without the filter alone, for any user, the keyring and ptrace do; with the checkout
+writable the planted link writes through; and `doctor` then exits 1 with one clear line.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from loopctl import limits, sandbox, syscall_filter
 from loopctl.secrets import build_env
 
 PY = sys.executable
-ESCAPES = ("umount", "link", "remount", "userns")
+ESCAPES = ("umount", "link", "remount", "userns", "keyring", "ptrace")
 
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
@@ -86,6 +87,51 @@ def test_canary_without_the_hardening_root_unmounts_remounts_and_unshares(
     assert found["umount"] is False, found
     assert found["remount"] is False, found
     assert found["userns"] is False, found
+
+
+# The canary's sandbox, built and probed in a process of the account under test.
+UNFILTERED = """
+import dataclasses, json, sys
+from pathlib import Path
+from loopctl import limits, sandbox
+from loopctl.secrets import build_env
+base = Path(sys.argv[1])
+box = sandbox.make_sandbox(
+    root=base / "repo", worktree=base / "worktree", limits=limits.Limits()
+)
+box = dataclasses.replace(box, syscall_filter=False)
+env = {**build_env(allow=()), "HOME": str(base / "home")}
+found = sandbox.probe_findings(box, base / "repo", env, base / "home", base / "home" / ".ssh")
+print(json.dumps({f.name: f.ok for f in found}))
+"""
+
+
+@pytest.mark.parametrize("user", [None, "nobody"], ids=["caller", "unprivileged"])
+def test_canary_without_the_filter_the_keyring_and_ptrace_open_to_any_user(
+    base: Path, user: str | None
+) -> None:
+    """Doors no capability guards: `--cap-drop ALL` and `--disable-userns` stay in place."""
+    python, pythonpath = PY, None
+    scratch(base)
+    if user is not None:
+        runtime = unprivileged_python()
+        if runtime is None:
+            pytest.skip("needs root and an interpreter the account `nobody` can run")
+        python, pythonpath = runtime
+        give_to(user, base)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        **({"PYTHONPATH": pythonpath} if pythonpath else {}),
+    }
+    done = subprocess.run(
+        [python, "-c", UNFILTERED, str(base)], cwd=base, env=env, capture_output=True,
+        text=True, timeout=300, check=False, **as_user(user),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    assert found["keyring"] is False, found
+    assert found["ptrace"] is False, found
+    assert found["umount"] is True, found  # the rest of the hardening still holds
 
 
 def test_canary_a_writable_checkout_lets_the_planted_link_write(base: Path) -> None:
