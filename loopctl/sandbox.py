@@ -760,6 +760,10 @@ def make_sandbox(
             " .loop/config.toml to run agents unconfined (not recommended)"
         )
     admin, pinned, objects = git_admin_paths(worktree) if worktree != root else ((), (), None)
+    if objects is None:
+        # In place the agent works in the checkout, whose git folder is read-only to it: there
+        # is no object store to overlay, so no layer (one under .loop/ would be refused below).
+        objects_layer = None
     if objects_layer is not None:
         layer = Path(os.path.abspath(objects_layer))
         for place in (worktree, *admin):
