@@ -257,3 +257,35 @@ def describe(roots: ImportRoots, checkout: Path, worktree: Path) -> str | None:
             " so the worktree's code is what is tested"
         )
     return f"the check's Python imports this project from the checkout ({shown})"
+
+
+def _checkout_pythons(checkout: Path, worktree: Path) -> Iterator[tuple[str, ...]]:
+    """The interpreters a user's commands in the project run: its `.venv`, else PATH's."""
+    for argv in ((".venv/bin/python",), ("python3",), ("python",)):
+        yield checkout_program(argv, checkout, worktree)
+
+
+def agent_env(checkout: Path, worktree: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for an agent turn in `worktree`: when the checkout's Python finds the project in
+    the main checkout, the worktree's twins go first on PYTHONPATH, so the tests an agent runs
+    itself import its own edits, as its check will."""
+    if worktree.resolve() == checkout.resolve():
+        return dict(env)
+    for argv in _checkout_pythons(checkout, worktree):
+        roots = import_roots(argv, checkout, worktree, env)
+        if roots.redirected:
+            return redirected_env(roots, env, checkout)
+    return dict(env)
+
+
+def checkout_note(checkout: Path, env: Mapping[str, str]) -> str | None:
+    """For `validate` and `doctor`, before any worktree exists: which source tree a check run
+    in a task's worktree would import through the checkout's Python (its `.venv`, else the
+    `python` on PATH), or None when neither finds the project in the checkout."""
+    # Only a path: no worktree is made. Its name just has to differ from the checkout's.
+    worktree = checkout.parent / f"{checkout.name}.worktree"
+    for argv in _checkout_pythons(checkout, worktree):
+        line = describe(import_roots(argv, checkout, worktree, env), checkout, worktree)
+        if line is not None:
+            return line
+    return None

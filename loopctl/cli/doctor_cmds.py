@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from loopctl.cli.boundary import boundary
@@ -16,6 +18,7 @@ def doctor(json_out: JsonFlag = False) -> None:
     Exits 1 when no sandbox can be set up (and says how to fix it), or the probe finds a hole.
     """
     from loopctl import limits, node_links, sandbox, syscall_filter
+    from loopctl.checks.import_roots import checkout_note
     from loopctl.definitions.config import load_config
     from loopctl.definitions.source import Problems
     from loopctl.errors import LoopctlError
@@ -47,7 +50,9 @@ def doctor(json_out: JsonFlag = False) -> None:
         {"name": h.name, "default": h.value, "held": h.held, "how": h.how} for h in holds
     ]
     # Which source tree a check in a task's worktree imports, where the checkout decides it.
-    imports = [line for line in (node_links.describe(root, setup=False),) if line]
+    python = checkout_note(root, os.environ)
+    node = node_links.describe(root, setup=False)
+    imports = [line for line in (python, node) if line]
     if imports:
         report["imports"] = imports
     if json_out:

@@ -6,6 +6,7 @@ The typer app calls these same functions.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ def _validate(root: Path, json_out: bool) -> Answer:
     from dataclasses import replace
 
     from loopctl import node_links
+    from loopctl.checks.import_roots import checkout_note
     from loopctl.cli.render import format_json
     from loopctl.cli.validation_cache import Answer
     from loopctl.definitions import load_project
@@ -47,7 +49,9 @@ def _validate(root: Path, json_out: bool) -> Answer:
     # What this machine and the commit lack (delivery tools, agent scripts): warnings only.
     project = replace(project, problems=(*project.problems, *environment_problems(project)))
     # Which source tree a check in a worktree imports, where the checkout's node_modules says.
-    imports = [line for line in (node_links.describe(root, setup=False),) if line]
+    python = checkout_note(root, os.environ)
+    node = node_links.describe(root, setup=False)
+    imports = [line for line in (python, node) if line]
     stdout: list[str] = []
     stderr: list[str] = []
     if json_out:

@@ -90,7 +90,10 @@ def _environment_key(root: Path) -> str:
         modules = str((root / "node_modules").lstat().st_mtime_ns)
     except OSError:
         modules = "absent"
-    return f"{path}\0{shutil.which('gh', path=path)}\0{commit}\0{modules}"
+    # The checkout's venv (an editable install adds its .pth to site-packages) decides which
+    # tree validate says a Python check imports.
+    sites = sorted(str(p.stat().st_mtime_ns) for p in root.glob(".venv/lib/python*/site-packages"))
+    return f"{path}\0{shutil.which('gh', path=path)}\0{commit}\0{modules}\0{','.join(sites)}"
 
 
 def _cache_file(root: Path, mode: str) -> Path:

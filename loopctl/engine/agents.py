@@ -173,10 +173,12 @@ def agent_env(
     role: str,
     prompt_file: Path,
 ) -> dict[str, str]:
-    """The scrubbed environment of one agent turn, with the agent protocol's variables."""
+    """The scrubbed environment of one agent turn, with the agent protocol's variables; the
+    worktree's sources first on PYTHONPATH where the checkout's venv imports the checkout's."""
+    from loopctl.checks import import_roots
     from loopctl.secrets import build_env
 
-    return build_env(
+    env = build_env(
         allow=agent_allow(ctx.rec, agent),
         extra={
             "LOOPCTL_LOOP": ctx.loop.name,
@@ -189,6 +191,7 @@ def agent_env(
             "PYTHONDONTWRITEBYTECODE": "1",
         },
     )
+    return import_roots.agent_env(ctx.paths.root, workspace.path, env)
 
 
 def approved_commands(rec: Recorder, loop: str, task: str) -> dict[str, tuple[str, ...]]:

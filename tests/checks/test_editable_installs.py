@@ -7,6 +7,7 @@ the fake maker a real process in the sandbox."""
 
 from __future__ import annotations
 
+import json
 import site
 import subprocess
 import sys
@@ -199,3 +200,32 @@ def test_dry_run_says_which_source_tree_the_check_imports(src_project: Path) -> 
     assert_clean_exit(done, 0)
     assert "finds this project in the main checkout (src)" in done.stdout
     assert "worktree's src first on PYTHONPATH" in done.stdout
+
+
+def test_validate_and_doctor_say_which_source_tree_a_check_imports(src_project: Path) -> None:
+    configure(src_project, "fixes_src.py", VENV_CHECK)
+
+    text = run_loopctl(src_project, "validate")
+    as_json = run_loopctl(src_project, "validate", "--json")
+    doctor = run_loopctl(src_project, "doctor", "--json", timeout=120)
+
+    assert_clean_exit(text, 0)
+    said = "finds this project in the main checkout (src); loopctl puts the worktree's src first"
+    assert said in text.stdout
+    assert said in json.loads(as_json.stdout)["validation"]["imports"][0]
+    assert said in json.loads(doctor.stdout)["doctor"]["imports"][0], doctor.stderr
+
+
+def test_an_agent_turn_imports_the_worktrees_code_too(src_project: Path) -> None:
+    # The maker runs the checkout's venv itself, as an agent running `pytest` would.
+    configure(src_project, "fixes_src_and_imports.py", VENV_CHECK)
+
+    done = run_loopctl(src_project, "goal", "fixed")
+
+    assert_clean_exit(done, 0)
+    refs = git(src_project, "for-each-ref", "--format=%(refname:short)", "refs/heads/loop/")
+    (branch,) = refs.split()
+    imported = Path(git(src_project, "show", f"{branch}:imported.txt").strip())
+    # The worktree's src/, not the checkout's (which still holds the bug).
+    assert imported.parts[-3:] == ("src", "srcpkg", "core.py"), imported
+    assert not imported.is_relative_to(src_project.resolve()), imported
