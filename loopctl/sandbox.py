@@ -760,7 +760,7 @@ def make_sandbox(
             " .loop/config.toml to run agents unconfined (not recommended)"
         )
     admin, pinned, objects = git_admin_paths(worktree) if worktree != root else ((), (), None)
-    if objects is None:
+    if worktree == root:
         # In place the agent works in the checkout, whose git folder is read-only to it: there
         # is no object store to overlay, so no layer (one under .loop/ would be refused below).
         objects_layer = None
