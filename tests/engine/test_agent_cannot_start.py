@@ -5,20 +5,22 @@ A program that is missing or not executable, or a script that is only in the mai
 each failure blamed on the check. The task stops before its first check instead, with one line
 naming the agent and the fix, and an inbox item; `--dry-run` shows what `validate` warns.
 
-Each check here appends to a counter file outside the repository, so a test sees how many times
-the suite ran (the sandbox is off: a confined check could not write there).
+Each check here counts its runs through a TCP listener of the test's (support.suite_counter),
+so a test sees how many times the suite ran with the sandbox on, as a user runs it.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.cli import invoke, run_loopctl
 from support.journal import events
 from support.repos import AGENTS, PY, commit_all, make_project, toml_value
+from support.suite_counter import SuiteCounter
 
 from loopctl.backends import AgentResult, AgentStatus
 from loopctl.definitions.agents import Agent, Backend
@@ -33,20 +35,20 @@ NOT_COMMITTED = (
 )
 
 
-def counting_project(repo: Path, counter: Path) -> None:
-    """The calc project whose "tests green" check counts its runs in `counter`."""
-    check = [
-        PY,
-        "-B",
-        "-c",
-        f"open({str(counter)!r}, 'a').write('run\\n'); import calc;"
-        " assert calc.add(2, 3) == 5, 'add(2, 3) is not 5'",
-    ]
-    make_project(repo, check=check, config_extra='\n[sandbox]\nmode = "off"\n')
+def counting_project(repo: Path, counter: SuiteCounter) -> None:
+    """The calc project whose "tests green" check counts its runs with `counter`."""
+    make_project(repo, check=list(counter.check()))
 
 
-def suite_runs(counter: Path) -> int:
-    return len(counter.read_text().splitlines()) if counter.exists() else 0
+@pytest.fixture
+def counter() -> Iterator[SuiteCounter]:
+    found = SuiteCounter()
+    yield found
+    found.close()
+
+
+def suite_runs(counter: SuiteCounter) -> int:
+    return counter.runs
 
 
 def command_agent(repo: Path, argv: list[str]) -> None:
@@ -69,8 +71,9 @@ def stopped_with(repo: Path, reason: str) -> None:
     assert item.evidence["reason"] == reason
 
 
-def test_an_uncommitted_script_stops_the_task_before_any_check(repo: Path, tmp_path: Path) -> None:
-    counter = tmp_path / "suite-runs.txt"
+def test_an_uncommitted_script_stops_the_task_before_any_check(
+    repo: Path, tmp_path: Path, counter: SuiteCounter
+) -> None:
     counting_project(repo, counter)
     command_agent(repo, [PY, "scripts/agent.py", "{prompt_file}"])
     commit_all(repo, "the maker runs scripts/agent.py")
@@ -136,8 +139,8 @@ def test_a_program_the_worktree_cannot_run_stops_the_task_before_any_check(
     argv: list[str],
     setup: str,
     reason: str,
+    counter: SuiteCounter,
 ) -> None:
-    counter = tmp_path / "suite-runs.txt"
     counting_project(repo, counter)
     command_agent(repo, argv)
     script = repo / "scripts" / "agent.sh"
@@ -182,9 +185,8 @@ def test_a_program_the_worktree_cannot_run_stops_the_task_before_any_check(
     ],
 )
 def test_a_program_missing_from_this_machine_is_refused_before_the_run(
-    repo: Path, tmp_path: Path, program: str, reason: str
+    repo: Path, tmp_path: Path, program: str, reason: str, counter: SuiteCounter
 ) -> None:
-    counter = tmp_path / "suite-runs.txt"
     counting_project(repo, counter)
     outside = tmp_path / "tools" / "agent.sh"
     outside.parent.mkdir()
@@ -205,12 +207,14 @@ def test_a_program_missing_from_this_machine_is_refused_before_the_run(
 
 
 def test_a_program_that_fails_to_execute_ends_the_task_after_one_attempt(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: SuiteCounter
 ) -> None:
     """What the check before the run cannot see (here, a script without a #! line, which
-    the kernel refuses to execute) ends the task on its first attempt, never its check."""
-    counter = tmp_path / "suite-runs.txt"
-    counting_project(repo, counter)
+    the kernel refuses to execute) ends the task on its first attempt, never its check.
+
+    Unconfined: inside the sandbox bwrap's execvp runs such a script with /bin/sh instead, so
+    only an unconfined start meets the kernel's refusal this test is about."""
+    make_project(repo, check=list(counter.check()), config_extra='\n[sandbox]\nmode = "off"\n')
     command_agent(repo, ["scripts/agent.sh"])
     script = repo / "scripts" / "agent.sh"
     script.parent.mkdir()
@@ -235,7 +239,7 @@ def test_a_program_that_fails_to_execute_ends_the_task_after_one_attempt(
 def test_dry_run_shows_every_warning_validate_prints(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, config_extra='\n[sandbox]\nmode = "off"\n')
+    make_project(repo, config_extra='\n[sandbox]\nmode = "off"\n')  # its warning is one shown
     command_agent(repo, [PY, "scripts/agent.py", "{prompt_file}"])
     commit_all(repo, "the maker runs scripts/agent.py")
     (repo / "scripts").mkdir()

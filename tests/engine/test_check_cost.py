@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socketserver
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,50 +27,12 @@ from support.repos import (
     write_config,
     write_loop,
 )
+from support.suite_counter import CHECKS, SuiteCounter
 
 from loopctl.engine import check_cache
 
 FIXED_CALC = CALC.replace("a - b", "a + b")
 GREEN_LOOP = 'goal = "tests green"\nprompt = "Make the failing test pass."\n'
-CHECKS = "import calc; assert calc.add(2, 3) == 5, 'add(2, 3) is not 5'"
-
-
-class SuiteCounter:
-    """Counts suite runs: each run connects, says one byte and waits for the answer, so a run
-    is counted before it ends."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-        lock = threading.Lock()
-        counter = self
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                if self.request.recv(1):
-                    with lock:
-                        counter.runs += 1
-                    self.request.sendall(b"k")
-
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def call(self) -> str:
-        """Python source that counts one run."""
-        return (
-            f"import socket; _s = socket.create_connection(('127.0.0.1', {self.port}));"
-            " _s.sendall(b'1'); _s.recv(1); _s.close()"
-        )
-
-    def check(self, body: str = CHECKS) -> tuple[str, ...]:
-        return (PY, "-B", "-c", f"{self.call}\n{body}")
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
 
 
 @pytest.fixture
