@@ -134,47 +134,30 @@ def run_attempt(
         refused = auth_failure(maker_result)
         if refused is not None:
             # A refused credential fails every attempt the same way: stop, and ask a human.
-            ctx.event(
-                spec.id,
-                EventType.ATTEMPT_FINISHED,
-                attempt=number,
-                verdict=Verdict.FAILED,
-                reason=f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
+            _stop_attempt(
+                ctx,
+                spec,
+                number,
+                f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
                 " (fix its credentials, then `loopctl inbox retry`)",
-                fingerprint=None,
-                fatal=True,
             )
-            ctx.rec.refresh_projections()
             return
         limit = maker_result.extra.get("limit")
         if isinstance(limit, str) and limit:
             # A resource limit ended the turn: the next attempt would reach it again. Its
             # worktree and log stay as they are; a human decides (raise the limit, retry).
-            ctx.event(
-                spec.id,
-                EventType.ATTEMPT_FINISHED,
-                attempt=number,
-                verdict=Verdict.FAILED,
-                reason=f"the maker {ctx.maker.name!r}'s turn ended: {limit}"
+            _stop_attempt(
+                ctx,
+                spec,
+                number,
+                f"the maker {ctx.maker.name!r}'s turn ended: {limit}"
                 " (raise it in the agent's [sandbox], then `loopctl inbox retry`)",
-                fingerprint=None,
-                fatal=True,
             )
-            ctx.rec.refresh_projections()
             return
         unstarted = exec_failure(ctx.maker, maker_result, ctx.paths.root)
         if unstarted is not None:
             # Its program never ran: no check, and no second attempt that would fail alike.
-            ctx.event(
-                spec.id,
-                EventType.ATTEMPT_FINISHED,
-                attempt=number,
-                verdict=Verdict.FAILED,
-                reason=unstarted,
-                fingerprint=None,
-                fatal=True,
-            )
-            ctx.rec.refresh_projections()
+            _stop_attempt(ctx, spec, number, unstarted)
             return
         reattach(ctx, spec, workspace)
         ran: list[dict[str, Any]] = []
@@ -206,6 +189,21 @@ def run_attempt(
             tree=snapshot.tree if snapshot is not None else None,  # what passing commits
         )
         ctx.rec.refresh_projections()
+
+
+def _stop_attempt(ctx: RunContext, spec: TaskSpec, number: int, reason: str) -> None:
+    """Finish the attempt as failed and fatal: the next one would fail the same way, so the
+    task stops and a human decides."""
+    ctx.event(
+        spec.id,
+        EventType.ATTEMPT_FINISHED,
+        attempt=number,
+        verdict=Verdict.FAILED,
+        reason=reason,
+        fingerprint=None,
+        fatal=True,
+    )
+    ctx.rec.refresh_projections()
 
 
 def maker_sessions(rec: Recorder, run_id: str, task_id: str) -> list[str]:
