@@ -1102,13 +1102,15 @@ def _content_free(subcommand: str, args: Sequence[str]) -> bool:
 
 
 def _first_line(result: GitResult) -> str:
-    for line in _printable(result.stderr).splitlines():
-        line = line.strip()
-        if line:
-            for prefix in ("fatal: ", "error: "):
-                line = line.removeprefix(prefix)
-            return line
-    return f"exit status {result.returncode}"
+    """What went wrong, in one line: git's first `fatal:` or `error:` line, else its first line
+    that is not a hint (GIT_GRAFT_FILE alone makes git print a deprecation hint first)."""
+    lines = [line.strip() for line in _printable(result.stderr).splitlines()]
+    lines = [line for line in lines if line and not line.startswith("hint:")]
+    for line in lines:
+        for prefix in ("fatal: ", "error: "):
+            if line.startswith(prefix):
+                return line.removeprefix(prefix)
+    return lines[0] if lines else f"exit status {result.returncode}"
 
 
 # --- helpers for the queries -------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING
 
 from loopctl import limits, syscall_filter
 from loopctl.errors import LoopctlError
-from loopctl.secrets import Redactor
+from loopctl.secrets import REDACTED, Redactor, masked_regions
 
 if TYPE_CHECKING:
     from loopctl.sandbox import Sandbox
@@ -156,6 +156,9 @@ class _Capture:
         self._tail_bytes = max(tail_bytes, 0)
         self._tail = bytearray()
         self._pending = b""
+        # The last bytes already written when they ended inside a masked run of overlapping
+        # secrets: the run may go on in the next read, and must then stay one mask.
+        self._masked = b""
         self.error: BaseException | None = None
 
     def feed(self, chunk: bytes) -> None:
@@ -170,7 +173,10 @@ class _Capture:
         if self.error is None and self._pending:
             pending, self._pending = self._pending, b""
             try:
-                self._emit(self._redact(pending))
+                if self._redactor is None:
+                    self._emit(pending)
+                else:
+                    self._write(self._masked + pending, len(self._masked) + len(pending))
             except Exception as exc:
                 self.error = exc
 
@@ -189,13 +195,31 @@ class _Capture:
         # A secret split across two reads (or any cut of a long line) must still be seen
         # whole: write only up to a point no secret can straddle, carry the rest over.
         pending = self._pending + chunk
-        cut = _flush_point(pending, self._needles, self._hold)
-        self._pending = pending[cut:]
-        if cut:
-            self._emit(self._redactor.redact_bytes(pending[:cut]))
+        data = self._masked + pending
+        cut = _flush_point(data, self._needles, self._hold)
+        if cut <= len(self._masked):
+            self._pending = pending
+            return
+        self._pending = data[cut:]
+        self._write(data, cut)
 
-    def _redact(self, data: bytes) -> bytes:
-        return data if self._redactor is None else self._redactor.redact_bytes(data)
+    def _write(self, data: bytes, cut: int) -> None:
+        """Redact and write `data[len(self._masked):cut]`, as redacting the whole stream would:
+        a match that begins in the masked bytes already written extends that mask."""
+        written = len(self._masked)
+        out: list[bytes] = []
+        cursor = written
+        last: tuple[int, int] | None = None
+        for start, end in masked_regions(data[:cut], self._needles):
+            if end <= written:
+                continue  # wholly inside what is already written
+            if start >= written:
+                out += [data[cursor:start], REDACTED.encode("ascii")]
+            cursor, last = end, (start, end)
+        out.append(data[cursor:cut])
+        ends_masked = last is not None and last[1] == cut
+        self._masked = data[max(last[0], cut - self._hold) : cut] if ends_masked and last else b""
+        self._emit(b"".join(out))
 
     def _emit(self, data: bytes) -> None:
         if self._sink is not None:

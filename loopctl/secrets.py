@@ -109,28 +109,35 @@ def _expand(secrets: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 
-def _redact(text: AnyStr, needles: Sequence[AnyStr], mask: AnyStr) -> AnyStr:
+def masked_regions(text: AnyStr, needles: Sequence[AnyStr]) -> list[tuple[int, int]]:
+    """Where `text` holds a secret, as sorted (start, end) regions: overlapping matches make
+    one region, so that no fragment of either survives."""
     spans: list[tuple[int, int]] = []
     for needle in needles:
         start = text.find(needle)
         while start != -1:
             spans.append((start, start + len(needle)))
             start = text.find(needle, start + 1)
-    if not spans:
-        return text
-    # Overlapping secrets are masked as one region so no fragment of either survives.
     spans.sort()
+    regions: list[tuple[int, int]] = []
+    for start, end in spans:
+        if regions and start < regions[-1][1]:
+            regions[-1] = (regions[-1][0], max(regions[-1][1], end))
+        else:
+            regions.append((start, end))
+    return regions
+
+
+def _redact(text: AnyStr, needles: Sequence[AnyStr], mask: AnyStr) -> AnyStr:
+    regions = masked_regions(text, needles)
+    if not regions:
+        return text
     parts: list[AnyStr] = []
     cursor = 0
-    region_start, region_end = spans[0]
-    for start, end in spans[1:]:
-        if start < region_end:
-            region_end = max(region_end, end)
-            continue
-        parts += [text[cursor:region_start], mask]
-        cursor = region_end
-        region_start, region_end = start, end
-    parts += [text[cursor:region_start], mask, text[region_end:]]
+    for start, end in regions:
+        parts += [text[cursor:start], mask]
+        cursor = end
+    parts.append(text[cursor:])
     return text[:0].join(parts)
 
 

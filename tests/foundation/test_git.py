@@ -510,3 +510,14 @@ def test_a_snapshot_from_a_seed_index_sees_a_same_size_edit_in_the_same_second(
     assert seeded == git.snapshot_tree(worktree, base)
     assert run_git(repo, "cat-file", "-p", f"{seeded}:calc.py") == "a + b\n"
     assert run_git(repo, "cat-file", "-p", f"{seeded}:new.py") == "x\n"
+
+
+def test_a_failing_git_command_reports_gits_error_not_the_graft_hint(repo: Path) -> None:
+    """GIT_GRAFT_FILE (pinned against planted grafts) makes git print a deprecation hint before
+    its error on every command that reads commits: the error is what the message must say."""
+    with pytest.raises(GitError) as raised:
+        git.git(["merge-base", "HEAD", "no-such-branch"], cwd=repo)
+    message = str(raised.value)
+    assert "no-such-branch" in message
+    assert "hint" not in message
+    assert "graft" not in message.lower()
