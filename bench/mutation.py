@@ -1,7 +1,10 @@
-"""Mutation testing of the modules behind loopctl's guarantees (cosmic-ray), one command.
+"""Mutation testing of the modules behind loopctl's guarantees (cosmic-ray and AST operators).
 
     python bench/mutation.py                 # every module below, then bench/MUTATION.md
     python bench/mutation.py secrets budgets # some of them (names are the keys of TARGETS)
+    python bench/mutation.py --full sandbox  # the whole module, not only the target's functions
+    python bench/mutation.py --full          # every guarantee module whole (GUARANTEES): hours
+    python bench/mutation.py --engine ast X  # only the AST operators (or --engine cosmic-ray)
     python bench/mutation.py --fast          # the CI subset, a few minutes on 2 cores
     python bench/mutation.py --list          # the targets, their tests and their mutant counts
     python bench/mutation.py --recheck gates # only the survivors recorded last time, again
@@ -10,10 +13,16 @@
 Results accumulate per target in bench/mutation.json (targets run one by one add up) and are
 rendered to bench/MUTATION.md; the exit code is 1 while a mutant survives.
 
-Each target is mutated in its own copy of the tree (under $TMPDIR/loopctl-mutation-<pid>), never in
+Each target is mutated in its own copy of the tree (under ~/.cache/loopctl/mutation-<pid>, or
+`--work DIR`; never under /tmp, whose private copy in the agent sandbox would hide it), never in
 this checkout, and each mutant runs only the targeted tests that should kill it (`-x`: the first
 failure ends the run), one mutant at a time, without xdist. `PYTHONPATH` points at the copy, so
 the `loopctl` subprocesses the tests start run the mutant too.
+
+cosmic-ray's operators negate conditions, swap comparisons and change numbers. The AST operators
+(AST_OPERATORS) add the bugs this code's promises hang on: an element dropped from a list, tuple,
+set or dict literal, a string emptied or changed, an `if` guard turned off, a call statement
+dropped.
 
 A mutant is killed (a test failed or timed out), survived, or equivalent: it survived, and
 EQUIVALENT below explains why no test can tell it from the original. Skipped mutants (operators
@@ -34,10 +43,9 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -122,6 +130,7 @@ TARGETS: dict[str, Target] = {
             "tests/journal/test_state.py",
             "tests/journal/test_event_log_reading.py",
             "tests/journal/test_event_log_damage.py",
+            "tests/reliability/test_durable_on_disk.py",
         ),
         timeout=60.0,  # the tests take seconds; a mutant that hangs `follow` waits this long
         why="the append-only log: torn tails, seq gaps, one writer",
@@ -137,6 +146,51 @@ TARGETS: dict[str, Target] = {
         timeout=60.0,  # the tests take seconds; a mutant that makes take() read a pipe hangs
         why="an agent that tampers with definitions, refs or git config is caught",
     ),
+    "atomicfile": Target(
+        "loopctl/atomicfile.py",
+        (
+            "tests/foundation/test_atomicfile.py",
+            "tests/reliability/test_durable_on_disk.py",
+            "tests/journal/test_recorder_projections.py",
+            "tests/journal/test_state.py",
+        ),
+        timeout=60.0,
+        why="invariant 1: STATE.md and INBOX.md whole, and on disk (fsync) before reported",
+    ),
+    "recorder": Target(
+        "loopctl/journal/recorder.py",
+        (
+            "tests/journal/test_recorder_projections.py",
+            "tests/journal/test_notify.py",
+            "tests/journal/test_notify_every_item.py",
+            "tests/reliability/test_durable_on_disk.py",
+        ),
+        timeout=180.0,
+        why="the one writer of the log: redaction, projections, inbox items that notify",
+    ),
+    "git": Target(
+        "loopctl/git.py",
+        (
+            "tests/foundation/test_git.py",
+            "tests/foundation/test_git_work_tree.py",
+            "tests/checks/test_protected_paths.py",
+            "tests/reliability/test_git_steering.py",
+        ),
+        timeout=300.0,
+        why="invariants 7 and 8: hardened git calls (hooks, fsmonitor, options, pinned URLs)",
+    ),
+    "agent-context": Target(
+        "loopctl/commands/agent_context.py",
+        ("tests/reliability/test_human_commands.py",),
+        timeout=300.0,
+        why="invariant 13: humans' commands refuse to run inside an agent's environment",
+    ),
+    "ui-security": Target(
+        "loopctl/ui/security.py",
+        ("tests/ui/test_ui.py",),
+        timeout=300.0,
+        why="invariant 13: no agent reaches the dashboard or reuses its session",
+    ),
     "schedule": Target(
         "loopctl/scheduling/timing.py",
         (
@@ -150,10 +204,29 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-# The CI subset: pure modules with second-long tests (see README, Development).
 # The CI subset (--fast): these targets in full (seconds each), and the HAND_WRITTEN mutants of
 # every other target; the whole set takes longer than CI's 10 minutes on 2 cores.
 FAST = ("protected", "changed-paths")
+
+# Every module behind a guarantee (issue 27): `--full` mutates each of them whole (a target's
+# `only` is ignored), with cosmic-ray's operators and the AST ones. Hours on 2 cores: run a few
+# at a time, the results add up in bench/mutation.json. The checks are protected (verdicts.py),
+# integrity and fingerprint; the delivery is gates and pipeline.
+GUARANTEES = (
+    "sandbox",
+    "git",
+    "gates",
+    "pipeline",
+    "agent-context",
+    "recorder",
+    "atomicfile",
+    "ui-security",
+    "protected",
+    "integrity",
+    "fingerprint",
+    "events",
+    "secrets",
+)
 
 # Operators kept: each is a plausible one-line bug (a negated or dropped condition, an
 # off-by-one, a swapped boolean, a loop that never runs, a swallowed exception). The cross
@@ -211,6 +284,26 @@ _UNUSED_DEFAULT = (
 )
 
 EQUIVALENT: tuple[Equivalent, ...] = (
+    Equivalent(
+        "atomicfile",
+        "ast/IfFalse",
+        "if pid == os.getpid():",
+        "without the shortcut, the writer's own pid goes to kill(pid, 0), which finds it alive:"
+        " the same answer (`!=`, which calls every other writer alive, is killed)",
+    ),
+    Equivalent(
+        "atomicfile",
+        "ast/IfFalse",
+        "if not folder.is_dir():",
+        "globbing a missing folder finds nothing: 0 removed either way",
+    ),
+    Equivalent(
+        "atomicfile",
+        "core/NumberReplacer",
+        'pid_text = name[len(_TMP_PREFIX) :].split("-", 1)[0]',
+        'split("-", 2)[0] is the same first piece as split("-", 1)[0] (split("-", 0) and the'
+        " other indexes, which read something else as the pid, are killed)",
+    ),
     Equivalent(
         "*",
         "core/ReplaceTrueWithFalse",
@@ -875,6 +968,26 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
     # The delivery's own check alone is redundant by design: it runs only on a gate whose sha
     # is the plan's commit, where "approved sha != the item's sha" is exactly the policy's
     # "approved sha != the plan's commit". So the mutant removes both, as issue 18 did.
+    # Issue 27: killing a process cannot show a missing fsync; tests/reliability/
+    # test_durable_on_disk.py watches the system calls instead.
+    HandWritten(
+        "atomicfile",
+        "            os.fsync(handle.fileno())\n",
+        "",
+        "an atomic write renames a file whose data was never fsynced",
+    ),
+    HandWritten(
+        "atomicfile",
+        "        os.fsync(dfd)\n",
+        "        pass\n",
+        "a renamed or new file's folder entry is never fsynced",
+    ),
+    HandWritten(
+        "events",
+        "                    os.fsync(fd)\n",
+        "",
+        "an appended event is reported before it is fsynced",
+    ),
     HandWritten(
         "pipeline",
         "if gate.sha != gate.approved_sha:",
@@ -883,6 +996,133 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         also=(("loopctl/delivery/gates.py", "if approved_sha != plan.commit:", "if False:"),),
     ),
 )
+
+
+# --- the AST operators: the one-line bugs cosmic-ray has no operator for ----------------------
+
+# Each models a bug a developer really writes in this code (issue 27): an entry dropped from a
+# constant table or a flag from an argument list, a string changed or emptied, a guard turned
+# off, a call (an fsync, a chmod, a check) dropped. They run after cosmic-ray's, in the same copy.
+AST_OPERATORS = (
+    "ast/DropElement",  # one element of a list, tuple, set or dict literal removed
+    "ast/EmptyString",  # a non-empty string (or bytes) constant made empty
+    "ast/ChangeString",  # a string constant changed ("x" → "x-mutant")
+    # (Strings with whitespace are prose, and strings in `raise` are messages: both left out.)
+    "ast/IfFalse",  # an `if`/`elif` guard turned off: its body never runs
+    "ast/DropCall",  # a call made as a statement (`os.fsync(fd)`) removed
+)
+ENGINES = ("all", "cosmic-ray", "ast")
+
+
+@dataclass(frozen=True)
+class AstMutant:
+    """One AST mutant: the source span it replaces (1-based lines, UTF-8 byte columns)."""
+
+    operator: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+    replacement: str
+    occurrence: int = 0
+
+    @property
+    def row(self) -> int:
+        return self.start[0]
+
+
+def _unparse_without(node: ast.expr, index: int) -> str:
+    if isinstance(node, ast.Dict):
+        keys = node.keys[:index] + node.keys[index + 1 :]
+        values = node.values[:index] + node.values[index + 1 :]
+        return ast.unparse(ast.Dict(keys=keys, values=values))
+    assert isinstance(node, ast.List | ast.Tuple | ast.Set)
+    elts = node.elts[:index] + node.elts[index + 1 :]
+    if isinstance(node, ast.Set):
+        return ast.unparse(ast.Set(elts=elts)) if elts else "set()"
+    return ast.unparse(type(node)(elts=elts, ctx=ast.Load()))
+
+
+def _not_mutated(tree: ast.Module) -> set[int]:
+    """Nodes whose mutants would be noise: annotations, docstrings, f-string parts, `__future__`
+    imports and assignment targets."""
+    skip: set[int] = set()
+
+    def all_of(node: ast.AST | None) -> None:
+        if node is not None:
+            skip.update(id(n) for n in ast.walk(node))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg | ast.AnnAssign):
+            all_of(node.annotation)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            all_of(node.returns)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                all_of(first)
+        if isinstance(node, ast.JoinedStr | ast.ImportFrom):
+            all_of(node)
+        if isinstance(node, ast.Raise):
+            # A message's wording is not a promise; what raises, and when, is (IfFalse).
+            skip.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Constant))
+        if isinstance(node, ast.Tuple | ast.List) and isinstance(node.ctx, ast.Store | ast.Del):
+            skip.add(id(node))
+    return skip
+
+
+def ast_mutants(source: str, ranges: Sequence[tuple[int, int]] = ()) -> list[AstMutant]:
+    """Every AST mutant of `source` (only on lines within `ranges`, when given)."""
+    tree = ast.parse(source)
+    skip = _not_mutated(tree)
+    found: list[AstMutant] = []
+
+    def add(operator: str, node: ast.AST, replacement: str) -> None:
+        start = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        if ranges and not any(a <= start[0] <= b for a, b in ranges):
+            return
+        found.append(AstMutant(operator, start, end, replacement))
+
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict):
+            count = len(node.keys) if isinstance(node, ast.Dict) else len(node.elts)
+            for index in range(count):
+                add("ast/DropElement", node, _unparse_without(node, index))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+            value = node.value
+            if any(c.isspace() for c in str(value)):
+                continue  # prose (a message, a help text), not a name, flag or path
+            if value:
+                add("ast/EmptyString", node, repr(value[:0]))
+            tail: str | bytes = b"-mutant" if isinstance(value, bytes) else "-mutant"
+            add("ast/ChangeString", node, repr(value + tail))  # type: ignore[operator]
+        elif isinstance(node, ast.If):
+            if not (isinstance(node.test, ast.Constant) and node.test.value is False):
+                add("ast/IfFalse", node.test, "False")
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            add("ast/DropCall", node, "pass")
+    found.sort(key=lambda m: (m.start, m.operator))
+    numbered: list[AstMutant] = []
+    seen: dict[tuple[int, str], int] = {}
+    for mutant in found:
+        key = (mutant.row, mutant.operator)
+        numbered.append(
+            AstMutant(
+                mutant.operator, mutant.start, mutant.end, mutant.replacement, seen.get(key, 0)
+            )
+        )
+        seen[key] = seen.get(key, 0) + 1
+    return numbered
+
+
+def apply_ast_mutant(source: str, mutant: AstMutant) -> str:
+    """`source` with the mutant's span replaced (columns are UTF-8 byte offsets, as ast's)."""
+    lines = source.encode("utf-8").splitlines(keepends=True)
+    (row, col), (end_row, end_col) = mutant.start, mutant.end
+    before = b"".join(lines[: row - 1]) + lines[row - 1][:col]
+    after = lines[end_row - 1][end_col:] + b"".join(lines[end_row:])
+    return (before + mutant.replacement.encode("utf-8") + after).decode("utf-8")
 
 
 @dataclass
@@ -895,6 +1135,7 @@ class Tally:
     seconds: float = 0.0
     survivors: list[str] = field(default_factory=list)
     hand: list[tuple[str, bool]] = field(default_factory=list)
+    operators: str = "cosmic-ray"  # which operators measured it (the table's column)
 
 
 def _python() -> str:
@@ -983,9 +1224,13 @@ def _prepare(
     return tree, session
 
 
+# "module:row operator (occurrence n): `line`", and for an AST mutant " → `replacement`".
+_SURVIVOR = re.compile(r"\S+:(\d+) (\S+) \(occurrence (\d+)\): `(.*?)`(?: → `.*`)?$")
+
+
 def _survivor_key(line: str) -> tuple[int, str, int, str] | None:
     """(row, operator, occurrence, source text) of a stored survivor line."""
-    match = re.match(r"\S+:(\d+) (\S+) \(occurrence (\d+)\): `(.*)`$", line)
+    match = _SURVIVOR.match(line)
     if match is None:
         return None
     return int(match.group(1)), match.group(2), int(match.group(3)), match.group(4)
@@ -1017,7 +1262,7 @@ def _filter(
                 or (only is not None and key not in only)
             ):
                 skip.append(item.job_id)
-        if only is not None and not only <= found:
+        if only is not None and not {k for k in only if not k[1].startswith("ast/")} <= found:
             raise SystemExit(
                 f"{target.module} changed since its survivors were recorded: run it in full"
             )
@@ -1055,8 +1300,9 @@ def _counts(name: str, target: Target, session: Path, tree: Path, tally: Tally) 
 
 
 def salvage(folder: Path) -> Tally:
-    """What a stopped run of one target measured, from its copy ($TMPDIR/loopctl-mutation-<pid>/
-    <target>): the mutants it ran count, the rest are recorded as pending."""
+    """What a stopped run of one target measured, from its copy (~/.cache/loopctl/
+    mutation-<pid>/<target>): cosmic-ray's mutants it ran count, the rest are recorded as
+    pending (the AST mutants run after cosmic-ray's: a stopped run has none to salvage)."""
     name = folder.name
     tally = Tally(seconds=time.time() - (folder / "cr.toml").stat().st_mtime)
     # Lines are read from this checkout: the copy's module may be mutated at this moment.
@@ -1064,30 +1310,79 @@ def salvage(folder: Path) -> Tally:
     return tally
 
 
+def _killed(target: Target, tree: Path, edits: dict[Path, str]) -> bool:
+    """Write the mutated `edits` (path → text) into the copy, run the targeted tests, restore."""
+    originals = {path: path.read_text(encoding="utf-8") for path in edits}
+    for path, text in edits.items():
+        # A cached .pyc of the original could be taken for the mutant (same size, same second).
+        for cached in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
+            cached.unlink()
+        path.write_text(text, encoding="utf-8")
+    try:
+        done = subprocess.run(
+            _test_command(target).split(),
+            cwd=tree,
+            env={**_env(tree), "PYTHONDONTWRITEBYTECODE": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=target.timeout,
+            check=False,
+        )
+        return done.returncode != 0
+    except subprocess.TimeoutExpired:
+        return True
+    finally:
+        for path, original in originals.items():
+            path.write_text(original, encoding="utf-8")
+
+
 def _hand_written(name: str, target: Target, tree: Path, tally: Tally) -> None:
     for mutant in (m for m in HAND_WRITTEN if m.target == name):
-        originals = {}
+        edits: dict[Path, str] = {}
         for module, old, new in mutant.edits():
             path = tree / module
-            originals[path] = path.read_text(encoding="utf-8")
-            path.write_text(originals[path].replace(old, new), encoding="utf-8")
-        try:
-            done = subprocess.run(
-                _test_command(target).split(),
-                cwd=tree,
-                env={**_env(tree), "PYTHONDONTWRITEBYTECODE": "1"},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=target.timeout,
-                check=False,
+            edits[path] = edits.get(path, path.read_text(encoding="utf-8")).replace(old, new)
+        tally.hand.append((mutant.bug, _killed(target, tree, edits)))
+
+
+def _ast_keys(target: Target) -> list[tuple[tuple[int, str, int, str], AstMutant]]:
+    """The AST mutants of a target (within its `only` functions), keyed as survivors are."""
+    source = (ROOT / target.module).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    ranges = _line_ranges(source, target.only) if target.only else []
+    return [
+        ((m.row, m.operator, m.occurrence, lines[m.row - 1].strip()), m)
+        for m in ast_mutants(source, ranges)
+    ]
+
+
+def _run_ast(
+    name: str,
+    target: Target,
+    tree: Path,
+    tally: Tally,
+    only: set[tuple[int, str, int, str]] | None = None,
+) -> None:
+    path = tree / target.module
+    source = path.read_text(encoding="utf-8")
+    done: set[str] = set()  # two mutants that give the same text are one
+    for key, mutant in _ast_keys(target):
+        if only is not None and key not in only:
+            continue
+        mutated = apply_ast_mutant(source, mutant)
+        if mutated in done:
+            continue
+        done.add(mutated)
+        if _killed(target, tree, {path: mutated}):
+            tally.killed += 1
+        elif _is_equivalent(name, mutant.operator, key[3]):
+            tally.equivalent += 1
+        else:
+            tally.survived += 1
+            tally.survivors.append(
+                f"{target.module}:{key[0]} {mutant.operator} (occurrence {key[2]}): `{key[3]}`"
+                f" → `{mutant.replacement}`"
             )
-            killed = done.returncode != 0
-        except subprocess.TimeoutExpired:
-            killed = True
-        finally:
-            for path, original in originals.items():
-                path.write_text(original, encoding="utf-8")
-        tally.hand.append((mutant.bug, killed))
 
 
 def check_hand_written() -> None:
@@ -1107,12 +1402,20 @@ def run_target(
     *,
     operators: bool = True,
     only: set[tuple[int, str, int, str]] | None = None,
+    engine: str = "all",
+    whole: bool = False,
 ) -> Tally:
     """Mutate one target; `operators` False: only its hand-written mutants; `only`: only these
-    mutants (--recheck)."""
+    mutants (--recheck); `engine`: cosmic-ray's operators, the AST ones or both; `whole`: the
+    whole module, not only the target's functions (--full)."""
     target = TARGETS[name]
+    if whole:
+        target = replace(target, only=())
     started = time.monotonic()
-    if operators:
+    cosmic = operators and engine in ("all", "cosmic-ray")
+    if only is not None and not any(not k[1].startswith("ast/") for k in only):
+        cosmic = False  # --recheck: no cosmic-ray survivor to run again
+    if cosmic:
         tree, session = _prepare(name, target, work, only)
     else:
         tree = work / name
@@ -1124,23 +1427,42 @@ def run_target(
     if baseline.returncode != 0:
         raise SystemExit(f"{name}: the targeted tests fail unmutated:\n{baseline.stdout[-3000:]}")
     tally = Tally()
-    if operators:
+    if cosmic:
         _cr(tree, "exec", "cr.toml", str(session))
         _counts(name, target, session, tree, tally)
+    if operators and engine in ("all", "ast"):
+        _run_ast(name, target, tree, tally, only)
     _hand_written(name, target, tree, tally)
     tally.seconds = time.monotonic() - started
     shutil.rmtree(tree, ignore_errors=True)
     return tally
 
 
-def count_mutants(name: str, work: Path) -> int:
+def count_mutants(name: str, work: Path, *, whole: bool = False) -> tuple[int, int]:
+    """(cosmic-ray's mutants, AST mutants) of one target."""
     from cosmic_ray.work_db import WorkDB, use_db
 
-    _, session = _prepare(name, TARGETS[name], work)
+    target = replace(TARGETS[name], only=()) if whole else TARGETS[name]
+    _, session = _prepare(name, target, work)
     with use_db(str(session), WorkDB.Mode.open) as db:
         count = len(db.pending_work_items)
     shutil.rmtree(work / name, ignore_errors=True)
-    return count
+    return count, len(_ast_keys(target))
+
+
+def work_folder(chosen: Path | None) -> Path:
+    """Where the copies go: never under /tmp or /var/tmp, which the agent sandbox replaces with
+    a private folder, so an agent started from a copy there finds nothing and a mutant looks
+    killed when it is not (issue 27)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = (chosen or cache / "loopctl").resolve() / f"mutation-{os.getpid()}"
+    hidden = [t for t in ("/tmp", "/var/tmp") if folder.is_relative_to(t)]
+    if hidden:
+        raise SystemExit(
+            f"{folder} is under {hidden[0]}, which the agent sandbox hides: choose another"
+            " folder with --work"
+        )
+    return folder
 
 
 def _load() -> dict[str, dict[str, Any]]:
@@ -1178,6 +1500,7 @@ def _record(results: dict[str, Tally], argv: Sequence[str]) -> None:
             "seconds": round(t.seconds),
             "pending": t.pending,
             "survivors": t.survivors,
+            "operators": t.operators,
             "measured": now,
             "machine": machine,
             "command": command,
@@ -1200,8 +1523,8 @@ def _reclassify(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     still: list[str] = []
     explained = 0
     for line in entry["survivors"]:
-        match = re.match(r"\S+:\d+ (\S+) \(occurrence \d+\): `(.*)`$", line)
-        if match and _is_equivalent(name, match.group(1), match.group(2)):
+        match = _SURVIVOR.match(line)
+        if match and _is_equivalent(name, match.group(2), match.group(4)):
             explained += 1
         else:
             still.append(line)
@@ -1218,14 +1541,17 @@ def _render(saved: dict[str, dict[str, Any]]) -> None:
     out = [
         "# Mutation testing results",
         "",
-        "Written by `python bench/mutation.py` (cosmic-ray; README, Development) from"
-        " bench/mutation.json: each target as last measured, one mutant at a time. Killed: a"
+        "Written by `python bench/mutation.py` (README, Development) from"
+        " bench/mutation.json: each target as last measured, one mutant at a time. Operators:"
+        " cosmic-ray's, and the AST ones (`AST_OPERATORS`: dropped elements, strings, guards,"
+        " calls); `whole`: the whole module, not only the target's functions. Killed: a"
         " targeted test failed or timed out. Equivalent: survived, and `EQUIVALENT` in"
-        " bench/mutation.py says why no test can tell it apart. Hand-written: issue 18's one-line"
-        " bugs (`HAND_WRITTEN`), killed / tried.",
+        " bench/mutation.py says why no test can tell it apart. Hand-written: the one-line"
+        " bugs of issues 18 and 27 (`HAND_WRITTEN`), killed / tried.",
         "",
-        "| target | module | killed | survived | equivalent | hand-written | seconds | measured |",
-        "|---|---|---|---|---|---|---|---|",
+        "| target | module | operators | killed | survived | equivalent | hand-written | seconds"
+        " | measured |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     partial = []
     for name, r in saved.items():
@@ -1233,7 +1559,8 @@ def _render(saved: dict[str, dict[str, Any]]) -> None:
         assert isinstance(hand, list)
         shown = f"{sum(1 for _, k in hand if k)}/{len(hand)}" if hand else "-"
         out.append(
-            f"| {name} | {r['module']} | {r['killed']} | {r['survived']} | {r['equivalent']}"
+            f"| {name} | {r['module']} | {r.get('operators', 'cosmic-ray')} | {r['killed']}"
+            f" | {r['survived']} | {r['equivalent']}"
             f" | {shown} | {r['seconds']} | {r['measured']} |"
         )
         if r.get("pending"):
@@ -1267,6 +1594,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help=f"CI: {', '.join(FAST)} in full, hand-written mutants of the rest (no file written)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="whole modules (a target's `only` ignored); without targets, every guarantee module",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="all",
+        help="cosmic-ray's operators, the AST ones (elements, strings, guards, calls), or both",
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        metavar="DIR",
+        help="where the copies go (default ~/.cache/loopctl; never under /tmp)",
+    )
     parser.add_argument("--list", action="store_true", help="targets, tests and mutant counts")
     parser.add_argument("--no-write", action="store_true", help=f"do not rewrite {RESULTS.name}")
     parser.add_argument(
@@ -1286,7 +1630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"rewrite {RESULTS.name} from {RESULTS_JSON.name} with EQUIVALENT as it is now",
     )
     args = parser.parse_args(argv)
-    names = list(args.targets) or list(TARGETS)
+    names = list(args.targets) or list(GUARANTEES if args.full else TARGETS)
     if args.fast:
         names = [n for n in names if n in FAST or any(m.target == n for m in HAND_WRITTEN)]
     unknown = [n for n in names if n not in TARGETS]
@@ -1306,13 +1650,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"    survived: {line}")
         return 0
     check_hand_written()
-    work = Path(tempfile.gettempdir()) / f"loopctl-mutation-{os.getpid()}"
+    work = work_folder(args.work)
     try:
         if args.list:
             for name in names:
                 t = TARGETS[name]
-                count = count_mutants(name, work)
-                print(f"{name:14} {count:5} mutants  {t.module}  {' '.join(t.tests)}")
+                cosmic, by_ast = count_mutants(name, work, whole=args.full)
+                tests = " ".join(t.tests)
+                print(f"{name:14} {cosmic:5} + {by_ast:5} AST mutants  {t.module}  {tests}")
             return 0
         started = time.monotonic()
         results: dict[str, Tally] = {}
@@ -1324,13 +1669,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"{name:14} not measured yet: run it in full first", flush=True)
                     continue
                 only = {k for s in previous[name]["survivors"] if (k := _survivor_key(s))}
-            tally = run_target(name, work, operators=not args.fast or name in FAST, only=only)
+            tally = run_target(
+                name,
+                work,
+                operators=not args.fast or name in FAST,
+                only=only,
+                # The AST operators give the small targets dozens of mutants more (git's argv
+                # strings): minutes the suite cannot spend. They run on demand.
+                engine="cosmic-ray" if args.fast else args.engine,
+                whole=args.full,
+            )
             if args.recheck:
                 # The mutants killed before stay killed: the same module, more tests.
                 tally.killed += int(previous[name]["killed"])
                 tally.equivalent += int(previous[name]["equivalent"])
                 tally.seconds += float(previous[name]["seconds"])
                 tally.pending = int(previous[name].get("pending", 0))
+            if args.recheck:
+                tally.operators = str(previous[name].get("operators", "cosmic-ray"))
+            else:
+                engine = "cosmic-ray" if args.fast else args.engine
+                tally.operators = {"all": "cosmic-ray + AST", "ast": "AST"}.get(engine, engine)
+                if args.full and TARGETS[name].only:
+                    tally.operators += ", whole"
             results[name] = tally
             hand = sum(k for _, k in tally.hand)
             print(

@@ -34,6 +34,13 @@ PROXY_PORT = 47000  # the forward proxy, inside the sandbox's own network namesp
 ROUTE_PORT = 47001  # the first base-URL route; route i listens on ROUTE_PORT + i
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 STAND_IN_PREFIX = "loopctl-stand-in-"
+# Where the sandbox sees the proxy's socket folder (read-only), one socket per inner port.
+INSIDE_SOCKETS = "/tmp/.loopctl-egress"
+
+
+def socket_name(port: int) -> str:
+    """The name of the proxy's unix socket for inner port `port`, in its folder."""
+    return f"p{port}"
 
 
 class NetworkMode(StrEnum):
@@ -151,6 +158,13 @@ class EgressPolicy:
 
     def reserved_ports(self) -> tuple[int, ...]:
         return (PROXY_PORT, *(ROUTE_PORT + index for index in range(len(self.routes))))
+
+    def ports(self) -> tuple[int, ...]:
+        """Every loopback port listened on inside (proxy mode): the proxy, each route, and
+        each mirrored port once (`localhost:8080` and `127.0.0.1:8080` share one)."""
+        if self.mode is not NetworkMode.PROXY:
+            return ()
+        return tuple(dict.fromkeys([*self.reserved_ports(), *(m.port for m in self.mirrors())]))
 
     def secret_for(self, stand_in: str) -> LentSecret | None:
         return next((s for s in self.secrets if s.stand_in == stand_in), None)

@@ -1,9 +1,10 @@
 """The program `loopctl doctor` runs inside a real sandbox: it tries to get out, as an agent would.
 
 A child program, never imported: it runs under `python -I` with the standard library only.
-argv: ROOT WORKTREE HOME STORE LIMITS, where STORE is a credential store loopctl hid for this
-probe (a key file inside) and LIMITS the rlimits it should find, as JSON. Each finding is one
-line `name ok|FAIL detail`; a FAIL means that escape worked.
+argv: ROOT WORKTREE HOME STORE LIMITS DOORS, where STORE is a credential store loopctl hid for
+this probe (a key file inside), LIMITS the rlimits it should find, as JSON, and DOORS (JSON) a
+host loopback port and abstract socket name it must not reach. Each finding is one line
+`name ok|FAIL detail`; a FAIL means that escape worked.
 
 The escapes are those a process holding a capability, or a kernel door it should not have, can
 take (issue 24): unmount what hides a credential store and read under it, remount a read-only
@@ -240,9 +241,45 @@ def limits(wanted: dict[str, int]) -> None:
         line("limits", True, f"rlimits in place: {shown}")
 
 
+def network(doors: dict[str, object]) -> None:
+    """The host's loopback listener and abstract socket stay out of reach (a network namespace
+    of its own); through the proxy, a host nobody listed is refused."""
+    import socket
+
+    reached = []
+    knocks: list[tuple[socket.AddressFamily, object, str]] = [
+        (socket.AF_UNIX, "\0" + str(doors.get("abstract")), "the host's abstract socket"),
+    ]
+    if isinstance(doors.get("port"), int):
+        knocks.append(
+            (socket.AF_INET, ("127.0.0.1", doors["port"]), "the host's 127.0.0.1 listener")
+        )
+    for family, address, label in knocks:
+        with socket.socket(family, socket.SOCK_STREAM) as knock:
+            knock.settimeout(10)
+            try:
+                knock.connect(address)  # type: ignore[arg-type]
+                reached.append(label)
+            except OSError:
+                pass
+    proxy = os.environ.get("HTTPS_PROXY", "")
+    if proxy.startswith("http://127.0.0.1:"):
+        port = int(proxy.rsplit(":", 1)[1].strip("/"))
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 10) as c:
+            c.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+            status = c.recv(64).split(b" ")[1:2]
+            if status == [b"200"]:
+                reached.append("an unlisted host through the proxy")
+    if reached:
+        line("network", False, "reached " + ", ".join(reached))
+    else:
+        line("network", True, "no host listener, abstract socket or unlisted host reachable")
+
+
 def main() -> None:
     root, place, home, store = (Path(arg) for arg in sys.argv[1:5])
     wanted = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+    doors = json.loads(sys.argv[6]) if len(sys.argv) > 6 else {}
     processes()
     checkout(root)
     worktree(place)
@@ -250,6 +287,7 @@ def main() -> None:
     umount(store)
     planted_link(root, place, home)
     limits(wanted)
+    network(doors)
     remount(root)  # late: once a mount is writable, the checks after it would see it so
     userns()
     keyring()

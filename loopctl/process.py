@@ -419,8 +419,12 @@ def run(
     payload = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     shown = tuple(active.redact(arg) for arg in args) if active is not None else args
 
-    executable, launch, env, filter_fd = _confine(sandbox, args, executable, cwd, env)
     with contextlib.ExitStack() as stack:
+        # The egress proxy serves for as long as the program runs: entered first, left last.
+        egress_dir = _serve_egress(stack, sandbox)
+        executable, launch, env, filter_fd = _confine(
+            sandbox, args, executable, cwd, env, egress_dir
+        )
         if filter_fd is not None:
             stack.callback(os.close, filter_fd)
         out_sink, err_sink = _open_sinks(stack, stdout_path, stderr_path)
@@ -530,12 +534,22 @@ def run(
     )
 
 
+def _serve_egress(stack: contextlib.ExitStack, sandbox: Sandbox | None) -> Path | None:
+    """Start the egress proxy of a proxied bwrap sandbox (its socket folder), else None."""
+    if sandbox is None or sandbox.mechanism != "bwrap" or not sandbox.egress.proxied:
+        return None
+    from loopctl import egress_proxy  # here: `loopctl --help` must not pay for ssl
+
+    return stack.enter_context(egress_proxy.serving(sandbox.egress, sandbox.refused))
+
+
 def _confine(
     sandbox: Sandbox | None,
     args: tuple[str, ...],
     executable: str,
     cwd: Path,
     env: Mapping[str, str],
+    egress_dir: Path | None = None,
 ) -> tuple[str, tuple[str, ...], Mapping[str, str], int | None]:
     """(program, argv, environment, filter descriptor) that run `args` in `sandbox`.
 
@@ -547,7 +561,9 @@ def _confine(
     if sandbox.mechanism == "bwrap" and sandbox.syscall_filter:
         fd = syscall_filter.open_program(sandbox.nested_userns)
     try:
-        program, wrapped, inner = sandbox.wrap(args, executable, cwd, env, seccomp_fd=fd)
+        program, wrapped, inner = sandbox.wrap(
+            args, executable, cwd, env, seccomp_fd=fd, egress_dir=egress_dir
+        )
     except BaseException:
         if fd is not None:
             os.close(fd)

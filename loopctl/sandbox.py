@@ -22,11 +22,12 @@ import functools
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopctl import nofollow
+from loopctl.egress import INSIDE_SOCKETS, EgressPolicy, NetworkMode
 from loopctl.errors import ExitCode, LoopctlError, UsageError
 from loopctl.limits import Limits
 
@@ -53,6 +54,53 @@ CREDENTIAL_STORES: tuple[str, ...] = (
     ".password-store",
     ".local/share/keyrings",
     ".vault-token",
+)
+
+# Browser profiles and shell and REPL histories, relative to HOME: where a dashboard's link, a
+# pasted key or a session cookie lingers. Hidden like the credential stores, and re-exposed the
+# same way (`[sandbox] read`).
+PRIVATE_HISTORIES: tuple[str, ...] = (
+    ".mozilla",
+    ".librewolf",
+    ".config/google-chrome",
+    ".config/google-chrome-beta",
+    ".config/google-chrome-unstable",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".config/vivaldi",
+    ".config/opera",
+    ".cache/mozilla",
+    ".cache/google-chrome",
+    ".cache/chromium",
+    "snap/firefox",
+    "snap/chromium",
+    ".var/app",  # Flatpak apps' data (Firefox, Chrome, …)
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Chromium",
+    "Library/Application Support/Firefox",
+    "Library/Application Support/BraveSoftware",
+    "Library/Application Support/Microsoft Edge",
+    "Library/Application Support/Vivaldi",
+    "Library/Safari",
+    "Library/Cookies",
+    ".bash_history",
+    ".zsh_history",
+    ".zhistory",
+    ".histfile",
+    ".sh_history",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".rediscli_history",
+    ".irb_history",
+    ".lesshst",
+    ".wget-hsts",
+    ".viminfo",
+    ".local/state/nvim/shada",
 )
 
 # Sockets that hand out more than the agent should have (a docker socket is root on the host;
@@ -126,6 +174,8 @@ _DISABLE_USERNS_SINCE = (0, 8)
 # keep the right to create one.
 NESTS_SANDBOX: frozenset[str] = frozenset({"codex"})
 _SEATBELT = "/usr/bin/sandbox-exec"
+# The program inside a proxied sandbox that pipes its loopback ports to the egress proxy.
+EGRESS_BRIDGE = Path(__file__).with_name("egress_bridge.py")
 
 
 class SandboxUnavailable(LoopctlError):
@@ -163,7 +213,8 @@ class Sandbox:
     # that sessions resume); outside every place an agent may write (`make_sandbox` refuses
     # otherwise). The agent writes inside the copy: loopctl refreshes it following no link.
     cli_layer: Path | None = None
-    network: bool = True
+    # What it may reach on the network (loopctl.egress): its own namespace unless "open".
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
     extra_visible: tuple[Path, ...] = field(default_factory=tuple)  # e.g. loopctl's own Python
     # Whether the agent may create a user namespace of its own (a CLI that nests a sandbox);
     # everyone else gets `--disable-userns` where this bwrap has it.
@@ -176,6 +227,8 @@ class Sandbox:
     syscall_filter: bool = True
     # The limits its processes reached, appended by `process.run`: the turn's end reason.
     reached: list[str] = field(default_factory=list, compare=False)
+    # The `host:port` targets the egress proxy refused, appended while it serves this sandbox.
+    refused: list[str] = field(default_factory=list, compare=False)
 
     def wrap(
         self,
@@ -184,32 +237,48 @@ class Sandbox:
         cwd: Path,
         env: Mapping[str, str],
         seccomp_fd: int | None = None,
+        egress_dir: Path | None = None,
     ) -> tuple[str, list[str], dict[str, str]]:
         """The program to start, its argv and its environment, so that `argv` runs confined.
 
-        `seccomp_fd` (from `syscall_filter.open_program`, inherited by bwrap) loads the filter."""
-        inner_env = dict(env)
+        `seccomp_fd` (from `syscall_filter.open_program`, inherited by bwrap) loads the filter.
+        `egress_dir` is the folder the egress proxy serves (`egress_proxy.serving`): in proxy
+        mode the program then runs behind the bridge; without it, nothing gets out at all."""
+        # Lent secrets as stand-ins, base-URL variables at their routes, the proxy variables.
+        inner_env = self.egress.inner_env(env)
         # The host's TMPDIR is hidden behind the private /tmp; point tools at the private one.
         inner_env["TMPDIR"] = "/tmp"
         inner_env["LOOPCTL_SANDBOX"] = self.mechanism
         if self.mechanism == "seatbelt":
             profile = seatbelt_profile(self, env)
             return self.program, [self.program, "-p", profile, executable, *argv[1:]], inner_env
+        command = [executable, *argv[1:]]
+        bridged = egress_dir is not None and self.egress.proxied
+        if bridged:
+            ports = [str(port) for port in self.egress.ports()]
+            bridge = [sys.executable, "-I", "-S", str(EGRESS_BRIDGE), INSIDE_SOCKETS, *ports]
+            command = [*bridge, "--", *command]
         return (
             self.program,
             [
                 self.program,
-                *self.bwrap_args(cwd, env, executable, argv[1:]),
+                *self.bwrap_args(
+                    cwd, env, executable, argv[1:], egress_dir=egress_dir if bridged else None
+                ),
                 *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
                 "--",
-                executable,
-                *argv[1:],
+                *command,
             ],
             inner_env,
         )
 
     def bwrap_args(
-        self, cwd: Path, env: Mapping[str, str], executable: str, args_after: Sequence[str] = ()
+        self,
+        cwd: Path,
+        env: Mapping[str, str],
+        executable: str,
+        args_after: Sequence[str] = (),
+        egress_dir: Path | None = None,
     ) -> list[str]:
         """bubblewrap's options: later mounts stack on earlier ones, so order is the policy."""
         home = _home(env)
@@ -229,12 +298,17 @@ class Sandbox:
             # capabilities just dropped; as another uid it makes its own user namespace. The
             # mapping is one uid, so the agent still owns what loopctl's user owns.
             args += ["--uid", str(NESTED_UID), "--gid", str(NESTED_UID)]
-        if not self.network:
+        if self.egress.isolated:
+            # A network namespace of its own: loopback only. The proxy's sockets are the way
+            # out (connect() works through a read-only bind); nothing of the host's loopback,
+            # abstract unix sockets included, is reachable from here.
             args.append("--unshare-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for folder in PRIVATE_TMP:
             if Path(folder).is_dir():
                 args += ["--tmpfs", folder]
+        if egress_dir is not None:
+            args += ["--ro-bind", str(egress_dir), INSIDE_SOCKETS]
         # What the private /tmp would hide but the agent needs to read: the checkout (its
         # definitions and prompt files), the programs it runs, loopctl's own interpreter.
         declared = {Path(os.path.abspath(_expand(p, env, home))) for p in self.readable}
@@ -245,6 +319,7 @@ class Sandbox:
             *_program_files([executable, *args_after]),
             *_installed(executable, env),
             *self.extra_visible,
+            *([Path(sys.executable).parent, EGRESS_BRIDGE.parent] if egress_dir else []),
             *(Path(p) for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
             *declared,
         ]
@@ -254,8 +329,13 @@ class Sandbox:
             # one. Only `[sandbox] read` can ask for it, by name.
             if str(path) in PRIVATE_TMP and path not in declared:
                 continue
-            if _under_private_tmp(path) and path.exists():
-                args += ["--ro-bind", str(path), str(path)]
+            # bwrap binds onto a link's target, which does not exist in the private /tmp: the
+            # link is seen through its folder, and the place it names is bound itself.
+            linked = path.is_symlink()
+            places = [path.parent, Path(os.path.realpath(path))] if linked else [path]
+            for place in places:
+                if _under_private_tmp(place) and place.exists() and str(place) not in PRIVATE_TMP:
+                    args += ["--ro-bind", str(place), str(place)]
         writable = self.writable_paths(env)  # first: it makes the places copies are bound at
         state = self.state_copies(env)
         for path in writable:
@@ -367,9 +447,12 @@ class Sandbox:
         return copies
 
     def hidden_paths(self, env: Mapping[str, str]) -> list[Path]:
-        """Credential stores under every home the agent could look in, and the host's sockets."""
+        """Credential stores, browser profiles and histories under every home the agent could
+        look in, and the host's sockets."""
         homes = _unique([_home(env), Path.home(), *_passwd_home()])
-        hidden = [home / store for home in homes for store in CREDENTIAL_STORES]
+        hidden = [
+            home / store for home in homes for store in (*CREDENTIAL_STORES, *PRIVATE_HISTORIES)
+        ]
         hidden += [Path(socket) for socket in HOST_SOCKETS]
         return _unique(hidden)
 
@@ -384,7 +467,8 @@ class Sandbox:
             "read_only": ["/ (everything else)", str(self.root)],
             "hidden": [str(p) for p in self.hidden_paths(env) if p.exists()]
             + ["every process outside the sandbox"],
-            "network": self.network,
+            "network": self.egress.mode.value,
+            "egress": self.egress.describe(),
         }
 
 
@@ -726,7 +810,19 @@ def seatbelt_profile(sandbox: Sandbox, env: Mapping[str, str]) -> str:
             lines.append(f"(deny file-write* (subpath {quoted(sandbox.root / name)}))")
     for path in sandbox.git_pinned:
         lines.append(f"(deny file-write* (literal {quoted(path)}))")
-    lines.append("(allow network*)" if sandbox.network else "(deny network*)")
+    # Seatbelt cannot filter by host, and no proxy runs for it yet: proxy mode keeps loopback
+    # only (so a local model server works, the host's loopback services too); untested.
+    mode = sandbox.egress.mode
+    if mode is NetworkMode.OPEN:
+        lines.append("(allow network*)")
+    elif mode is NetworkMode.PROXY:
+        lines += [
+            "(deny network*)",
+            '(allow network* (remote ip "localhost:*"))',
+            '(allow network* (local ip "localhost:*"))',
+        ]
+    else:
+        lines.append("(deny network*)")
     return "\n".join(lines) + "\n"
 
 
@@ -737,7 +833,7 @@ def make_sandbox(
     cli: str | None = None,
     writable: Sequence[str] = (),
     readable: Sequence[str] = (),
-    network: bool = True,
+    egress: EgressPolicy | None = None,
     objects_layer: Path | None = None,
     cli_layer: Path | None = None,
     limits: Limits | None = None,
@@ -784,7 +880,7 @@ def make_sandbox(
         writable=tuple(writable),
         readable=tuple(readable),
         cli=cli,
-        network=network,
+        egress=egress if egress is not None else EgressPolicy(),
         limits=limits,
         nested_userns=cli in NESTS_SANDBOX,
         disable_userns=mechanism == "bwrap" and knows_disable_userns(program),
@@ -859,7 +955,9 @@ def probe_findings(
     argv += [str(home), str(store), json.dumps(wanted)]
     targets = [root / ".loop" / ".doctor-probe-link", home / ".doctor-probe-link"]
     before = {target for target in targets if os.path.lexists(target)}
-    done = process.run(argv, cwd=box.worktree, env=env, timeout=60, sandbox=box)
+    with _host_doors(box.egress) as doors:
+        argv.append(json.dumps(doors))
+        done = process.run(argv, cwd=box.worktree, env=env, timeout=60, sandbox=box)
     # What the planted links reached is judged here, on the host: a write that landed in the
     # sandbox's private /tmp reached nothing.
     reached = [t for t in targets if t not in before and os.path.lexists(t)]
@@ -875,3 +973,26 @@ def probe_findings(
             ProbeFinding("start", False, f"the probe printed nothing: {done.output_tail(300)}")
         )
     return findings
+
+
+@contextlib.contextmanager
+def _host_doors(policy: EgressPolicy) -> Iterator[dict[str, object]]:
+    """What the probe knocks on: a TCP listener on the host's loopback (a dashboard, a database)
+    and an abstract unix socket (the kind X11 and D-Bus use), both open for its whole run; the
+    listener's port is none the sandbox's own loopback uses."""
+    import secrets
+    import socket
+
+    reserved = {*policy.reserved_ports(), *(target.port for target in policy.mirrors())}
+    with contextlib.ExitStack() as stack:
+        listener = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        listener.bind(("127.0.0.1", 0))
+        while listener.getsockname()[1] in reserved:
+            listener = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        abstract = f"loopctl-doctor-{secrets.token_hex(8)}"
+        door = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        door.bind("\0" + abstract)
+        door.listen(4)
+        yield {"port": listener.getsockname()[1], "abstract": abstract}

@@ -10,6 +10,9 @@ import pytest
 from support.repos import make_repo
 
 REAL_HOME = Path.home()
+# Fixtures every test module may use without importing them: `place` (checkouts and HOME under
+# /tmp and outside it).
+pytest_plugins = ("support.outside_tmp",)
 
 
 @pytest.fixture(autouse=True)

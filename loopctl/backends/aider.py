@@ -56,6 +56,12 @@ class AiderBackend(CliPreset):
     )
     passthrough = ("OPENAI_API_BASE", "OPENAI_BASE_URL", "OLLAMA_API_BASE", "LITELLM_*")
     fixed_env: ClassVar[Mapping[str, str]] = {"TERM": "dumb"}
+    # LiteLLM's variables; `base_url` is given as --openai-api-base instead.
+    base_url_variables: ClassVar[Mapping[str, str]] = {
+        "OPENAI_API_BASE": "https://api.openai.com/v1",
+        "ANTHROPIC_API_BASE": "https://api.anthropic.com",
+    }
+    model_hosts = ("generativelanguage.googleapis.com", "openrouter.ai", "api.deepseek.com")
     # With no git identity configured aider writes a placeholder one into the repository's
     # config, which the sandbox keeps read-only (aider then crashes). An identity given through
     # the environment is found first; --no-auto-commits means it never signs anything.

@@ -66,6 +66,11 @@ class ClaudeBackend(CliPreset):
     # Inside loopctl's sandbox Claude Code may skip permissions as root: the sandbox, not the
     # account, is what confines it (real-clis.md: IS_SANDBOX=1).
     sandboxed_env: ClassVar[Mapping[str, str]] = {"IS_SANDBOX": "1"}
+    base_url_variables: ClassVar[Mapping[str, str]] = {
+        "ANTHROPIC_BASE_URL": "https://api.anthropic.com"
+    }
+    # A claude.ai login refreshes its token here; the token itself goes to the model's route.
+    login_hosts = ("console.anthropic.com", "platform.claude.com")
     fixed_env: ClassVar[Mapping[str, str]] = {
         # No telemetry or update checks from an unattended run (real-clis.md §1 pitfalls).
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

@@ -9,19 +9,22 @@ failure: the run is judged by `turn.completed` versus `turn.failed`.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from loopctl.backends import connectors
 from loopctl.backends.base import AgentRequest, AgentResult, int_or_none
 from loopctl.backends.presets import (
     CliPreset,
     Invocation,
+    ModelUrl,
     base_status,
     json_lines,
     safe_session_id,
     stdout_text,
     with_instructions,
 )
+from loopctl.definitions.agents import Agent
 
 
 class CodexBackend(CliPreset):
@@ -30,6 +33,17 @@ class CodexBackend(CliPreset):
     install = "npm install -g @openai/codex"
     secret_names = ("CODEX_API_KEY", "OPENAI_API_KEY")
     passthrough = ("CODEX_HOME", "OPENAI_BASE_URL", "OPENAI_ORGANIZATION", "OPENAI_PROJECT")
+    base_url_variables: ClassVar[Mapping[str, str]] = {
+        "OPENAI_BASE_URL": "https://api.openai.com/v1"
+    }
+    # A ChatGPT login talks to ChatGPT's own backend and refreshes its token at auth.openai.com.
+    login_hosts = ("chatgpt.com", "auth.openai.com")
+
+    def model_urls(self, agent: Agent, env: Mapping[str, str]) -> list[ModelUrl]:
+        if agent.base_url:
+            # loopctl's own provider (argv): OPENAI_BASE_URL is not read then.
+            return [ModelUrl(None, agent.base_url, custom=True)]
+        return super().model_urls(agent, env)
 
     def invocation(self, request: AgentRequest) -> Invocation:
         agent = request.agent

@@ -92,6 +92,11 @@ class GooseBackend(CliPreset):
     )
     passthrough = ("GOOSE_*", "OLLAMA_HOST", "OPENAI_HOST", "ANTHROPIC_HOST")
     fixed_env: ClassVar[Mapping[str, str]] = {"GOOSE_MODE": "auto", "GOOSE_DISABLE_KEYRING": "1"}
+    base_url_variables: ClassVar[Mapping[str, str]] = {
+        "OPENAI_HOST": "https://api.openai.com",
+        "ANTHROPIC_HOST": "https://api.anthropic.com",
+    }
+    model_hosts = ("generativelanguage.googleapis.com", "openrouter.ai")
 
     def invocation(self, request: AgentRequest) -> Invocation:
         agent = request.agent

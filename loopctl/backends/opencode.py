@@ -43,6 +43,14 @@ class OpencodeBackend(CliPreset):
     )
     passthrough = ("OPENCODE_*",)
     fixed_env: ClassVar[Mapping[str, str]] = {"OPENCODE_DISABLE_AUTOUPDATE": "1"}
+    # Its providers' URLs live in its own config, not in a variable loopctl can point.
+    model_hosts = (
+        "api.anthropic.com",
+        "api.openai.com",
+        "openrouter.ai",
+        "generativelanguage.googleapis.com",
+        "api.groq.com",
+    )
 
     def invocation(self, request: AgentRequest) -> Invocation:
         agent = request.agent

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,6 +49,15 @@ def with_instructions(agent: Agent, prompt: str) -> str:
     return f"{instructions}\n\n{prompt}"
 
 
+@dataclass(frozen=True, slots=True)
+class ModelUrl:
+    """One endpoint of a CLI's model (issue 25)."""
+
+    variable: str | None  # the base-URL variable that carries it; None: argv, config, or fixed
+    url: str
+    custom: bool = False  # the user's (base_url, or a variable they set), not the preset's
+
+
 class CliPreset:
     """Base for the claude, codex, opencode, aider and goose backends."""
 
@@ -63,6 +73,14 @@ class CliPreset:
     version_args: tuple[str, ...] = ("--version",)
     # Set only when loopctl's own sandbox confines the CLI (its "already sandboxed" switches).
     sandboxed_env: ClassVar[Mapping[str, str]] = {}
+    # Where its model is (issue 25; loopctl.backends.endpoints). Each base-URL variable the CLI
+    # reads, with the URL it uses when the variable is unset: an https one becomes a route of
+    # loopctl's egress proxy, which then holds the TLS connection and the real key.
+    base_url_variables: ClassVar[Mapping[str, str]] = {}
+    # Model hosts it reaches with no base-URL variable (through CONNECT: no key put in there).
+    model_hosts: tuple[str, ...] = ()
+    # What its own login (an OAuth file, not a key) talks to; allowed when no key is lent.
+    login_hosts: tuple[str, ...] = ()
 
     # --- availability ----------------------------------------------------------------------------
 
@@ -146,6 +164,28 @@ class CliPreset:
     def agent_env(self, agent: Agent) -> dict[str, str]:
         """Variables derived from the agent definition (e.g. a base URL)."""
         return {}
+
+    def model_urls(self, agent: Agent, env: Mapping[str, str]) -> list[ModelUrl]:
+        """Each model endpoint, given the environment the CLI gets (`environment()`).
+
+        With no key of its own lent, the CLI uses its login: there is no key to put in, and a
+        login may pick its own URL (Codex's ChatGPT backend), so its default endpoints are
+        reached as the CLI would reach them, through CONNECT, and its login hosts are allowed.
+        """
+        keyed = any(env.get(name) for name in self.secret_names)
+        urls = [
+            ModelUrl(name, env[name], custom=True)
+            if env.get(name)
+            else ModelUrl(name if keyed else None, default)
+            for name, default in self.base_url_variables.items()
+        ]
+        carried = set(self.agent_env(agent)) & set(self.base_url_variables)
+        if agent.base_url and not carried:
+            urls.append(ModelUrl(None, agent.base_url, custom=True))  # in argv or a config file
+        urls += [ModelUrl(None, f"https://{host}") for host in self.model_hosts]
+        if not keyed:
+            urls += [ModelUrl(None, f"https://{host}") for host in self.login_hosts]
+        return urls
 
     def invocation(self, request: AgentRequest) -> Invocation:
         raise NotImplementedError

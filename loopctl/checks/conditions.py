@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from loopctl.checks import runners
 from loopctl.checks.fingerprint import strip_ansi
 from loopctl.errors import UsageError
 
@@ -589,6 +590,7 @@ def runner_protect(argv: Sequence[str], repo: Path) -> tuple[str, ...]:
         for pattern, inner in _MAKE_RUNNERS:
             if re.search(pattern, text):
                 globs += runner_protect(inner, repo)
+    globs += runners.shadow_protect(runner)
     return tuple(dict.fromkeys(globs))
 
 
@@ -721,7 +723,13 @@ def _plural(n: int, word: str) -> str:
 
 
 def unproven_pass(
-    argv: Sequence[str], output: str, base: TestCounts | None, *, baselined: bool, repo: Path
+    argv: Sequence[str],
+    output: str,
+    base: TestCounts | None,
+    *,
+    baselined: bool,
+    repo: Path,
+    report: runners.Report | None = None,
 ) -> tuple[str, str] | None:
     """Why a test run that exited 0 does not show that its tests passed, as (kind, reason) with
     kind "counts" or "weakened", or None when it does.
@@ -732,24 +740,68 @@ def unproven_pass(
     base commit's run printed one, or the runner always prints one), or that ran fewer tests,
     or skipped more, than on the base commit. `baselined`: the run was counted on the base
     commit, and `base` holds what it printed (None: no summary there either).
+
+    `report`: what loopctl's reporter wrote, for a run it armed (`runners.arm`). Then the
+    report's counts decide, a report the run never finished fails it, and a printed summary
+    that says otherwise fails it as forged ("the report and the output disagree").
     """
     runner = runner_of(argv)
     if runner is None:
         return None
-    counts = parse_test_counts(runner, output)
-    if counts is None:
+    shown = " ".join(argv)
+    printed = parse_test_counts(runner, output)
+    reported = report_counts(report)
+    if reported is not None and printed is not None and reported != printed:
+        return "counts", (
+            f"the report and the output disagree: check `{shown}` printed a summary of"
+            f" {_described(printed)}, but loopctl's report of the run counts"
+            f" {_described(reported)}"
+        )
+    if printed is None:
         expected = base is not None if baselined else _prints_summary(runner, argv, repo)
         if expected:
             where = " (the base commit's run printed one)" if base is not None else ""
-            shown = " ".join(argv)
             return "counts", f"check `{shown}` exited 0 but printed no test summary{where}"
+    if report is not None and reported is None:
+        how = {
+            "unfinished": "the test run ended before it finished (its report was left empty)",
+            "missing": "it wrote no report (the runner loopctl armed did not run to its end)",
+        }.get(report.state, "its report cannot be read")
+        return "counts", f"check `{shown}` exited 0, but {how}"
+    counts = reported or printed
+    if counts is None:
         return None
     if counts.failed or counts.errors:
         problems = [_plural(counts.failed, "failed test"), _plural(counts.errors, "error")]
         told = " and ".join(p for p in problems if not p.startswith("0 "))
-        return "counts", f"check `{' '.join(argv)}` exited 0, yet its summary reports {told}"
+        said = "its summary reports" if printed is not None else "its report counts"
+        return "counts", f"check `{shown}` exited 0, yet {said} {told}"
     reason = weakened(base, counts)
     return ("weakened", reason) if reason is not None else None
+
+
+def report_counts(report: runners.Report | None) -> TestCounts | None:
+    """The counts a finished report holds, in the words the printed summary uses."""
+    if report is None or report.state != "ok":
+        return None
+    pairs = report.counts
+    if "run" in pairs:  # unittest's counters: as `_parse_unittest` reads its summary
+        failed, errors = pairs.get("failures", 0), pairs.get("errors", 0)
+        skipped = pairs.get("skipped", 0) + pairs.get("expected failures", 0)
+        passed = max(pairs["run"] - failed - errors - skipped, 0)
+        return TestCounts(passed=passed, failed=failed, skipped=skipped, errors=errors)
+    # pytest's categories, or jest's words (checks.runners maps its report onto them).
+    return _counts(pairs, ("skipped", "xfailed", "todo"))
+
+
+def _described(counts: TestCounts) -> str:
+    parts = [
+        f"{counts.passed} passed",
+        f"{counts.failed} failed",
+        f"{counts.skipped} skipped",
+        _plural(counts.errors, "error"),
+    ]
+    return ", ".join(parts)
 
 
 # --- test counts and weakened runs ------------------------------------------------------------

@@ -198,15 +198,18 @@ def hidden_changes(
         return path not in _LOOPCTL_OWN_FILES and own.match(path) is None
 
     def descend(folder: str) -> bool:
-        name = folder.rsplit("/", 1)[-1]
         try:
             virtualenv = (worktree / folder / "pyvenv.cfg").is_file()
         except OSError:
             # A folder the maker made unsearchable (mode 000): not a reason to fail the verdict;
             # the walk below reads what it can, as for any folder it cannot list.
             virtualenv = False
-        if name in _NOT_WALKED or virtualenv:
+        if virtualenv:
             return False  # a virtualenv, whatever its name
+        if any(part in _NOT_WALKED for part in folder.split("/")):
+            # Only what a protect glob names literally inside (`node_modules/.bin/**`, whose
+            # links decide which runner a script starts); the rest stays unwalked.
+            return any(p.startswith(folder + "/") for p in protected)
         if own.match(folder + "/x"):
             return False
         return any(could_match_below(folder, pattern) for pattern in protected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import typer
 
@@ -55,6 +56,8 @@ def doctor(json_out: JsonFlag = False) -> None:
     imports = [line for line in (python, node) if line]
     if imports:
         report["imports"] = imports
+    egress = _egress(root)
+    report["egress"] = egress
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -65,8 +68,9 @@ def doctor(json_out: JsonFlag = False) -> None:
             print(f"mechanism:    none — {why}")
         else:
             print(f"mechanism:    {mechanism} ({program})")
-            network = "on" if report.get("network") else "off"
-            print(f"network:      {network} (per agent: [sandbox] network = false cuts it)")
+            network = report.get("network")
+            shown = network if isinstance(network, str) else ("on" if network else "off")
+            print(f"network:      {shown} (per agent below: [sandbox] network and hosts)")
             if mechanism == "bwrap":
                 print(f"seccomp:      {_filter_line(syscall_filter.unavailable())}")
             for key in ("writable", "read_only", "hidden"):
@@ -86,11 +90,48 @@ def doctor(json_out: JsonFlag = False) -> None:
             print("imports:")
             for line in imports:
                 print(f"  {line}")
+        _print_egress(egress)
     if mechanism is None:
         raise LoopctlError(f"no sandbox for agents: {why}")
     if not findings or not all(f.ok for f in findings):
         raise LoopctlError("the sandbox probe found a hole: see above")
     raise typer.Exit(0)
+
+
+def _egress(root: Path) -> dict[str, object]:
+    """Each agent's network and lent secrets (issue 25); a broken definition is said, not
+    fatal: doctor is what one runs when something is wrong."""
+    from loopctl.definitions import load_project
+    from loopctl.engine.egress_policy import project_egress
+    from loopctl.errors import LoopctlError
+
+    try:
+        return project_egress(load_project(root))
+    except LoopctlError as exc:
+        return {"problem": str(exc)}
+
+
+def _print_egress(egress: dict[str, object]) -> None:
+    from loopctl.engine.egress_policy import egress_lines
+
+    if "problem" in egress:
+        print(f"agents' network: not shown ({egress['problem']})")
+        return
+    agents = egress.get("agents")
+    if isinstance(agents, dict) and agents:
+        print("agents' network (per agent: [sandbox] network, hosts; [env.secrets]):")
+        for name, summary in agents.items():
+            print(f"  {name} ({summary.get('backend')}):")
+            for line in egress_lines(summary, "    "):
+                print(line)
+    checks = egress.get("checks")
+    if isinstance(checks, dict) and checks:
+        print("checks' network (per loop: [checker] network):")
+        for name, summary in checks.items():
+            lines = egress_lines(summary)
+            print(f"  {name}: {lines[0].split(':', 1)[1].strip()}")
+            for line in lines[1:]:
+                print(f"    {line}")
 
 
 def _filter_line(missing: str) -> str:

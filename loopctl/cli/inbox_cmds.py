@@ -140,6 +140,21 @@ def diff(item_id: ItemId, no_pager: NoPager = False) -> None:
     pager.show(shown, page=not no_pager)
 
 
+def _tampering_lines(found: Any) -> list[str]:
+    """Every line the sabotage scan quoted, with its rule and why (the summary shows three)."""
+    from loopctl.text import strip_controls
+
+    if not isinstance(found, list) or not found:
+        return []
+    lines = ["Looks like it tampers with the test run:"]
+    for f in found:
+        if isinstance(f, dict):
+            where = strip_controls(f"{f.get('path')}:{f.get('line')}")
+            lines.append(f"  {where}: {strip_controls(str(f.get('text')))}")
+            lines.append(f"    {f.get('rule')}: {f.get('reason')}")
+    return [*lines, ""]
+
+
 def render_detail(detail: Any) -> str:
     """`inbox show` for people."""
     item = detail.item
@@ -162,6 +177,11 @@ def render_detail(detail: Any) -> str:
         lines.append("")
     if detail.question:
         lines += ["The agent asks:", *(f"  {q}" for q in detail.question.splitlines()), ""]
+    lines += _tampering_lines(item.evidence.get("sabotage"))
+    if detail.claims is not None:
+        from loopctl.journal.claimed import text_lines
+
+        lines += [*text_lines(detail.claims), ""]
     facts = [
         ("Run", item.run),
         ("Task status", detail.task_status),
@@ -192,6 +212,9 @@ def render_detail(detail: Any) -> str:
         status = f" ({detail.agent_status})" if detail.agent_status else ""
         tail = detail.agent_output.rstrip().splitlines()[-8:]
         lines += [f"Agent output{status}, last lines:", *(f"  {ln}" for ln in tail)]
+    if detail.network_refused:
+        lines.append("Network refused (not in the agent's allowed hosts, or a check's):")
+        lines += [f"  {host}" for host in detail.network_refused]
     if detail.attempt_dir:
         lines.append(f"{'Attempt:':<13}{detail.attempt_dir} (prompt, agent and check output)")
     if detail.history:

@@ -34,6 +34,9 @@ class _Default(dict[str, Any]):
 
 
 def plain_line(event: Event) -> str | None:
+    refused = refused_line(event)
+    if refused is not None:
+        return f"{event.ts[11:19]} {refused}"
     template = _PLAIN.get(event.type)  # type: ignore[call-overload]
     if template is None:
         return None
@@ -46,6 +49,17 @@ def plain_line(event: Event) -> str | None:
         text = f"{event.type} {event.task or ''}"
     # An event written before agent text was cleaned may still carry escape sequences.
     return f"{event.ts[11:19]} {strip_controls(text)}"
+
+
+def refused_line(event: Event) -> str | None:
+    """What the egress proxy refused during an agent turn or a check (issue 25), or None."""
+    from loopctl.journal.schema import network_refused
+
+    refusal = network_refused(event)
+    if refusal is None or not refusal.hosts:
+        return None
+    hosts = ", ".join(refusal.hosts)
+    return strip_controls(f"task {event.task} {refusal.who}: network refused {hosts}")
 
 
 def failure_lines(event: Event) -> list[str]:
@@ -104,7 +118,8 @@ class RunView:
                     for extra in failure_lines(event):
                         print(extra, file=sys.stderr, flush=True)
                 return
-            self._above(failure_lines(event))
+            refused = refused_line(event)
+            self._above([*failure_lines(event), *([refused] if refused else [])])
             self._track(event)
             self._live.update(self._render())
 

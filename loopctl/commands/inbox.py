@@ -24,6 +24,7 @@ from loopctl.delivery.gates import (
 from loopctl.delivery.pipeline import Checkpoint, DeliveryResult, complete, resume
 from loopctl.errors import LockHeld, LoopctlError
 from loopctl.journal import history
+from loopctl.journal.claimed import ClaimedView
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, items
 from loopctl.journal.recorder import Recorder
@@ -104,6 +105,10 @@ class ItemDetail:
     agent_output: str = ""
     agent_status: str | None = None
     attempt_dir: str | None = None
+    # host:port the egress proxy refused the task's agents and checks (issue 25)
+    network_refused: tuple[str, ...] = ()
+    # What the maker said it did beside what loopctl measured, for its latest attempt.
+    claims: ClaimedView | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,6 +130,8 @@ class ItemDetail:
             "agent_output": self.agent_output,
             "agent_status": self.agent_status,
             "attempt_dir": self.attempt_dir,
+            "network_refused": list(self.network_refused),
+            "claims": self.claims.to_json() if self.claims is not None else None,
         }
 
 
@@ -239,6 +246,10 @@ def show(project: Project, ref: str, *, with_patch: bool = False) -> ItemDetail:
         agent_status=last.agent_status if last else None,
         attempt_dir=attempt_folder(item.run, item.task, last.number)
         if last and item.run and item.task
+        else None,
+        network_refused=tuple(task.refused) if task else (),
+        claims=next((a.claims for a in reversed(task.attempts) if a.claims), None)
+        if task
         else None,
     )
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.definitions import Project
-from loopctl.journal import history
+from loopctl.journal import history, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.journal.warmth import time_saved
@@ -255,6 +255,12 @@ def _describe_more(event: Event, who: str) -> str | None:
     if t == EventType.NOTE and d.get("what") == "workspace_ready":
         setup = f", setup {d['decision']} ({d.get('reason')})" if d.get("decision") else ""
         return f"{who}workspace ready in {d.get('took_s')} s: pool {d.get('pool')}{setup}"
+    refusal = schema.network_refused(event)
+    if refusal is not None:
+        return f"{who}{refusal.who}: network refused {', '.join(refusal.hosts)}"
+    if t == EventType.NOTE and d.get("what") == "network" and d.get("mode") == "open":
+        whose = f"agent {d.get('agent')}" if d.get("agent") else "the checks"
+        return f'note: {whose} on the host\'s network, unfiltered (network = "open")'
     if t == EventType.NOTE:
         said = d.get("reason") or d.get("warning") or d.get("mode") or ""
         return f"{who}note: {str(d.get('what', '')).replace('_', ' ')}" + (

@@ -11,7 +11,12 @@ from pathlib import Path
 
 from loopctl.definitions.connectors import Connector
 from loopctl.definitions.fields import Table, did_you_mean
-from loopctl.definitions.sandbox import AgentSandbox, read_agent_sandbox
+from loopctl.definitions.sandbox import (
+    AgentSandbox,
+    SecretHosts,
+    read_agent_sandbox,
+    read_secret_hosts,
+)
 from loopctl.definitions.source import Problems, parse_front_matter, parse_toml
 
 
@@ -114,6 +119,8 @@ class Agent:
     context_window: int | None = None  # loopctl's own agent: tokens before it compacts
     connectors: tuple[Connector, ...] = ()  # MCP servers from [connectors.NAME] in config.toml
     sandbox: AgentSandbox = field(default_factory=AgentSandbox)  # [sandbox]: extra reach
+    # [env.secrets]: the hosts each lent secret is for (beyond the presets), or lent unchanged
+    secret_hosts: tuple[SecretHosts, ...] = ()
 
 
 def _check_name(name: str, table: Table, key: str | None) -> bool:
@@ -212,9 +219,13 @@ def load_toml_agent(
     max_turns = table.integer("max_turns", None, minimum=1)
     env = table.table("env")
     env_allow: tuple[str, ...] = ()
+    secret_hosts: tuple[SecretHosts, ...] = ()
     if env is not None:
         env_allow = env.string_list("allow")
+        secret_hosts = read_secret_hosts(env.table("secrets"))
         env.finish()
+    # A variable whose hosts are declared is lent: naming it twice would be a chore.
+    env_allow = (*env_allow, *(s.name for s in secret_hosts if s.name not in env_allow))
     argv = table.argv("argv", required=backend is Backend.COMMAND)
     if argv is not None and backend is not Backend.COMMAND:
         table.error("argv", f"'argv' is only for backend = \"command\" (this agent uses {backend})")
@@ -271,6 +282,7 @@ def load_toml_agent(
         context_window=context_window,
         connectors=used,
         sandbox=sandbox,
+        secret_hosts=secret_hosts,
     )
 
 

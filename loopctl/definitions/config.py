@@ -9,9 +9,10 @@ from pathlib import Path
 
 from loopctl.definitions.connectors import Connector, read_connectors
 from loopctl.definitions.fields import Table, did_you_mean
-from loopctl.definitions.sandbox import SandboxMode, read_project_sandbox
+from loopctl.definitions.sandbox import SandboxMode, read_checker_network, read_project_sandbox
 from loopctl.definitions.source import Problems, parse_toml
 from loopctl.definitions.traces import TracesConfig, read_traces
+from loopctl.egress import HostPort, NetworkMode
 
 CONFIG_VERSION = 1
 
@@ -79,6 +80,9 @@ class Config:
     connectors: tuple[Connector, ...] = ()  # [connectors.NAME]: MCP servers agents may use
     traces: TracesConfig = field(default_factory=TracesConfig)  # [traces]: OpenTelemetry
     sandbox: SandboxMode = SandboxMode.REQUIRED  # [sandbox] mode: agents confined unless "off"
+    # [checker] network: what checks may reach where a loop does not say (goals too)
+    check_network: NetworkMode = NetworkMode.NONE
+    check_hosts: tuple[HostPort, ...] = ()
 
     def condition_map(self) -> dict[str, tuple[str, ...]]:
         return dict(self.conditions)
@@ -220,6 +224,12 @@ def load_config(path: Path, problems: Problems) -> Config:
     connectors = read_connectors(table.table("connectors"))
     traces = read_traces(table.table("traces"), path.parent.parent)
     sandbox = read_project_sandbox(table.table("sandbox"))
+    check_network: NetworkMode = NetworkMode.NONE
+    check_hosts: tuple[HostPort, ...] = ()
+    checker_table = table.table("checker")
+    if checker_table is not None:
+        check_network, check_hosts = read_checker_network(checker_table)
+        checker_table.finish()
     table.finish()
     return Config(
         path=path,
@@ -240,4 +250,6 @@ def load_config(path: Path, problems: Problems) -> Config:
         connectors=connectors,
         traces=traces,
         sandbox=sandbox,
+        check_network=check_network,
+        check_hosts=check_hosts,
     )

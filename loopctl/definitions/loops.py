@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 from loopctl.definitions.config import Budget, Config, KeepPolicy, read_budget
 from loopctl.definitions.fields import Table, did_you_mean, validate_cron
+from loopctl.definitions.sandbox import read_checker_network
 from loopctl.definitions.source import Problems, parse_toml
+from loopctl.egress import HostPort, NetworkMode
 
 if TYPE_CHECKING:
     from loopctl.definitions.github_source import GithubQuery
@@ -76,6 +78,9 @@ class CheckerSpec:
     # A passing check of a base is reused while nothing it depends on changes (engine.check_cache);
     # false for a check whose result depends on the outside world.
     cache: bool = True
+    # Checks run the agent's code: no network unless the loop says (issue 25).
+    network: NetworkMode = NetworkMode.NONE
+    hosts: tuple[HostPort, ...] = ()  # network = [...]: reachable through the proxy
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +305,7 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
         )
         maker_table.finish()
 
-    checker = CheckerSpec()
+    checker = CheckerSpec(network=config.check_network, hosts=config.check_hosts)
     checker_table = table.table("checker")
     if checker_table is not None:
         commands = checker_table.argv_list("command")
@@ -309,6 +314,7 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
                 checker_table.error("commands", "give 'command' or 'commands', not both")
             commands = checker_table.argv_list("commands")
         protect = checker_table.glob_list("protect")
+        network, hosts = read_checker_network(checker_table, (checker.network, checker.hosts))
         checker = CheckerSpec(
             commands=commands,
             agent=checker_table.string("agent"),
@@ -316,6 +322,8 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
             timeout_s=checker_table.duration("timeout", 1800.0) or 1800.0,
             runner_protect=bool(protect) or not checker_table.has("protect"),
             cache=checker_table.boolean("cache", True),
+            network=network,
+            hosts=hosts,
         )
         checker_table.finish()
 

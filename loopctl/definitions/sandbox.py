@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from loopctl.definitions.fields import Table
+from loopctl.definitions.fields import Table, describe_type
+from loopctl.egress import HostPort, NetworkMode
 from loopctl.limits import Limits
 
 
@@ -20,7 +22,9 @@ class AgentSandbox:
 
     read: tuple[str, ...] = ()  # credential stores (or other hidden paths) it may read
     write: tuple[str, ...] = ()  # folders or files outside its worktree it may write
-    network: bool = True  # agents call model APIs: on unless the file says otherwise
+    # proxy: its own network namespace, out only to its model and `hosts` (issue 25)
+    network: NetworkMode = NetworkMode.PROXY
+    hosts: tuple[HostPort, ...] = ()  # reachable beyond the backend's model endpoints
     # memory, pids, cpu_time, disk: for the agent's processes and the checks of its turns
     limits: Limits = field(default_factory=Limits)
 
@@ -31,10 +35,124 @@ def read_agent_sandbox(table: Table | None) -> AgentSandbox:
         return AgentSandbox()
     read = _paths(table, "read")
     write = _paths(table, "write")
-    network = table.boolean("network", True)
+    network = _agent_network(table)
+    hosts = read_hosts(table, "hosts", "[sandbox] hosts")
     limits = _limits(table)
     table.finish()
-    return AgentSandbox(read=read, write=write, network=network, limits=limits)
+    return AgentSandbox(read=read, write=write, network=network, hosts=hosts, limits=limits)
+
+
+OPEN_WARNING = (
+    '{what} runs on the host\'s network, unfiltered (network = "open"): it can reach'
+    " any service on this machine and send what it holds anywhere; remove it to confine it"
+)
+
+
+def _agent_network(table: Table) -> NetworkMode:
+    """`network = "proxy" | "none" | "open"`; true and false (the old switch) mean proxy and
+    none."""
+    value = table.raw("network")
+    if value is None:
+        return NetworkMode.PROXY
+    if isinstance(value, bool):
+        return NetworkMode.PROXY if value else NetworkMode.NONE
+    modes = [mode.value for mode in NetworkMode]
+    if not isinstance(value, str) or value not in modes:
+        shown = repr(value) if isinstance(value, str) else describe_type(value)
+        table.error(
+            "network",
+            f"{table.where('network')} must be one of {', '.join(modes)}, not {shown}",
+        )
+        return NetworkMode.PROXY
+    mode = NetworkMode(value)
+    if mode is NetworkMode.OPEN:
+        table.warn("network", OPEN_WARNING.format(what="the agent"))
+    return mode
+
+
+# A DNS name (letters, digits, '-', '.', '_') or an IP literal (IPv6 has ':').
+_HOST_NAME = re.compile(r"^(?:[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?|[0-9a-f:.]+)$")
+
+
+def read_hosts(table: Table, key: str, label: str) -> tuple[HostPort, ...]:
+    """A list of `host` or `host:port` entries (443 when no port is given)."""
+    found: list[HostPort] = []
+    for text in table.string_list(key, allow_single=False):
+        try:
+            target = HostPort.parse(text)
+            if not _HOST_NAME.match(target.host):
+                raise ValueError(f"{target.host!r} is not a host name or an IP address")
+        except ValueError as error:
+            table.error(key, f"{label} names {text!r}: {error}; write host or host:port")
+            continue
+        if target not in found:
+            found.append(target)
+    return tuple(found)
+
+
+def read_checker_network(
+    table: Table, default: tuple[NetworkMode, tuple[HostPort, ...]] = (NetworkMode.NONE, ())
+) -> tuple[NetworkMode, tuple[HostPort, ...]]:
+    """`[checker] network`: "none" (the default: checks run the agent's code), "open", or a
+    list of hosts the checks may reach through the proxy; `default` when absent."""
+    value = table.raw("network")
+    if value is None:
+        return default
+    if value == NetworkMode.NONE.value:
+        return NetworkMode.NONE, ()
+    if value == NetworkMode.OPEN.value:
+        table.warn("network", OPEN_WARNING.format(what="every check"))
+        return NetworkMode.OPEN, ()
+    if isinstance(value, list):
+        return NetworkMode.PROXY, read_hosts(table, "network", "[checker] network")
+    shown = repr(value) if isinstance(value, str) else describe_type(value)
+    table.error(
+        "network",
+        f'{table.where("network")} must be "none", "open" or a list of hosts'
+        f' (["pypi.org", "files.pythonhosted.org"]), not {shown}',
+    )
+    return NetworkMode.NONE, ()
+
+
+REAL = "real"  # `[env.secrets] NAME = "real"`: lent unchanged, the explicit opt-out
+
+
+@dataclass(frozen=True, slots=True)
+class SecretHosts:
+    """`[env.secrets] NAME = [...]` of an agent file: the hosts a lent secret is for (its real
+    value goes only into requests to them), or `real`: the value itself is lent."""
+
+    name: str
+    hosts: tuple[HostPort, ...] = ()
+    real: bool = False
+
+
+def read_secret_hosts(table: Table | None) -> tuple[SecretHosts, ...]:
+    """`[env.secrets]`: each key a variable name, each value a list of hosts or "real"."""
+    if table is None:
+        return ()
+    found: list[SecretHosts] = []
+    for name in list(table.data):
+        value = table.raw(name)
+        if value == REAL:
+            table.warn(
+                name,
+                f'{name} is lent unchanged ({name} = "real"): the agent holds the real'
+                " value and can send it to any host it reaches; give the hosts it is for"
+                " instead",
+            )
+            found.append(SecretHosts(name, real=True))
+        elif isinstance(value, list):
+            found.append(SecretHosts(name, read_hosts(table, name, f"[env.secrets] {name}")))
+        else:
+            shown = repr(value) if isinstance(value, str) else describe_type(value)
+            table.error(
+                name,
+                f'{table.where(name)} must be a list of hosts (["api.example.com"]) or'
+                f' "real", not {shown}',
+            )
+    table.finish()
+    return tuple(found)
 
 
 UNLIMITED = "unlimited"

@@ -15,6 +15,9 @@ from loopctl.journal.events import Event, EventType
 
 PLAN_FORMAT = 1
 BUILTIN_STEPS = ("push", "pr", "merge")
+# The step a change that looks like it tampers with the test run waits at (checks.sabotage):
+# first in the plan, gated, and doing nothing once a human approved it.
+REVIEW_STEP = "review"
 # The steps that hand a result to someone: once one of them ran, the task's work is out there.
 DELIVERING_STEPS = BUILTIN_STEPS
 
@@ -63,9 +66,13 @@ class Plan:
     steps: tuple[Step, ...]
     # A pull request task pushes to the PR's own head branch (only if it is still at base_sha).
     push_branch: str | None = None
+    # The sabotage scan's findings (checks.sabotage.Finding.to_json) the review step shows.
+    review: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        extra = {"push_branch": self.push_branch} if self.push_branch else {}
+        extra: dict[str, Any] = {"push_branch": self.push_branch} if self.push_branch else {}
+        if self.review:
+            extra["review"] = list(self.review)
         return {
             "format": PLAN_FORMAT,
             "commit": self.commit,
@@ -95,6 +102,7 @@ class Plan:
             keep=str(data.get("keep") or "on-failure"),
             steps=tuple(Step.from_json(s) for s in data.get("steps", [])),
             push_branch=data.get("push_branch") or None,
+            review=tuple(r for r in data.get("review") or () if isinstance(r, dict)),
         )
 
     def step(self, index: int) -> Step | None:
@@ -106,6 +114,11 @@ class Plan:
     def describe(self, step: Step) -> str:
         """The exact action, as a person approving it should read it."""
         short = self.commit[:12]
+        if step.name == REVIEW_STEP:
+            return (
+                f"let {short} through although the change looks like it tampers with the test"
+                f" run ({len(self.review)} line{'' if len(self.review) == 1 else 's'} quoted)"
+            )
         if step.name == "push" and self.push_branch:
             return (
                 f"push {short} to {self.remote} as branch {self.push_branch} (the pull request's"
@@ -130,11 +143,13 @@ def gated_names(deliver: DeliverSpec) -> tuple[str, ...]:
     )
 
 
-def plan_steps(deliver: DeliverSpec) -> tuple[Step, ...]:
-    """The delivery steps after `commit`, in order, each marked gated or not."""
+def plan_steps(deliver: DeliverSpec, *, review: bool = False) -> tuple[Step, ...]:
+    """The delivery steps after `commit`, in order, each marked gated or not; `review`: the
+    change waits for a human first (step 0), as the sabotage scan flagged it."""
     gated = set(gated_names(deliver))
     steps = [a for a in deliver.actions if a.name != "commit"]
-    return tuple(
+    first = (Step(0, REVIEW_STEP, None, True),) if review else ()
+    return first + tuple(
         Step(index, a.name, a.argv, a.name in gated) for index, a in enumerate(steps, start=1)
     )
 

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl import git
+from loopctl.checks.sabotage import Finding
+from loopctl.checks.sabotage import summary as sabotage_summary
 from loopctl.definitions import Loop, Project
 from loopctl.definitions.loops import Action
 from loopctl.delivery.gates import (
+    REVIEW_STEP,
     Delivered,
     DeliveryView,
     GateView,
@@ -126,8 +129,10 @@ def plan_delivery(
     base_ref: str | None,
     worktree: str | None,
     push_branch: str | None = None,
+    review: Sequence[Mapping[str, Any]] = (),
 ) -> Plan:
-    """The task's delivery plan: recorded once, so a resumed run and an approval use the same."""
+    """The task's delivery plan: recorded once, so a resumed run and an approval use the same.
+    `review`: the sabotage scan's findings, which a human approves before anything else runs."""
     for event in reversed(rec.log.read()):
         if event.type == EventType.DELIVERY_PLANNED and event.run == run and event.task == task:
             recorded = Plan.from_event(event)
@@ -146,8 +151,9 @@ def plan_delivery(
         remote=loop.deliver.remote,
         worktree=worktree,
         keep=loop.worktree.keep.value,
-        steps=plan_steps(loop.deliver),
+        steps=plan_steps(loop.deliver, review=bool(review)),
         push_branch=push_branch,
+        review=tuple(dict(r) for r in review),
     )
     event = rec.emit(
         EventType.DELIVERY_PLANNED, run=run, loop=loop.name, task=task, plan=plan.to_json()
@@ -168,6 +174,7 @@ def deliver_task(
     worktree: str | None,
     checkpoint: Checkpoint | None = None,
     push_branch: str | None = None,
+    review: Sequence[Mapping[str, Any]] = (),
 ) -> DeliveryResult:
     """Plan (once) and advance the delivery of a task whose check passed.
 
@@ -175,8 +182,9 @@ def deliver_task(
     own commit when its tree is that snapshot); never the worktree's HEAD as it is now, which
     a process the agent left behind can still move. None: nothing to deliver.
     `push_branch`: a pull request task's head branch, which `push` updates instead of `branch`.
+    `review`: the sabotage scan's findings; the delivery waits for a human's approval first.
     """
-    if not plan_steps(loop.deliver):
+    if not plan_steps(loop.deliver, review=bool(review)):
         return DeliveryResult(TaskStatus.DONE, "")
     if commit is None:
         return DeliveryResult(TaskStatus.DONE, "checks passed; nothing new to deliver (no commit)")
@@ -191,6 +199,7 @@ def deliver_task(
         base_ref=base_ref,
         worktree=worktree,
         push_branch=push_branch,
+        review=review,
     )
     return advance(rec, run, task, checkpoint=checkpoint)
 
@@ -297,11 +306,14 @@ def _gate_check(
     rec: Recorder, plan: Plan, step: Step, gate: GateView | None, replaces: str | None = None
 ) -> DeliveryResult | None:
     """None when the gated `step` may run now; otherwise why the pipeline stops here."""
+    what = f"`{step.name}`"
+    if step.name == REVIEW_STEP:
+        what = "a change that looks like it tampers with the test run"
     if gate is None or gate.sha != plan.commit:
         item = open_gate(rec, plan, step, replaces=replaces)
         return DeliveryResult(
             TaskStatus.AWAITING_APPROVAL,
-            f"waiting for approval of `{step.name}` (loopctl inbox approve {item})",
+            f"waiting for approval of {what} (loopctl inbox approve {item}, or reject it)",
             item,
         )
     if gate.resolution is not None and not gate.approved:
@@ -314,7 +326,7 @@ def _gate_check(
         why = f"; the last approval was refused: {gate.refused}" if gate.refused else ""
         return DeliveryResult(
             TaskStatus.AWAITING_APPROVAL,
-            f"waiting for approval of `{step.name}` (loopctl inbox approve {gate.item}){why}",
+            f"waiting for approval of {what} (loopctl inbox approve {gate.item}){why}",
             gate.item,
         )
     problem = approval_problem(
@@ -394,6 +406,9 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
             break
         following.append(plan.describe(later))
     summary = f"approve `{step.name}` of {plan.branch} at {plan.commit[:12]}"
+    if step.name == REVIEW_STEP:
+        findings = [Finding.from_json(r) for r in plan.review]
+        summary = f"{sabotage_summary(findings)} (approve to let {plan.commit[:12]} through)"
     if step.name == "push" and plan.push_branch:
         summary += f" onto {plan.push_branch}, the pull request's branch"
     describe = plan.describe(step)
@@ -442,6 +457,8 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
         "remote": plan.remote,
         "worktree": plan.worktree,
     }
+    if step.name == REVIEW_STEP:
+        evidence["sabotage"] = list(plan.review)
     if step.name == "push":
         from loopctl.delivery import remotes
 
@@ -609,6 +626,8 @@ def resume(
 def run_step(rec: Recorder, plan: Plan, step: Step) -> StepOutcome:
     """Run one step; every failure is an outcome, not an exception."""
     try:
+        if step.name == REVIEW_STEP:
+            return StepOutcome(True, "a human let the change through")
         if step.name == "push":
             return _push(rec, plan)
         if step.name == "pr":
@@ -622,6 +641,8 @@ def run_step(rec: Recorder, plan: Plan, step: Step) -> StepOutcome:
 
 def _reconcile(rec: Recorder, plan: Plan, step: Step) -> StepOutcome | None:
     """The outcome of a step that was interrupted, when it can be known; None: not done, redo."""
+    if step.name == REVIEW_STEP:
+        return None  # it does nothing: run it again
     try:
         if step.name == "push":
             target = plan.push_branch or plan.branch

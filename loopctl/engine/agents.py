@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from loopctl.definitions import Agent
 from loopctl.definitions.agents import Backend, argv_files, runs_script
-from loopctl.engine.containment import forget_private_objects, sandbox_for
+from loopctl.engine.containment import forget_private_objects, record_refused, sandbox_for
 from loopctl.engine.context import (
     RunContext,
     agent_allow,
@@ -70,7 +70,7 @@ def run_agent(
         if role == "maker"
         else {},
         skills=tuple(ctx.project.skills.values()),
-        sandbox=sandbox_for(ctx, workspace, agent, state_dir, role),
+        sandbox=sandbox_for(ctx, workspace, agent, state_dir, role, env),
         state_dir=state_dir,
         request_approval=lambda summary, evidence: open_item(
             ctx.rec,
@@ -88,6 +88,7 @@ def run_agent(
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
     result = priced(checked(_run_turn(request)), agent, dict(ctx.project.config.prices))
+    record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)
     if request.sandbox is not None and request.sandbox.reached:
         result = limit_reached(result, request.sandbox.reached[0])
     if request.sandbox is not None and not ctx.in_place:

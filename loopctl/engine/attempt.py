@@ -14,6 +14,7 @@ from loopctl.engine.context import (
     wall_capped,
 )
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
+from loopctl.engine.review import attempt_review
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
@@ -162,6 +163,10 @@ def run_attempt(
         reattach(ctx, spec, workspace)
         ran: list[dict[str, Any]] = []
         snapshot, verdict = check_turn(ctx, spec, workspace, number, baseline, maker_result, ran)
+        # The diff read for tampering with the test run (a checker agent may be asked about
+        # it, so before the integrity check), and the summary set beside the counts.
+        tree = snapshot.tree if snapshot is not None else None
+        review = attempt_review(ctx, spec, workspace, number, verdict, ran, baseline, tree)
         if tampered(ctx, spec, number, before):
             return  # the checks and the checker agent ran after the maker: they are watched too
         ctx.event(
@@ -187,6 +192,7 @@ def run_attempt(
             output_tail=verdict.output_tail[-1500:],
             fatal=verdict.fatal,
             tree=snapshot.tree if snapshot is not None else None,  # what passing commits
+            **review,
         )
         ctx.rec.refresh_projections()
 

@@ -41,7 +41,9 @@ from loopctl.secrets import is_secret_name
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
-CACHE_VERSION = 1
+# 2: checks of known test runners are armed (checks.runners); a pass remembered before is not
+# reused, as it was decided on a printed summary alone.
+CACHE_VERSION = 2
 CHECK_CACHED = "check_cached"  # the note a reused result records
 _KEEP = 64  # entries kept; the oldest go first
 

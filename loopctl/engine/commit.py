@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from loopctl.checks.sabotage import Finding
+from loopctl.checks.sabotage import summary as sabotage_summary
 from loopctl.definitions import Loop
 from loopctl.delivery.gates import delivery_view, follow_up
 from loopctl.engine.context import (
@@ -22,7 +25,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal import schema
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.statuses import TaskStatus
+from loopctl.journal.statuses import TaskStatus, Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.text import strip_controls
 from loopctl.worktrees import Workspace
@@ -35,6 +38,12 @@ SUMMARY_LINES = 30
 def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int) -> TaskOutcome:
     loop = ctx.loop
     commit: str | None = None
+    review = held_findings(ctx, spec, attempt)  # the sabotage scan's (engine.review)
+    if ctx.in_place and review:
+        # Nothing is committed in place, so there is no gate to hold it at: it fails, quoted.
+        findings = [Finding.from_json(f) for f in review]
+        why = f"{sabotage_summary(findings)} (left in the working tree for you to look at)"
+        return finish_task(ctx, spec, TaskStatus.FAILED, why, workspace, attempt, None)
     if ctx.in_place:
         return finish_task(
             ctx,
@@ -77,15 +86,22 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         base_ref=spec.base_ref or ctx.base_ref,
         worktree=str(workspace.path),
         push_branch=push_branch(loop, spec.fields),
+        review=review,
     )
     follow = None
+    status = result.status
     if result.status == TaskStatus.DONE and commit is not None:
         shipped = delivery_view(ctx.log.read(), ctx.run_id, spec.id)
         follow = follow_up(shipped, workspace.branch)
+    elif review and status == TaskStatus.AWAITING_APPROVAL:
+        gate = delivery_view(ctx.log.read(), ctx.run_id, spec.id).gates.get(0)
+        if gate is not None and not gate.approved:
+            # Not a met goal whose delivery waits: whether it is met at all waits for a human.
+            status = TaskStatus.PAUSED
     return finish_task(
         ctx,
         spec,
-        result.status,
+        status,
         result.reason or ("condition met" if loop.goal else "checks passed"),
         workspace,
         attempt,
@@ -93,6 +109,16 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         commit=commit,
         next_step=follow,
     )
+
+
+def held_findings(ctx: RunContext, spec: TaskSpec, attempt: int) -> list[dict[str, Any]]:
+    """The sabotage findings recorded on the passing `attempt` (none: it goes through)."""
+    finished = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
+    for event in reversed(finished):
+        if event.data.get("attempt") == attempt and event.data.get("verdict") == Verdict.PASSED:
+            found = event.data.get("sabotage")
+            return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
+    return []
 
 
 def commit_message(ctx: RunContext, spec: TaskSpec, attempt: int) -> str:

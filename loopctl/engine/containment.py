@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loopctl import git
+from loopctl.checks.runners import REPORTERS
 from loopctl.definitions import Agent
+from loopctl.definitions.loops import CheckerSpec
 from loopctl.definitions.sandbox import SandboxMode
+from loopctl.egress import EgressPolicy, NetworkMode
 from loopctl.engine.context import RunContext
 from loopctl.errors import GitError
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import NETWORK_REFUSED
 from loopctl.paths import cache_home, repo_slug
 from loopctl.worktrees import Workspace
 
@@ -34,13 +39,25 @@ def sandbox_preflight(rec: Recorder) -> None:
             )
 
 
-def record_sandbox(rec: Recorder, run_id: str, loop: str) -> None:
-    """Note what confines this run's agents (once a run, before its tasks are listed)."""
+def record_sandbox(
+    rec: Recorder,
+    run_id: str,
+    loop: str,
+    agents: Sequence[Agent | None] = (),
+    checker: CheckerSpec | None = None,
+) -> None:
+    """Note what confines this run's agents (once a run, before its tasks are listed), and
+    each of `agents` (and the checks) that opted out of the network namespace."""
     from loopctl import sandbox
 
     if rec.project.config.sandbox is SandboxMode.OFF:
         rec.emit(EventType.NOTE, run=run_id, loop=loop, what="sandbox", mode="off")
         return
+    opened = {a.name for a in agents if a is not None and a.sandbox.network is NetworkMode.OPEN}
+    for name in sorted(opened):
+        rec.emit(EventType.NOTE, run=run_id, loop=loop, what="network", mode="open", agent=name)
+    if checker is not None and checker.network is NetworkMode.OPEN:
+        rec.emit(EventType.NOTE, run=run_id, loop=loop, what="network", mode="open", check=True)
     mechanism, program, _ = sandbox.probe()
     rec.emit(
         EventType.NOTE,
@@ -59,8 +76,13 @@ def sandbox_for(
     agent: Agent | None,
     state_dir: Path | None = None,
     role: str = "maker",
+    env: Mapping[str, str] | None = None,
+    *,
+    setup: bool = False,
+    report: Path | None = None,
 ) -> Sandbox | None:
-    """The confinement for one agent turn (`agent`, as `role`) or one check command (None)."""
+    """The confinement for one agent turn (`agent`, as `role`, lent `env`), one check command
+    (None), or (`setup`) one `[worktree] setup` command."""
     from loopctl import sandbox
 
     if ctx.project.config.sandbox is SandboxMode.OFF:
@@ -72,14 +94,44 @@ def sandbox_for(
         root=ctx.paths.root,
         worktree=workspace.path,
         cli=cli,
-        writable=(*(rules.write if rules else ()), *([str(state_dir)] if state_dir else [])),
-        readable=rules.read if rules else (),
+        # An armed check's report folder (checks.runners) is writable to it, and loopctl's
+        # reporter programs readable wherever loopctl is installed (under /tmp too).
+        writable=(
+            *(rules.write if rules else ()),
+            *([str(state_dir)] if state_dir else []),
+            *([str(report)] if report else []),
+        ),
+        readable=(*(rules.read if rules else ()), *([str(REPORTERS)] if report else [])),
         objects_layer=objects_layer(state_dir) if state_dir else None,
         cli_layer=cli_layer(ctx, role) if cli else None,
-        network=rules.network if rules else True,
+        egress=egress_for(ctx, agent, env or {}, setup=setup),
         # A check runs the maker's code: it gets the maker's limits.
         limits=(agent or ctx.maker).sandbox.limits,
     )
+
+
+def egress_for(
+    ctx: RunContext, agent: Agent | None, env: Mapping[str, str], *, setup: bool = False
+) -> EgressPolicy:
+    """What an agent turn (lent `env`) or a check (`agent` None) may reach (issue 25).
+
+    `[worktree] setup` keeps the host's network: it installs dependencies from the committed
+    files, before any agent has run in the worktree."""
+    from loopctl.engine.egress_policy import agent_policy, check_policy
+
+    if setup:
+        return EgressPolicy(mode=NetworkMode.OPEN)
+    if agent is None:
+        return check_policy(ctx.loop.checker)
+    return agent_policy(agent, env)
+
+
+def record_refused(ctx: RunContext, task: str, box: Sandbox | None, **where: object) -> None:
+    """A `network_refused` note naming each host:port the proxy refused during one agent
+    turn or check (`where`: attempt, role, agent, or check), when there was any."""
+    refused = list(dict.fromkeys(box.refused)) if box is not None else []
+    if refused:
+        ctx.event(task, EventType.NOTE, what=NETWORK_REFUSED, hosts=refused, **where)
 
 
 def cli_layer(ctx: RunContext, role: str) -> Path:

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 from loopctl import git
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.definitions import Agent, Loop
+from loopctl.definitions.sandbox import SandboxMode
 from loopctl.engine.agents import agent_env
 from loopctl.engine.attempt import maker_context
 from loopctl.engine.containment import sandbox_for
 from loopctl.engine.context import RunContext, Tick, check_commands, check_env, new_run_id
+from loopctl.engine.egress_policy import check_summary, egress_lines, egress_summary
 from loopctl.engine.prompts import maker_prompt
 from loopctl.engine.setup import check_available, check_programs, find_specs, protected_paths
 from loopctl.engine.workspace import resolve_base
@@ -47,6 +49,8 @@ class TaskPreview:
     stdin: bool  # whether the prompt is also written to the agent's stdin
     env_names: tuple[str, ...]
     sandbox: dict[str, Any] | None  # Sandbox.describe(); None when [sandbox] mode = "off"
+    # EgressPolicy.describe() of the maker's first turn, plus `stand_in_only` (issue 25)
+    egress: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +65,7 @@ class TaskPreview:
             "prompt_on_stdin": self.stdin,
             "env": list(self.env_names),
             "sandbox": self.sandbox,
+            "egress": self.egress,
         }
 
 
@@ -81,6 +86,7 @@ class Preview:
     problems: tuple[str, ...]  # what would stop the real run (a missing CLI, no sandbox, …)
     imports: tuple[str, ...] = ()  # which source tree each Python check imports
     warnings: tuple[str, ...] = ()  # what `loopctl validate` warns about, as it prints it
+    check_egress: dict[str, Any] | None = None  # [checker] network; None: no sandbox
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +102,7 @@ class Preview:
             "problems": list(self.problems),
             "imports": list(self.imports),
             "warnings": list(self.warnings),
+            "check_egress": self.check_egress,
         }
 
 
@@ -112,6 +119,8 @@ def render(preview: Preview) -> str:
     lines.append("Checks:")
     lines += [f"  {shlex.join(argv)}" for argv in preview.checks] or ["  (no command)"]
     lines += [f"  note: {line}" for line in preview.imports]
+    if preview.check_egress is not None:
+        lines += egress_lines(preview.check_egress, "  ")
     if preview.judge:
         lines.append(f"  then the checker agent {preview.judge} judges the diff")
     if preview.protected:
@@ -134,7 +143,7 @@ def render(preview: Preview) -> str:
             lines.append(f"{'Sandbox:':<10}{box['mechanism']} ({box['program']})")
             lines += [f"  writable: {p}" for p in box["writable"]]
             lines += [f"  hidden:   {p}" for p in box["hidden"]]
-            lines.append(f"  network:  {'yes' if box['network'] else 'no'}")
+            lines += egress_lines(task.egress or {}, "  ")
         lines += ["Prompt (attempt 1):", *(f"  {ln}" for ln in task.prompt.rstrip().splitlines())]
     if preview.warnings or preview.problems:
         lines.append("")
@@ -211,7 +220,7 @@ def build_preview(
         env = agent_env(ctx, spec, workspace, 1, maker, "maker", prompt_file)
         sandbox: Sandbox | None = None
         try:
-            sandbox = sandbox_for(ctx, workspace, maker, folder / "maker-state")
+            sandbox = sandbox_for(ctx, workspace, maker, folder / "maker-state", env=env)
         except LoopctlError as exc:
             problems.append(str(exc))
         request = AgentRequest(
@@ -250,6 +259,7 @@ def build_preview(
                 stdin=call.stdin is not None,
                 env_names=tuple(sorted(call.env)),
                 sandbox=sandbox.describe(call.env) if sandbox is not None else None,
+                egress=egress_summary(maker, env) if sandbox is not None else None,
             )
         )
     return Preview(
@@ -271,6 +281,9 @@ def build_preview(
             setup=bool(loop.worktree.setup) and not in_place,
         ),
         warnings=validate_warnings(rec),
+        check_egress=check_summary(loop.checker)
+        if rec.project.config.sandbox is not SandboxMode.OFF
+        else None,
     )
 
 

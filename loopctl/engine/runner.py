@@ -242,7 +242,7 @@ class Engine:
         if previous is not None and listed:
             run_id = previous.run
             self.rec.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
-            record_sandbox(self.rec, run_id, loop.name)
+            record_sandbox(self.rec, run_id, loop.name, (maker, judge), loop.checker)
             specs = [
                 TaskSpec(t.task, t.task, t.prompt, t.title, t.base_ref, t.fields)
                 for t in previous.tasks.values()
@@ -274,7 +274,7 @@ class Engine:
                     **remotes.tick_fields(self.paths.root, loop),
                     **fired,
                 )
-            record_sandbox(self.rec, run_id, loop.name)
+            record_sandbox(self.rec, run_id, loop.name, (maker, judge), loop.checker)
             try:
                 specs = self._list_tasks(run_id, loop, condition, base_ref, tick, previous)
             except TaskSourceError as exc:

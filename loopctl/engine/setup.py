@@ -60,7 +60,9 @@ def goal_setup(
         prompt=f"Make this condition hold: {options.condition}",
         maker=MakerSpec(agent=options.agent or config.maker),
         checker=CheckerSpec(
-            agent=options.checker_agent or (config.checker if condition.argv is None else None)
+            agent=options.checker_agent or (config.checker if condition.argv is None else None),
+            network=config.check_network,
+            hosts=config.check_hosts,
         ),
         budget=budget,
         deliver=DeliverSpec(),

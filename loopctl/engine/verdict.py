@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl import git
-from loopctl.checks import integrity
+from loopctl.checks import integrity, runners
 from loopctl.checks import verdicts as checks
 from loopctl.engine.agents import run_agent
-from loopctl.engine.containment import sandbox_for
+from loopctl.engine.containment import record_refused, sandbox_for
 from loopctl.engine.context import (
     RunContext,
     attempt_dir,
@@ -48,6 +48,7 @@ class BaseRun:
     timed_out: bool
     capped: bool  # its timeout was what was left of `max_wall`
     output: str
+    report: runners.Report | None = None  # what loopctl's reporter wrote, for an armed run
 
 
 def check_first(
@@ -120,7 +121,7 @@ def check_baseline(
     tests, and the protected files `git diff` does not show that already differ from the
     base (ignored files a setup step made, an in-place run's own), so only new ones fail.
     Each command run now is put in `keep`, under its argv."""
-    from loopctl.checks.conditions import parse_test_counts, runner_of
+    from loopctl.checks.conditions import parse_test_counts, report_counts, runner_of
 
     recorded = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
     if recorded:
@@ -132,9 +133,17 @@ def check_baseline(
     runs: list[tuple[tuple[str, ...], int | None, TestCounts | None]] = []
     for index, argv in enumerate(checks.counted_commands(ctx.loop.checker, ctx.condition)):
         done = run_check(
-            ctx, workspace, argv, folder, "baseline" if index == 0 else f"baseline-{index + 1}"
+            ctx,
+            workspace,
+            argv,
+            folder,
+            "baseline" if index == 0 else f"baseline-{index + 1}",
+            task=spec.id,
+            attempt=0,
         )
-        runs.append((argv, done.exit_code, parse_test_counts(runner_of(argv), done.output)))
+        # The base's counts as its report has them, else as it printed them.
+        counts = report_counts(done.report) or parse_test_counts(runner_of(argv), done.output)
+        runs.append((argv, done.exit_code, counts))
         if keep is not None:
             keep[tuple(argv)] = done
     # After the base's own test run: what that run leaves behind is not the maker's doing.
@@ -189,7 +198,9 @@ def verdict_of(
         done = (base_runs or {}).get(tuple(argv))
         if done is None:
             try:
-                done = run_check(ctx, workspace, argv, folder, f"check-{index}")
+                done = run_check(
+                    ctx, workspace, argv, folder, f"check-{index}", task=spec.id, attempt=number
+                )
             except LoopctlError as exc:  # the check itself cannot run: no attempt can fix that
                 return checks.Verdict(
                     False,
@@ -206,6 +217,12 @@ def verdict_of(
                     "duration_s": round(done.duration_s, 3),
                     "exit_code": done.exit_code,
                     "timed_out": done.timed_out,
+                    # What loopctl's reporter counted, for an armed run (checks.runners).
+                    **(
+                        {"report": {"state": done.report.state, "counts": dict(done.report.counts)}}
+                        if done.report is not None
+                        else {}
+                    ),
                 }
             )
         output = done.output
@@ -223,6 +240,7 @@ def verdict_of(
             base.counts.get(tuple(argv)),
             baselined=tuple(argv) in base.counts,
             repo=ctx.paths.root,
+            report=done.report,
         )
         if unproven is not None:
             from loopctl.checks.fingerprint import fingerprint
@@ -257,30 +275,54 @@ def verdict_of(
 
 
 def run_check(
-    ctx: RunContext, workspace: Workspace, argv: Sequence[str], folder: Path, name: str
+    ctx: RunContext,
+    workspace: Workspace,
+    argv: Sequence[str],
+    folder: Path,
+    name: str,
+    *,
+    task: str,
+    attempt: int,
 ) -> BaseRun:
-    """One run of a check command in the worktree, confined, its output kept under `name`."""
+    """One run of a check command in the worktree, confined, its output kept under `name`;
+    what the proxy refused it is noted against `task` and `attempt`."""
     from loopctl import process
 
     started = ctx.clock().astimezone(UTC).isoformat(timespec="microseconds")
     timeout, capped = wall_cap(ctx, ctx.loop.checker.timeout_s)
     program, env = worktree_check(ctx, workspace, argv, folder)
-    done = process.run(
-        list(program),
-        cwd=workspace.path,
-        # No cached bytecode is read: a planted .pyc would stand in for its source.
-        env=env,
-        timeout=timeout,
-        stdout_path=folder / f"{name}.out",
-        stderr_path=folder / f"{name}.err",
-        redactor=ctx.rec.redactor,
-        cancel=ctx.stop,
-        sandbox=sandbox_for(ctx, workspace, None),
-    )
+    # A known test runner writes its counts to a fresh folder outside the worktree too, and
+    # starts so that the worktree cannot stand in for it (checks.runners).
+    armed = runners.arm(program, env)
+    try:
+        box = sandbox_for(ctx, workspace, None, report=armed.folder if armed else None)
+        done = process.run(
+            list(armed.argv if armed else program),
+            cwd=workspace.path,
+            # No cached bytecode is read: a planted .pyc would stand in for its source.
+            env={**env, **armed.env} if armed else env,
+            timeout=timeout,
+            stdout_path=folder / f"{name}.out",
+            stderr_path=folder / f"{name}.err",
+            redactor=ctx.rec.redactor,
+            cancel=ctx.stop,
+            sandbox=box,
+        )
+        report = runners.read_report(armed) if armed else None
+    finally:
+        if armed:
+            runners.disarm(armed)
+    record_refused(ctx, task, box, attempt=attempt, check=True, command=list(argv))
     if done.interrupted:
         raise KeyboardInterrupt
     return BaseRun(
-        started, done.duration_s, done.exit_code, done.timed_out, capped, done.output_tail(200_000)
+        started,
+        done.duration_s,
+        done.exit_code,
+        done.timed_out,
+        capped,
+        done.output_tail(200_000),
+        report,
     )
 
 

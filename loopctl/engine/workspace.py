@@ -201,7 +201,7 @@ def prepare_worktree(
                 stderr_path=run_dir / f"setup-{index}.err",
                 redactor=ctx.rec.redactor,
                 cancel=ctx.stop,
-                sandbox=sandbox_for(ctx, workspace, None),
+                sandbox=sandbox_for(ctx, workspace, None, setup=True),
             )
             ctx.event(
                 spec.id,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.errors import UsageError
-from loopctl.journal import schema
+from loopctl.journal import claimed, schema
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.statuses import RunStatus, TaskStatus
 
@@ -51,6 +51,7 @@ class AttemptView:
     fatal: bool = False  # the verdict says no further attempt can help
     agent_tail: str = ""  # the last readable lines the attempt's last agent printed
     agent_status: str | None = None  # how that agent's turn ended (ok, failed, timeout, …)
+    claims: claimed.ClaimedView | None = None  # what the maker said beside what was measured
 
 
 @dataclass(slots=True)
@@ -73,6 +74,8 @@ class TaskView:
     cost_usd: float = 0.0
     fields: dict[str, Any] = field(default_factory=dict)
     by_backend: dict[str, Spend] = field(default_factory=dict)
+    # host:port the egress proxy refused this task's agents and checks, first refusal first
+    refused: list[str] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -219,9 +222,13 @@ def _apply(run: RunView, event: Event) -> None:
             attempt.fingerprint = ended.fingerprint
             attempt.output_tail = ended.output_tail
             attempt.fatal = ended.fatal
+            attempt.claims = claimed.read(data.get("claims"))
     elif kind == EventType.COMMIT_CREATED:
         task = _task(run, event)
         task.commit = data.get("sha")
+    elif kind == EventType.NOTE and (refusal := schema.network_refused(event)) is not None:
+        task = _task(run, event)
+        task.refused += [host for host in refusal.hosts if host not in task.refused]
     elif kind == EventType.TASK_FINISHED:
         task = _task(run, event)
         outcome = schema.task_finished(event)
@@ -267,3 +274,14 @@ def human_answers(events: Iterable[Event]) -> dict[tuple[str, str], tuple[str, s
         elif event.type == EventType.TASK_FOUND and event.run is not None and key in waiting:
             given[(event.run, event.task)] = waiting.pop(key)
     return given
+
+
+def last_claims(runs: Iterable[RunView]) -> dict[tuple[str, str], claimed.ClaimedView]:
+    """Each task's latest claimed-vs-measured comparison, by (run, task)."""
+    found: dict[tuple[str, str], claimed.ClaimedView] = {}
+    for run in runs:
+        for task in run.tasks.values():
+            view = next((a.claims for a in reversed(task.attempts) if a.claims), None)
+            if view is not None:
+                found[(run.run, task.task)] = view
+    return found

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.schema import inbox_closed, inbox_opened
 from loopctl.journal.statuses import ItemState
@@ -137,8 +138,12 @@ def open_items(events: Iterable[Event]) -> list[InboxItem]:
     return [item for item in items(events) if item.is_open]
 
 
-def render_inbox_md(open_now: list[InboxItem]) -> str:
-    """INBOX.md: what needs a human, newest last, with the evidence to act on."""
+def render_inbox_md(
+    open_now: list[InboxItem],
+    claims: Mapping[tuple[str, str], ClaimedView] | None = None,
+) -> str:
+    """INBOX.md: what needs a human, newest last, with the evidence to act on; `claims`: each
+    task's claimed vs measured, by (run, task)."""
     lines = [
         "# Inbox",
         "",
@@ -165,6 +170,17 @@ def render_inbox_md(open_now: list[InboxItem]) -> str:
             value = item.evidence.get(key)
             if value not in (None, ""):
                 lines.append(f"- {key}: {code_span(str(value))}")
+        for found in item.evidence.get("sabotage") or ():
+            if isinstance(found, dict):
+                where = f"{found.get('path')}:{found.get('line')}"
+                quoted = code_span(_one_line(str(found.get("text", ""))))
+                rule = escape_markdown(str(found.get("rule")))
+                lines.append(f"- tampering? {escape_markdown(where)}: {quoted} ({rule})")
+        view = (claims or {}).get((item.run or "", item.task or ""))
+        if view is not None:
+            lines.append(f"- claimed by the agent: {escape_markdown(_one_line(said_line(view)))}")
+            lines.append(f"- measured by loopctl: {escape_markdown(measured_line(view))}")
+            lines += [f"- **disagrees:** {escape_markdown(_one_line(p))}" for p in view.disagree]
         tail = item.evidence.get("check_tail")
         if tail:
             lines += ["", *code_block(str(tail).rstrip()[-1500:])]

@@ -124,8 +124,10 @@ class Recorder:
         with self._projection_lock:
             # Each render reads the log inside the lock, so whichever runs last shows it all.
             events = self.log.read()
-            write_state(self.paths.state_md, history.fold(events).values())
-            write_atomic(self.paths.inbox_md, render_inbox_md(open_items(events)))
+            runs = history.fold(events).values()
+            write_state(self.paths.state_md, runs)
+            inbox = render_inbox_md(open_items(events), history.last_claims(runs))
+            write_atomic(self.paths.inbox_md, inbox)
 
     # --- inbox items ---------------------------------------------------------------------------
 

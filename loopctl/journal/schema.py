@@ -388,6 +388,43 @@ def note(event: Event) -> Note:
     )
 
 
+# The `what` of the note loopctl.engine.containment records when the egress proxy refused
+# connections during an agent turn or a check (issue 25).
+NETWORK_REFUSED = "network_refused"
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkRefused:
+    """The `network_refused` note: each host:port a sandboxed process was refused, and whose
+    (an agent's turn, as `role`, or a check)."""
+
+    hosts: tuple[str, ...] = ()
+    attempt: int | None = None
+    role: str | None = None
+    agent: str | None = None
+    check: bool = False
+
+    @property
+    def who(self) -> str:
+        if self.check:
+            return "a check"
+        return " ".join(p for p in (self.role or "agent", self.agent) if p)
+
+
+def network_refused(event: Event) -> NetworkRefused | None:
+    """The payload of a `network_refused` note, or None for any other event."""
+    data = _data(event)
+    if event.type != "note" or data.get("what") != NETWORK_REFUSED:
+        return None
+    return NetworkRefused(
+        hosts=_words(data.get("hosts")) or (),
+        attempt=_int(data.get("attempt")),
+        role=_name(data.get("role")),
+        agent=_name(data.get("agent")),
+        check=_flag(data.get("check")),
+    )
+
+
 # The `what` of the note loopctl.engine.warming records once a task's worktree is ready.
 WORKSPACE_READY = "workspace_ready"
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from loopctl.atomicfile import write_atomic
+from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.history import RunView, Spend, TaskView
 from loopctl.text import code_span, escape_markdown, strip_controls
 
@@ -95,6 +96,9 @@ def _task_lines(task: TaskView) -> list[str]:
         fp = f" {_code(attempt.fingerprint)}" if attempt.fingerprint else ""
         reason = f": {_cell(attempt.reason, 160)}" if attempt.reason else ""
         lines.append(f"- attempt {attempt.number}: {verdict}{fp}{reason}")
+    said = next((a.claims for a in reversed(attempts) if a.claims), None)
+    if said is not None:
+        lines += claims_lines(said)
     last = attempts[-1] if attempts else None
     if last is not None and last.verdict != "passed" and last.agent_tail.strip():
         from loopctl.paths import attempt_folder
@@ -104,6 +108,17 @@ def _task_lines(task: TaskView) -> list[str]:
             f"- the agent's last output ({last.agent_status or '?'}; all of it in {where}):"
         )
         lines += [f"  - {_cell(line, 200)}" for line in last.agent_tail.splitlines()[-8:]]
+    return lines
+
+
+def claims_lines(view: ClaimedView) -> list[str]:
+    """Claimed beside measured, as list items; a disagreement in bold, never the agent's words
+    unescaped."""
+    lines = [
+        f"- claimed by the agent: {_cell(said_line(view), 300)}",
+        f"- measured by loopctl: {_cell(measured_line(view), 300)}",
+    ]
+    lines += [f"- **disagrees:** {_cell(problem, 200)}" for problem in view.disagree]
     return lines
 
 

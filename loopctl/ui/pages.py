@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from urllib.parse import quote
 
+from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.history import RunView
 from loopctl.journal.inbox import InboxItem, ItemKind
 from loopctl.journal.spending import SpendRow
@@ -257,6 +258,34 @@ def item_actions(item: InboxItem) -> str:
     return f"<section class=actions>{''.join(forms)}</section>"
 
 
+def review_section(found: object, claims: ClaimedView | None) -> str:
+    """The lines that look like tampering with the test run, and claimed beside measured with
+    each disagreement marked; empty when there is neither."""
+    parts = []
+    if isinstance(found, list) and found:
+        lis = "".join(
+            f"<li><code>{esc(f.get('path'))}:{esc(f.get('line'))}</code>"
+            f" <code>{esc(f.get('text'))}</code> — {esc(f.get('rule'))}:"
+            f" {esc(f.get('reason'))}</li>"
+            for f in found
+            if isinstance(f, dict)
+        )
+        parts.append(
+            "<p class=bad>The change looks like it tampers with the test run:</p>"
+            f"<ul class=plain>{lis}</ul>"
+        )
+    if claims is not None:
+        rows = (
+            f"<tr><th>Claimed by the agent</th><td>{esc(said_line(claims))}</td></tr>"
+            f"<tr><th>Measured by loopctl</th><td>{esc(measured_line(claims))}</td></tr>"
+        )
+        parts.append(f"<table class=facts>{rows}</table>")
+        parts += [f"<p class=bad>Disagrees: {esc(p)}</p>" for p in claims.disagree]
+    if not parts:
+        return ""
+    return "<section><h2>Claimed vs measured</h2>" + "".join(parts) + "</section>"
+
+
 def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> str:
     d = view.detail
     item = d.item
@@ -279,6 +308,7 @@ def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> 
         )
     if d.question:
         parts.append(f"<section><h2>The agent asks</h2><pre>{esc(d.question)}</pre></section>")
+    parts.append(review_section(item.evidence.get("sabotage"), d.claims))
     facts = [
         ("Loop / task", where),
         ("Run", item.run),
@@ -290,6 +320,7 @@ def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> 
         ("Reason", item.evidence.get("reason")),
         ("Worktree", item.evidence.get("worktree")),
         ("Spend", f"{d.tokens} tokens" + (f", ${d.cost_usd:.2f}" if d.cost_usd else "")),
+        ("Network refused", ", ".join(d.network_refused)),
         ("Opened", item.opened[:19]),
     ]
     rows = "".join(
@@ -362,6 +393,11 @@ def run_page(view: RunPage, project: str) -> str:
         f"<li><b>{esc(name)}</b>: {badge(t.status)} after {len(t.attempts)} attempt(s)"
         + (f" · commit <code>{esc(t.commit[:12])}</code>" if t.commit else "")
         + (f" · {esc(t.reason)}" if t.reason else "")
+        + (
+            f" · <span class=bad>network refused: {esc(', '.join(t.refused))}</span>"
+            if t.refused
+            else ""
+        )
         + "</li>"
         for name, t in run.tasks.items()
     )

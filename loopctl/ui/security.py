@@ -1,12 +1,16 @@
-"""Who may use the dashboard: the session token, the Host header, and the origin of a change.
+"""Who may use the dashboard: one-time links, sessions, the Host header, and the origin of a change.
 
-The token is made in memory when the server starts and is shown once, in the URL printed on the
-user's terminal (and handed to the browser it opens). It is never written to a file, an
-environment variable or a command line of anything an agent can see: an agent's sandbox hides
-other processes and the host's /tmp, so it cannot read the server's memory, argv or terminal.
+A link token is made in memory and shown once, in the URL printed on the user's terminal (and
+handed to the browser it opens). It is never written to a file, an environment variable or a
+command line of anything an agent can see: an agent's sandbox hides other processes and the
+host's /tmp, so it cannot read the server's memory, argv or terminal.
 
-- Every request carries the token: in the URL once (exchanged for an HttpOnly SameSite=Strict
-  cookie, then dropped from the address bar), in that cookie after.
+- A link works once: the first GET that presents its token trades it for a session (a new random
+  id in an HttpOnly SameSite=Strict cookie) and the token dies, so a token found later (in a
+  browser's history, a terminal's scrollback, a screenshot) opens nothing. A new link comes
+  from the terminal that runs `loopctl ui` (Enter) or a signal, never over HTTP.
+- Sessions live in this process's memory only, as hashes of their ids: they end when idle, at a
+  fixed age, and when the server stops.
 - `Host` must name the address the server is bound to: a page whose DNS name rebinds to
   127.0.0.1 sends its own name and is refused.
 - A change (approve, reject, …) is a POST whose `Origin` is this server exactly (scheme, host
@@ -16,18 +20,28 @@ other processes and the host's /tmp, so it cannot read the server's memory, argv
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import secrets
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARDS = ("0.0.0.0", "::", "")
 
 
+# A session ends after this long without a page opened or an action taken, and at this age.
+IDLE_S = 30 * 60.0
+MAX_AGE_S = 12 * 3600.0
+# Live sessions kept at most (the oldest goes first): a human opens a handful.
+MAX_SESSIONS = 64
+
+
 def new_token() -> str:
-    """A fresh session token: 256 random bits, URL-safe."""
+    """A fresh token (a link's or a session's id): 256 random bits, URL-safe."""
     return secrets.token_urlsafe(32)
 
 
@@ -58,7 +72,6 @@ def _is_ip_literal(host: str) -> bool:
 class Guard:
     """The checks every request passes, for a server bound to `host`:`port`."""
 
-    token: str
     host: str
     port: int
 
@@ -85,11 +98,6 @@ class Guard:
             return port == str(self.port) and _is_ip_literal(name)
         return False
 
-    def token_ok(self, presented: str | None) -> bool:
-        if not presented:
-            return False
-        return hmac.compare_digest(presented.encode(), self.token.encode())
-
     def origin_ok(self, origin: str | None, fetch_site: str | None, host: str | None) -> bool:
         """Whether a state-changing request comes from a page of this very server."""
         if fetch_site is not None and fetch_site != "same-origin":
@@ -102,3 +110,80 @@ class Guard:
 def query_token(pairs: Iterable[tuple[str, str]]) -> str | None:
     """The `token` parameter of a query string, if any."""
     return next((value for key, value in pairs if key == "token"), None)
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "replace")).digest()
+
+
+@dataclass(slots=True)
+class _Session:
+    started: float
+    seen: float
+
+
+class Sessions:
+    """The dashboard's one live link and the sessions links opened, in memory only.
+
+    Only hashes are kept, so that not even a dump of this object holds a usable id. `clock` is
+    monotonic seconds (a test passes its own to move time)."""
+
+    def __init__(
+        self,
+        *,
+        idle_s: float = IDLE_S,
+        max_age_s: float = MAX_AGE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.idle_s = idle_s
+        self.max_age_s = max_age_s
+        self._clock = clock
+        # Requests are served from several threads; a link must not open two sessions.
+        self._lock = threading.Lock()
+        self._link: bytes | None = None
+        self._sessions: dict[bytes, _Session] = {}
+
+    def new_link(self) -> str:
+        """A fresh one-time link token; any unused earlier one dies."""
+        token = new_token()
+        with self._lock:
+            self._link = _digest(token)
+        return token
+
+    def exchange(self, token: str) -> str | None:
+        """A new session id for the live link's token (which then dies), else None."""
+        with self._lock:
+            if self._link is None or not hmac.compare_digest(_digest(token), self._link):
+                return None
+            self._link = None
+            now = self._clock()
+            self._prune(now)
+            while len(self._sessions) >= MAX_SESSIONS:
+                oldest = min(self._sessions, key=lambda key: self._sessions[key].started)
+                del self._sessions[oldest]
+            session = new_token()
+            self._sessions[_digest(session)] = _Session(started=now, seen=now)
+            return session
+
+    def valid(self, session: str | None, *, touch: bool = True) -> bool:
+        """Whether `session` is live; `touch` counts this request as activity (a page's own
+        background stream does not: a tab left open on a live run still goes idle)."""
+        if not session:
+            return False
+        key = _digest(session)
+        with self._lock:
+            now = self._clock()
+            found = self._sessions.get(key)
+            if found is None or self._ended(found, now):
+                self._sessions.pop(key, None)
+                return False
+            if touch:
+                found.seen = now
+            return True
+
+    def _ended(self, session: _Session, now: float) -> bool:
+        return now - session.seen > self.idle_s or now - session.started > self.max_age_s
+
+    def _prune(self, now: float) -> None:
+        for key in [k for k, s in self._sessions.items() if self._ended(s, now)]:
+            del self._sessions[key]

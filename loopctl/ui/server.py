@@ -1,7 +1,8 @@
 """The dashboard's HTTP server: routes, the guard every request passes, and `serve`.
 
 Starlette routes render `pages` from `views`; one ASGI layer in front (`guarded`) checks the
-Host, the session token and, for a change, the origin (see `security`). Inbox actions run
+Host, trades a one-time link for a session cookie, checks that session and, for a change, the
+origin (see `security`). Inbox actions run
 `loopctl.commands.inbox` — the functions `loopctl inbox approve/…` call — in a worker thread, so
 a delivery or a retried run does not hold the page.
 """
@@ -29,10 +30,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from loopctl.definitions.fields import format_duration
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import EventLog, EventType
 from loopctl.ui import assets, pages, views
-from loopctl.ui.security import Guard, is_loopback, query_token
+from loopctl.ui.security import Guard, Sessions, is_loopback, query_token
 
 ACTIONS = ("approve", "reject", "retry", "reply", "dismiss")
 # How long a POST waits for its action before the page says it is still working.
@@ -50,6 +52,11 @@ SECURITY_HEADERS = {
     "cache-control": "no-store",
     "x-frame-options": "DENY",
 }
+# What every refusal of a link or a session tells the human to do.
+NEW_LINK = (
+    "press Enter in the terminal where `loopctl ui` runs (or send it SIGUSR1) for a new"
+    " one-time link, and open that"
+)
 
 
 class UiUnavailable(LoopctlError):
@@ -62,6 +69,7 @@ class Dashboard:
 
     root: Path
     guard: Guard
+    sessions: Sessions
     stopping: Callable[[], bool] = lambda: False
     jobs: dict[str, tuple[str, str, Future[Any]]] = field(default_factory=dict)
     # One reader for the server's life: it parses only what was appended since the last read.
@@ -220,11 +228,11 @@ def build_app(board: Dashboard) -> ASGIApp:
             Route("/static/app.js", js),
         ]
     )
-    return guarded(app, board.guard)
+    return guarded(app, board.guard, board.sessions)
 
 
-def guarded(app: ASGIApp, guard: Guard) -> ASGIApp:
-    """`app` behind the checks of `security`: Host, token, and the origin of a change."""
+def guarded(app: ASGIApp, guard: Guard, sessions: Sessions) -> ASGIApp:
+    """`app` behind the checks of `security`: Host, session, and the origin of a change."""
 
     async def guarded_app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -232,7 +240,7 @@ def guarded(app: ASGIApp, guard: Guard) -> ASGIApp:
                 await app(scope, receive, send)
             return
         request = Request(scope)
-        response = _check(request, guard)
+        response = _check(request, guard, sessions)
         if response is not None:
             await _secure(response)(scope, receive, send)
             return
@@ -255,27 +263,46 @@ def _secure(response: Response) -> Response:
     return response
 
 
-def _check(request: Request, guard: Guard) -> Response | None:
-    """A refusal, a login redirect, or None when the request may go on."""
+def _check(request: Request, guard: Guard, sessions: Sessions) -> Response | None:
+    """A refusal, the redirect that trades a link for a session, or None when the request may
+    go on."""
     host = request.headers.get("host")
     if not guard.host_ok(host):
         return _refused("this server answers only to the address it was started on (Host)")
     presented = query_token(request.query_params.multi_items())
+    current = request.cookies.get(guard.cookie)
     if presented is not None:
-        if not guard.token_ok(presented) or request.method not in ("GET", "HEAD"):
-            return _refused("wrong token: open the URL `loopctl ui` printed")
-        # The token leaves the address bar (and the history) for a cookie scripts cannot read.
-        kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        # "/" + the path without its leading slashes: "//host" would send the browser away.
-        path = "/" + request.url.path.lstrip("/")
-        target = path + (("?" + urlencode(kept)) if kept else "")
-        response = RedirectResponse(target, 303)
-        response.set_cookie(
-            guard.cookie, guard.token, httponly=True, samesite="strict", path="/", secure=False
+        if request.method != "GET":
+            return _refused(f"a link is opened, never sent with a change: {NEW_LINK}")
+        session = sessions.exchange(presented)
+        if session is not None:
+            response = _without_token(request)
+            # HttpOnly: no script reads it; SameSite=Strict: no other site's page sends it;
+            # no Max-Age: it ends with the browser (and earlier, server-side, when idle). Not
+            # Secure: browsers then withhold it over plain http, which is all a loopback server
+            # has (TLS would need a certificate the browser trusts; loopback never leaves the
+            # machine), and some browsers do so even on 127.0.0.1.
+            response.set_cookie(
+                guard.cookie, session, httponly=True, samesite="strict", path="/", secure=False
+            )
+            return response
+        if sessions.valid(current):
+            # Already signed in (an old link opened again in the same browser): the link is
+            # only an address now.
+            return _without_token(request)
+        return _refused(
+            "this link was already used (a link opens one session, once) or is not this"
+            f" dashboard's: {NEW_LINK}"
         )
-        return response
-    if not guard.token_ok(request.cookies.get(guard.cookie)):
-        return _refused("no session: open the URL `loopctl ui` printed in your terminal", 401)
+    # A page's own live stream is not a human's activity: it must not keep a session alive.
+    stream = request.url.path.startswith("/runs/") and request.url.path.endswith("/stream")
+    if not sessions.valid(current, touch=not stream):
+        return _refused(
+            "no session, or it ended (after"
+            f" {format_duration(sessions.idle_s)} idle, or {format_duration(sessions.max_age_s)}"
+            f" after it began): {NEW_LINK}",
+            401,
+        )
     if request.method not in ("GET", "HEAD"):
         if request.method != "POST":
             return _refused("method not allowed", 405)
@@ -284,6 +311,15 @@ def _check(request: Request, guard: Guard) -> Response | None:
         ):
             return _refused("a change must come from a page of this dashboard (Origin)")
     return None
+
+
+def _without_token(request: Request) -> Response:
+    """A redirect to the same page without its token: the token leaves the address bar and
+    the history."""
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+    # "/" + the path without its leading slashes: "//host" would send the browser away.
+    path = "/" + request.url.path.lstrip("/")
+    return RedirectResponse(path + (("?" + urlencode(kept)) if kept else ""), 303)
 
 
 # --- actions --------------------------------------------------------------------------------
@@ -390,10 +426,12 @@ def serve(
     *,
     host: str,
     port: int,
-    token: str,
-    on_ready: Callable[[str], None],
+    sessions: Sessions,
+    on_ready: Callable[[str, Callable[[], str]], None],
 ) -> None:
-    """Serve the dashboard of `root` until interrupted; `on_ready(url)` once it listens."""
+    """Serve the dashboard of `root` until interrupted; `on_ready(url, new_link)` once it
+    listens, with its first one-time link and a function that makes the next one (any thread;
+    it is the caller's to show it to the human, never over HTTP)."""
     import uvicorn
 
     from loopctl.sandbox import harden_self
@@ -402,8 +440,8 @@ def serve(
     harden_self()
     sock = bind(host, port)
     bound = sock.getsockname()[1]
-    guard = Guard(token=token, host=host, port=bound)
-    board = Dashboard(root=root, guard=guard)
+    guard = Guard(host=host, port=bound)
+    board = Dashboard(root=root, guard=guard, sessions=sessions)
     config = uvicorn.Config(
         build_app(board),
         log_level="warning",
@@ -418,7 +456,11 @@ def serve(
     _warm(board)
     shown = host if is_loopback(host) or host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     name = f"[{shown}]" if ":" in shown else shown
-    on_ready(f"http://{name}:{bound}/?token={token}")
+
+    def new_link() -> str:
+        return f"http://{name}:{bound}/?token={sessions.new_link()}"
+
+    on_ready(new_link(), new_link)
     try:
         server.run(sockets=[sock])
     finally:

@@ -20,7 +20,9 @@ if only is None or os.environ.get("LOOPCTL_TASK") == only:
     tmp = marker.with_name(marker.name + f".{os.getpid()}.tmp")
     tmp.write_text(f"{os.getpid()}\n")
     os.replace(tmp, marker)
-    deadline = time.monotonic() + 60
+    # Longer than the tests' safety net (300 s): an agent its runner failed to stop is still
+    # running when a test looks for it, not gone of its own accord.
+    deadline = time.monotonic() + 600
     while not release.exists():
         if time.monotonic() > deadline:
             print("never released", file=sys.stderr)

@@ -75,6 +75,16 @@ def assert_sealed(run: SealedRun, box: Sandbox) -> None:
         assert run.interfaces == ["lo"]
 
 
+def assert_stand_in_only(run: SealedRun) -> None:
+    """Issue 25: inside the sandbox the CLI's key variable held a stand-in, never the real key
+    (read from the host's /proc while the CLI waited for its first answer); the model server,
+    which refuses any other key, was still answered, so the proxy put the real one in."""
+    inside = [holder for holder in run.census if holder["sandboxed"]]
+    assert inside, f"no sandboxed process held a key variable: {run.census}"
+    for holder in inside:
+        assert set(holder["values"].values()) == {"stand-in"}, holder
+
+
 def finished_makers(repo: Path) -> list[dict[str, Any]]:
     return [dict(e.data) for e in events(repo, "agent_finished") if e.data["role"] == "maker"]
 
@@ -115,6 +125,7 @@ def test_goal_with_the_real_cli_fixes_calc_and_accounts_for_it(repo: Path, name:
         assert {p["headers"].get(header) for p in run.posts()} == {secret_digest(sent)}
     for path, content in all_text_under(repo / ".loop"):
         assert API_KEY not in content, path
+    assert_stand_in_only(run)
     if name == "claude":
         # stdin is /dev/null: Claude Code did not wait for input that never comes.
         err = next((repo / ".loop" / "runs").rglob("maker.err")).read_text()

@@ -37,7 +37,7 @@ NOT_COMMITTED = (
 
 def counting_project(repo: Path, counter: SuiteCounter) -> None:
     """The calc project whose "tests green" check counts its runs with `counter`."""
-    make_project(repo, check=list(counter.check()))
+    make_project(repo, check=list(counter.check()), config_extra=counter.network)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ that held on a base is not checked again while nothing it depends on changed.
 
 Suite runs are counted by the suite itself: each run calls a TCP listener of the test's before
 it checks anything. Checks run in the sandbox (on here, as for a user), where no file outside
-the worktree is theirs to write; the network is.
+the worktree is theirs to write, and reach only the listener (`[checker] network`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ def counter() -> Iterator[SuiteCounter]:
 
 def green_project(repo: Path, counter: SuiteCounter, seen: Path, extra: str = "") -> None:
     """The calc project with add() already right, its goal checked by a counted command."""
-    make_project(repo, "records_prompt.py", seen, check=counter.check(), config_extra=extra)
+    make_project(
+        repo, "records_prompt.py", seen, check=counter.check(), config_extra=counter.network + extra
+    )
     (repo / "calc.py").write_text(FIXED_CALC)
     write_loop(repo, "green", GREEN_LOOP)
     commit_all(repo, "add() is right")
@@ -117,7 +119,7 @@ def test_a_changed_check_command_is_run_again(
     write_config(
         repo,
         f'version = 1\n\n[defaults]\nmaker = "maker"\n\n[conditions]\n"tests green" = '
-        f"{toml_value(other)}\n",
+        f"{toml_value(other)}\n" + counter.network,
     )
     tick(repo)
     tick(repo)
@@ -168,7 +170,7 @@ def test_a_cached_result_names_its_tree_and_is_used_for_no_other(
 def test_pytest_on_a_green_base_runs_once_and_a_failing_base_once_before_the_maker(
     repo: Path, tmp_path: Path, counter: SuiteCounter
 ) -> None:
-    make_project(repo, "never_fixes.py", check=None)
+    make_project(repo, "never_fixes.py", check=None, config_extra=counter.network)
     (repo / "tests" / "conftest.py").write_text(
         f"def pytest_sessionstart(session):\n    {counter.call}\n"
     )
@@ -248,7 +250,13 @@ def test_a_node_check_runs_again_after_an_install_in_the_checkout(
         f"const s = require('net').connect({counter.port}, '127.0.0.1', () => s.write('1'));"
         "s.on('data', () => s.end());"
     )
-    make_project(repo, "records_prompt.py", tmp_path / "prompts.txt", check=["node", "-e", counted])
+    make_project(
+        repo,
+        "records_prompt.py",
+        tmp_path / "prompts.txt",
+        check=["node", "-e", counted],
+        config_extra=counter.network,
+    )
     (repo / "calc.py").write_text(FIXED_CALC)
     (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\nnode_modules/\n")
     write_loop(repo, "green", GREEN_LOOP)

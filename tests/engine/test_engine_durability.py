@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.cli import assert_clean_exit, invoke, run_loopctl, spawn_loopctl
 from support.journal import attempt_starts, events
-from support.processes import kill_if_alive, read_pid, wait_for, wait_until_gone
+from support.processes import SAFETY_NET, kill_if_alive, read_pid, wait_for, wait_until_gone
 from support.repos import GOAL_BRANCH, PY, git, make_project, toml_value, write_loop
 
 from loopctl.lock import RunnerLock
@@ -33,7 +33,7 @@ def spawned() -> Iterator[list[subprocess.Popen[str]]]:
 
 def _signal_runner(proc: subprocess.Popen[str], signum: int) -> tuple[int, str, str]:
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=SAFETY_NET)
     return proc.returncode, out, err
 
 
@@ -182,7 +182,8 @@ def test_interrupt_exits_130_records_it_and_the_next_run_resumes(
     marker, release = _slow_goal(repo, tmp_path)
     proc = spawn_loopctl(repo, "goal", "tests green")
     spawned.append(proc)
-    agent = wait_for(lambda: read_pid(marker), "the maker to start")
+    # Synchronised on the maker's pid file; the timeouts below are only safety nets.
+    agent = wait_for(lambda: read_pid(marker), "the maker to start", timeout=SAFETY_NET)
 
     code, out, err = _signal_runner(proc, signum)
 
@@ -190,13 +191,13 @@ def test_interrupt_exits_130_records_it_and_the_next_run_resumes(
     assert "Traceback" not in out + err
     assert "interrupted" in err
     assert len(events(repo, "run_interrupted")) == 1
-    # The agent is stopped with its runner, not orphaned.
-    assert wait_until_gone([agent], timeout=10) == []
+    # The agent is stopped with its runner, not orphaned (it would wait 600 s for `release`).
+    assert wait_until_gone([agent], timeout=SAFETY_NET) == []
     assert_projections_whole(repo)
     assert "**interrupted**" in (repo / ".loop" / "STATE.md").read_text()
 
     release.touch()
-    done = run_loopctl(repo, "goal", "tests green")
+    done = run_loopctl(repo, "goal", "tests green", timeout=SAFETY_NET)
 
     assert_clean_exit(done, 0)
     assert len(events(repo, "run_resumed")) == 1
@@ -302,17 +303,22 @@ def test_interrupt_with_parallel_tasks_stops_every_agent(
     )
     proc = spawn_loopctl(repo, "run", "duo", "--once")
     spawned.append(proc)
-    agents = [wait_for(partial(read_pid, tmp_path / f"started-{t}"), f"agent {t}") for t in "ab"]
+    agents = [
+        wait_for(partial(read_pid, tmp_path / f"started-{t}"), f"agent {t}", timeout=SAFETY_NET)
+        for t in "ab"
+    ]
     try:
         proc.send_signal(signal.SIGINT)
+        # Both agents wait 600 s for `release`: a runner that does not stop them on Ctrl-C is
+        # still waiting when the safety net runs out.
         try:
-            out, err = proc.communicate(timeout=10)
+            out, err = proc.communicate(timeout=SAFETY_NET)
         except subprocess.TimeoutExpired:
-            pytest.fail("the runner did not stop within 10s of Ctrl-C")
+            pytest.fail(f"the runner did not stop within {SAFETY_NET:g}s of Ctrl-C")
         assert proc.returncode == 130, f"stdout:\n{out}\nstderr:\n{err}"
         assert "Traceback" not in out + err
         assert len(events(repo, "run_interrupted")) == 1
-        assert wait_until_gone(agents, timeout=5) == []
+        assert wait_until_gone(agents, timeout=SAFETY_NET) == []
     finally:
         for pid in agents:
             kill_if_alive(pid)

@@ -62,10 +62,15 @@ def test_canary_secrets_reach_neither_the_agent_nor_loop_files(
     assert all(v not in result.output for v in values)
 
 
-def test_env_allow_passes_a_named_secret_but_captures_stay_redacted(
+def test_a_secret_lent_unchanged_reaches_the_agent_but_captures_stay_redacted(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    make_project(repo, "env_dump.py", agent_extra='env.allow = ["MY_API_KEY"]\n')
+    # `"real"`: the explicit opt-out from stand-ins (issue 25), so the agent holds the value.
+    make_project(
+        repo,
+        "env_dump.py",
+        agent_extra='\n[env]\nallow = ["MY_API_KEY"]\nsecrets = { MY_API_KEY = "real" }\n',
+    )
     _set_canaries(monkeypatch)
 
     result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
@@ -82,6 +87,22 @@ def test_env_allow_passes_a_named_secret_but_captures_stay_redacted(
     assert run is not None
     captured = (repo / ".loop" / "runs" / run / TASK / "attempt-1" / "maker.out").read_text()
     assert "[REDACTED]" in captured
+
+
+def test_env_allow_lends_a_named_secret_as_a_stand_in(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(repo, "env_dump.py", agent_extra='env.allow = ["MY_API_KEY"]\n')
+    _set_canaries(monkeypatch)
+
+    result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
+
+    assert result.exit_code == 1, result.output
+    (kept,) = loop_worktrees(repo)
+    dumped = (Path(kept["worktree"]) / "env.json").read_text()
+    assert json.loads(dumped)["env"]["MY_API_KEY"].startswith("loopctl-stand-in-")
+    assert CANARIES["MY_API_KEY"] not in dumped
+    assert _leaks(repo / ".loop", values=list(CANARIES.values())) == []
 
 
 def test_a_secret_printed_by_the_task_command_is_not_logged(

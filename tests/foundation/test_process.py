@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.processes import SAFETY_NET
 
 from loopctl.errors import LoopctlError
 from loopctl.process import Completed, ProgramNotFound, run
@@ -45,8 +46,9 @@ def _is_gone(pid: int) -> bool:
     return False
 
 
-def _still_alive(pids: list[int], within: float = 30.0) -> list[int]:
-    """The pids still running once they all died or `within` seconds passed."""
+def _still_alive(pids: list[int], within: float = SAFETY_NET) -> list[int]:
+    """The pids still running once they all died or `within` seconds passed (a safety net
+    shorter than sleepy_tree's lifetimes, so a tree nobody killed is still found alive)."""
     deadline = time.monotonic() + within
     while True:
         alive = [pid for pid in pids if not _is_gone(pid)]
@@ -79,7 +81,7 @@ def ready_fifo(tmp_path: Path) -> Path:
     return fifo
 
 
-def _wait_for_tree(fifo: Path, within: float = 60.0) -> None:
+def _wait_for_tree(fifo: Path, within: float = SAFETY_NET) -> None:
     """Block until sleepy_tree reports its whole tree is up; fail the test if it never does."""
     # Opened read-write, so the FIFO has a writer (us) and select() cannot see EOF before the
     # tree writes; the tree's own open() for writing does not block either.
@@ -207,8 +209,10 @@ def test_leftover_background_processes_are_killed_after_a_normal_exit(
 def test_keyboard_interrupt_kills_the_group_and_propagates(
     pidfile: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
+    # The tree sends the SIGINT once it is up: that is the synchroniser. The timeout is only a
+    # safety net (three interpreters starting on a loaded machine may take many seconds).
     with pytest.raises(KeyboardInterrupt):
-        run([PY, SLEEPY_TREE, str(pidfile), "sigint"], cwd=tmp_path, env=env, timeout=30)
+        run([PY, SLEEPY_TREE, str(pidfile), "sigint"], cwd=tmp_path, env=env, timeout=SAFETY_NET)
     assert _still_alive(_read_pids(pidfile)) == []
 
 

@@ -28,6 +28,7 @@ from support.repos import (
 
 from loopctl import process, sandbox
 from loopctl.definitions import load_project
+from loopctl.egress import EgressPolicy, NetworkMode
 from loopctl.secrets import build_env
 
 pytestmark = pytest.mark.skipif(
@@ -92,15 +93,20 @@ def test_a_sandboxed_process_sees_only_its_tree_and_writes_only_its_worktree(
     assert seen["tmp"] == "written"
     assert not Path("/tmp/probe").exists()
     assert seen["tmpdir"] == "/tmp"
-    assert seen["network"] is True
+    assert seen["network"] is False  # a network namespace of its own: not the host's loopback
 
 
-def test_network_false_cuts_the_network(tmp_path: Path, listener: object) -> None:
+def test_network_none_cuts_the_network_and_open_keeps_the_hosts(
+    tmp_path: Path, listener: object
+) -> None:
     root, worktree = tmp_path / "repo", tmp_path / "work"
     root.mkdir()
     worktree.mkdir()
     port = listener.getsockname()[1]  # type: ignore[attr-defined]
-    assert run_inside(root, worktree, port, network=False)["network"] is False
+    none = EgressPolicy(mode=NetworkMode.NONE)
+    assert run_inside(root, worktree, port, egress=none)["network"] is False
+    opened = EgressPolicy(mode=NetworkMode.OPEN)
+    assert run_inside(root, worktree, port, egress=opened)["network"] is True
 
 
 def test_agent_sandbox_and_project_mode_are_read_and_checked(repo: Path) -> None:
@@ -115,7 +121,7 @@ def test_agent_sandbox_and_project_mode_are_read_and_checked(repo: Path) -> None
     agent = project.agent("maker")
     assert agent.sandbox.write == ("~/.npm",)
     assert agent.sandbox.read == ("~/.ssh",)
-    assert agent.sandbox.network is False
+    assert agent.sandbox.network == "none"  # the old `false` still cuts it
     assert project.config.sandbox.value == "required"
 
     write_agent(repo, "maker", "fixer.py", extra='\n[sandbox]\nwrite = ["relative/path"]\n')
@@ -230,6 +236,7 @@ def test_doctor_reports_the_mechanism_and_a_passing_live_probe(repo: Path) -> No
         "umount": True,
         "link": True,
         "limits": True,
+        "network": True,
         "remount": True,
         "userns": True,
         "keyring": True,

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from loopctl import process, sandbox
+from loopctl.egress import EgressPolicy, NetworkMode
 
 LINUX = sys.platform.startswith("linux")
 
@@ -217,7 +218,7 @@ def test_seatbelt_profile_writes_the_same_rules(tmp_path: Path) -> None:
         git_pinned=(pinned,),
         git_objects=objects,
         readable=("~/.aws",),
-        network=False,
+        egress=EgressPolicy(mode=NetworkMode.NONE),
     )
     env = {"HOME": str(home)}
     lines = sandbox.seatbelt_profile(box, env).splitlines()
@@ -235,8 +236,17 @@ def test_seatbelt_profile_writes_the_same_rules(tmp_path: Path) -> None:
     assert program == "/usr/bin/sandbox-exec"
     assert argv == [program, "-p", "\n".join(lines) + "\n", "/bin/agent", "--flag"]
     assert inner == {"HOME": str(home), "TMPDIR": "/tmp", "LOOPCTL_SANDBOX": "seatbelt"}
+    opened = sandbox.Sandbox(
+        "seatbelt", "/usr/bin/sandbox-exec", root, home, egress=EgressPolicy(NetworkMode.OPEN)
+    )
+    assert sandbox.seatbelt_profile(opened, env).splitlines()[-1] == "(allow network*)"
+    # Proxy mode (the default): loopback only; Seatbelt cannot filter by host.
     default = sandbox.Sandbox("seatbelt", "/usr/bin/sandbox-exec", root, home)
-    assert sandbox.seatbelt_profile(default, env).splitlines()[-1] == "(allow network*)"
+    assert sandbox.seatbelt_profile(default, env).splitlines()[-3:] == [
+        "(deny network*)",
+        '(allow network* (remote ip "localhost:*"))',
+        '(allow network* (local ip "localhost:*"))',
+    ]
 
 
 def test_declared_writable_places_are_made_when_their_parent_exists(tmp_path: Path) -> None:

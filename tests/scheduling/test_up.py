@@ -13,6 +13,7 @@ import pytest
 from support.cli import assert_clean_exit, run_loopctl
 from support.journal import due, events, last_seq, wait_event
 from support.processes import (
+    SAFETY_NET,
     Proc,
     pid_alive,
     read_pid,
@@ -164,16 +165,28 @@ def test_a_definition_that_turns_invalid_keeps_running_its_last_valid_version(
     write_loop(repo, "beat", 'every = "1s"\n' + LOOP)
     commit_all(repo, "loop")
     spawn(procs, repo, tmp_path, "up")
-    wait_event(repo, "tick_finished", loop="beat", what="a first tick")
+    # Every wait is on an event in the journal; the timeouts are only safety nets.
+    wait_event(repo, "tick_finished", loop="beat", what="a first tick", timeout=SAFETY_NET)
 
     write_loop(repo, "beat", 'every = "1s"\n' + LOOP + "bogus = 1\n")
     write_loop(repo, "late", 'every = "1s"\n' + LOOP)
-    (opened,) = wait_event(repo, "inbox_opened", what="an inbox item for the bad definition")
+    (opened,) = wait_event(
+        repo, "inbox_opened", what="an inbox item for the bad definition", timeout=SAFETY_NET
+    )
     # The two writes may reach the watcher as one batch or two: wait for the reload that adds late.
-    (reloaded,) = wait_event(repo, "note", what="the reload adding late", added=["late"])
-    wait_event(repo, "tick_finished", loop="beat", after=opened.seq, what="beat to tick on")
-    wait_event(repo, "tick_finished", loop="late", what="the new loop to tick")
-    assert_clean_exit(run_loopctl(repo, "down"), 0)
+    (reloaded,) = wait_event(
+        repo, "note", what="the reload adding late", added=["late"], timeout=SAFETY_NET
+    )
+    wait_event(
+        repo,
+        "tick_finished",
+        loop="beat",
+        after=opened.seq,
+        what="beat to tick on",
+        timeout=SAFETY_NET,
+    )
+    wait_event(repo, "tick_finished", loop="late", what="the new loop to tick", timeout=SAFETY_NET)
+    assert_clean_exit(run_loopctl(repo, "down", timeout=SAFETY_NET), 0)
 
     assert opened.data["kind"] == "unhandled"
     assert opened.loop == "beat"

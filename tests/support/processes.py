@@ -19,6 +19,11 @@ from support.cli import loopctl_argv
 
 T = TypeVar("T")
 
+# A deadline that only keeps a broken test from hanging for ever, never what a test waits on: a
+# test waits for an event (a pid file, a FIFO, a log line, an event in the journal), and a loaded
+# machine may take far longer than an idle one to produce it (`scripts/under-load`).
+SAFETY_NET = 300.0
+
 
 def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
     """Poll `predicate` until it returns something truthy; fail the test after `timeout`."""

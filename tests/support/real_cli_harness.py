@@ -8,7 +8,8 @@ The control file (JSON) names the script (real_cli_scripts.SCRIPTS), an API key 
 requires, raw replies to serve first to any request (`queue`) and raw replies to serve first to
 the agent's own turns (`failures`: `{"status": 429}`, `{"hang": true}`), and a file whose
 appearance the first agent turn waits for (`wait_for_file`). The log gets one
-JSON line for the network interfaces seen, then one per request the server received.
+JSON line for the network interfaces seen and the census of who held the API key when the
+first agent turn arrived (`with_census`), then one per request the server received.
 The exit code is the command's.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `support`
 
 from support.model_server import Reply, ScriptedModelServer
-from support.real_cli_scripts import SCRIPTS, after_file, with_failures
+from support.real_cli_scripts import SCRIPTS, after_file, with_census, with_failures
 
 
 def main() -> int:
@@ -46,6 +47,9 @@ def main() -> int:
     script = with_failures(script, failures)
     if control.get("wait_for_file"):
         script = after_file(script, Path(control["wait_for_file"]))
+    census: list[dict[str, object]] = []
+    if control.get("key"):
+        script = with_census(script, census, control["key"])
     server = ScriptedModelServer(script, port=args.port)
     server.key = control.get("key")
     server.queue = [Reply(**reply) for reply in control.get("queue", [])]
@@ -57,7 +61,7 @@ def main() -> int:
         server.stop()
         with args.log.open("w") as log:
             interfaces = sorted(name for _, name in socket.if_nameindex())
-            log.write(json.dumps({"interfaces": interfaces}) + "\n")
+            log.write(json.dumps({"interfaces": interfaces, "census": census}) + "\n")
             for seen in server.seen:
                 log.write(json.dumps(seen.record()) + "\n")
     return code

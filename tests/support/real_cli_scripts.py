@@ -136,6 +136,56 @@ def hang(request: Request, server: ScriptedModelServer) -> Reply:
     return Reply(hang=True)
 
 
+# The variables a CLI's model key travels in (issue 25: inside the sandbox only a stand-in).
+KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY")
+
+
+def with_census(script: Script, census: list[dict[str, Any]], key: str) -> Script:
+    """`script`, but when the first agent turn arrives (its CLI is alive, waiting for the
+    answer) every process's initial environment is read from the host's /proc: for each one
+    holding a key variable, its pid namespace (the sandbox's differs from the harness's) and
+    whether the value was the real key, a loopctl stand-in or something else."""
+    lock = threading.Lock()
+    own_namespace = os.readlink("/proc/self/ns/pid")
+
+    def play(request: Request, server: ScriptedModelServer) -> Turn | Reply:
+        with lock:
+            if not census and family(request) != "side":
+                census.extend(_holders(key, own_namespace))
+        return script(request, server)
+
+    return play
+
+
+def _holders(key: str, own_namespace: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "environ").read_bytes()
+            namespace = os.readlink(entry / "ns" / "pid")
+            comm = (entry / "comm").read_text().strip()
+        except OSError:  # gone, or not ours to read
+            continue
+        values = {}
+        for item in raw.split(b"\0"):
+            name, _, value = item.decode(errors="replace").partition("=")
+            if name in KEY_VARIABLES:
+                kind = "real" if value == key else "other"
+                values[name] = "stand-in" if value.startswith("loopctl-stand-in-") else kind
+        if values:
+            found.append(
+                {
+                    "pid": int(entry.name),
+                    "comm": comm,
+                    "values": values,
+                    "sandboxed": namespace != own_namespace,
+                }
+            )
+    return found
+
+
 def with_failures(script: Script, failures: list[Reply]) -> Script:
     """`script`, but the first agent turns get `failures` (a 429, …) instead; side requests
     such as opencode's title are served normally, so a failure always hits the agent itself."""

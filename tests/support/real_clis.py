@@ -19,7 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,12 @@ def agent_toml(name: str, box: Sandbox, *, timeout: str = "120s", extra: str = "
             'env.allow = ["OPENAI_API_KEY"]\n'
         )
     elif name == "opencode":
-        body = 'backend = "opencode"\nmodel = "fake/fake-model"\nenv.allow = ["OPENAI_API_KEY"]\n'
+        # opencode reads its provider's URL from its own config (OPENCODE_CONFIG); `base_url`
+        # tells loopctl where that model endpoint is, so its egress proxy lets it through.
+        body = (
+            f'backend = "opencode"\nmodel = "fake/fake-model"\nbase_url = "{box.url}/v1"\n'
+            'env.allow = ["OPENAI_API_KEY"]\n'
+        )
     elif name == "aider":
         meta = box.home / "aider-models.json"
         args = ["--model-metadata-file", str(meta), "--edit-format", "diff", "--map-tokens", "0"]
@@ -257,6 +262,8 @@ class SealedRun:
     done: subprocess.CompletedProcess[str]
     interfaces: list[str]
     requests: list[dict[str, Any]]
+    # Who held a key variable when the first agent turn reached the server (with_census).
+    census: list[dict[str, Any]] = field(default_factory=list)
 
     def posts(self) -> list[dict[str, Any]]:
         return [r for r in self.requests if r["method"] == "POST"]
@@ -315,4 +322,4 @@ def run_sealed(
     )
     lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     assert lines, f"the harness wrote no request log:\n{done.stdout}\n{done.stderr}"
-    return SealedRun(done, lines[0]["interfaces"], lines[1:])
+    return SealedRun(done, lines[0]["interfaces"], lines[1:], lines[0].get("census", []))

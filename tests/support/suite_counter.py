@@ -41,6 +41,12 @@ class SuiteCounter:
             " _s.sendall(b'1'); _s.recv(1); _s.close()"
         )
 
+    @property
+    def network(self) -> str:
+        """.loop/config.toml lines that let checks reach the counter: they have no network
+        unless a loop or the config says (issue 25)."""
+        return f'\n[checker]\nnetwork = ["127.0.0.1:{self.port}"]\n'
+
     def check(self, body: str = CHECKS) -> tuple[str, ...]:
         return (PY, "-B", "-c", f"{self.call}\n{body}")
 

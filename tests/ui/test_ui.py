@@ -29,11 +29,11 @@ from support.repos import (
     write_agent,
     write_loop,
 )
-from support.ui import browser, dashboard, screenshot
+from support.ui import browser, dashboard, screenshot, served
 
 from loopctl.journal.events import EventLog
 from loopctl.paths import ProjectPaths
-from loopctl.ui.security import Guard, is_loopback
+from loopctl.ui.security import Guard, Sessions, is_loopback
 
 PROGRAMS = Path(__file__).parents[1] / "programs"
 BRANCH = "loop/ship/main"
@@ -152,7 +152,7 @@ def test_refuses_to_start_inside_an_agent(repo: Path) -> None:
 
 
 def test_host_and_origin_rules() -> None:
-    guard = Guard(token="t" * 43, host="127.0.0.1", port=8123)
+    guard = Guard(host="127.0.0.1", port=8123)
     assert guard.host_ok("127.0.0.1:8123")
     assert guard.host_ok("localhost:8123")
     assert not guard.host_ok("evil.example:8123")  # DNS rebinding: the attacker's own name
@@ -163,9 +163,7 @@ def test_host_and_origin_rules() -> None:
     assert not guard.origin_ok("http://127.0.0.1:8123", "same-site", "127.0.0.1:8123")
     assert not guard.origin_ok(None, "same-origin", "127.0.0.1:8123")
     assert not guard.origin_ok("null", None, "127.0.0.1:8123")
-    assert not guard.token_ok("t" * 42)
-    assert guard.token_ok("t" * 43)
-    wide = Guard(token="x", host="0.0.0.0", port=80)
+    wide = Guard(host="0.0.0.0", port=80)
     assert wide.host_ok("10.1.2.3:80")
     assert not wide.host_ok("rebind.example:80")
     assert is_loopback("127.0.0.1")
@@ -189,17 +187,16 @@ def test_requests_without_the_token_from_another_origin_or_host_are_refused(
         with httpx.Client(timeout=20) as plain:
             assert plain.get(f"{ui.base}/inbox").status_code == 401
             assert plain.get(f"{ui.base}/inbox?token=wrong").status_code == 403
-            # The sign-in redirect stays on this server, whatever the path looks like.
-            login = httpx.get(f"{ui.base}//evil.example/x?token={ui.token}")
-            assert login.status_code == 303
-            assert login.headers["location"] == "/evil.example/x"
             assert plain.post(approve, headers=origin).status_code == 401
             assert plain.post(f"{approve}?token={ui.token}", headers=origin).status_code == 403
             # A rebound DNS name reaches the port but names itself in Host.
             rebound = plain.get(ui.url, headers={"Host": f"evil.example:{ui.port}"})
             assert rebound.status_code == 403
-        cookie = {f"loopctl_ui_{ui.port}": ui.token}
-        with httpx.Client(timeout=20, cookies=cookie) as session:
+        # The sign-in redirect stays on this server, whatever the path looks like.
+        login = httpx.get(f"{ui.base}//evil.example/x?token={ui.token}")
+        assert login.status_code == 303
+        assert login.headers["location"] == "/evil.example/x"
+        with ui.session(ui.new_link(), timeout=20) as session:
             page = session.get(f"{ui.base}/inbox")
             assert page.status_code == 200
             assert item in page.text
@@ -261,10 +258,7 @@ def test_the_loops_page_shows_what_warm_workspaces_saved_as_status_does(
         "setups_run": 2,
     }
     assert set(status["quiet"].values()) == {0}
-    with (
-        dashboard(repo) as ui,
-        httpx.Client(timeout=30, cookies={f"loopctl_ui_{ui.port}": ui.token}) as session,
-    ):
+    with dashboard(repo) as ui, ui.session() as session:
         page = session.get(f"{ui.base}/loops")
     assert page.status_code == 200
     shown = warm_shown(page.text)
@@ -283,9 +277,8 @@ def test_page_actions_record_what_the_cli_records(
     question = hostile_item(repo)
     item = the_approval(monkeypatch, repo)["id"]
     with dashboard(repo) as ui:
-        cookie = {f"loopctl_ui_{ui.port}": ui.token}
         origin = {"Origin": ui.base, "Sec-Fetch-Site": "same-origin"}
-        with httpx.Client(timeout=60, cookies=cookie, follow_redirects=True) as session:
+        with ui.session(timeout=60, follow_redirects=True) as session:
             # The CLI's own refusal, word for word, and nothing recorded.
             wrong = session.post(f"{ui.base}/inbox/{question}/approve", headers=origin)
             assert wrong.status_code == 200
@@ -323,8 +316,7 @@ def test_retry_from_the_page_runs_the_task_again(
     port = free_port()
     with dashboard(repo, "--port", str(port)) as ui:
         assert ui.port == port
-        cookie = {f"loopctl_ui_{ui.port}": ui.token}
-        with httpx.Client(timeout=120, cookies=cookie, follow_redirects=True) as session:
+        with ui.session(timeout=120, follow_redirects=True) as session:
             page = session.get(f"{ui.base}/inbox/{item['id']}")
             assert 'action="/inbox/' + item["id"] + '/retry"' in page.text
             done = session.post(f"{ui.base}/inbox/{item['id']}/retry", headers={"Origin": ui.base})
@@ -357,23 +349,40 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_a_sandboxed_agent_cannot_find_the_token_or_approve(
+def test_a_sandboxed_agent_cannot_find_a_live_link_and_a_used_one_opens_nothing(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_environment: Path
 ) -> None:
+    """The human signed in with the first link and asked for a second, not opened yet: that one
+    sits in the shell history and the browser's profile (hidden from the agent), the used one in
+    a note the agent can read. The agent hunts both and tries each as a link, cookie and token."""
     from loopctl import process
+    from loopctl.egress import EgressPolicy, NetworkMode
     from loopctl.sandbox import make_sandbox
     from loopctl.secrets import build_env
 
     remote = gated(repo, tmp_path, monkeypatch)
     item = the_approval(monkeypatch, repo)["id"]
     home = isolated_environment
-    # A decoy of the token's shape where the agent can read: proof that the hunt finds tokens.
-    decoy = "D" * 43
-    (home / "notes.txt").write_text(f"token={decoy}\n")
     worktree = tmp_path / "agent-worktree"
     worktree.mkdir()
-    with dashboard(repo) as ui:
-        box = make_sandbox(root=repo, worktree=worktree)
+    with dashboard(repo) as ui, ui.session() as human:
+        live = ui.new_link()
+        live_token = live.rpartition("token=")[2]
+        # Where a link lingers on a real machine; a decoy of the token's shape beside the used
+        # link in a note: proof that the hunt finds tokens where it can look.
+        decoy = "D" * 43
+        (home / "notes.txt").write_text(f"token={decoy}\nopened {ui.url}\n")
+        (home / ".bash_history").write_text(f"xdg-open '{live}'\n")
+        profile = home / ".mozilla" / "firefox" / "abcd.default-release"
+        profile.mkdir(parents=True)
+        (profile / "places.sqlite").write_bytes(b"SQLite format 3\x00" + live.encode())
+        chrome = home / ".config" / "google-chrome" / "Default"
+        chrome.mkdir(parents=True)
+        (chrome / "History").write_bytes(live.encode())
+        # The host's network on purpose: a namespace of its own keeps an agent off the
+        # dashboard altogether; here the agent reaches it, and a link it finds still opens
+        # nothing (defence in depth, as with `network = "open"`).
+        box = make_sandbox(root=repo, worktree=worktree, egress=EgressPolicy(mode=NetworkMode.OPEN))
         env = build_env(extra={"HOME": str(home), "LOOPCTL_ROLE": "maker"})
         done = process.run(
             [sys.executable, "-I", str(PROGRAMS / "token_hunter.py"), str(ui.port), item,
@@ -386,8 +395,14 @@ def test_a_sandboxed_agent_cannot_find_the_token_or_approve(
         assert done.ok, done.output_tail()
         report = json.loads((worktree / "hunt.json").read_text(encoding="utf-8"))
         assert ui.process.poll() is None  # the server is still up: it refused, it did not die
+        # The human's session and the unused link both still work: the hunt took neither.
+        assert human.get(f"{ui.base}/inbox").status_code == 200
+        with ui.session(live) as second:
+            assert second.get(f"{ui.base}/loops").status_code == 200
     assert decoy in report["candidates"], report  # the hunt worked where it could look
-    assert ui.token not in report["candidates"]
+    assert ui.token in report["candidates"], report  # it found the used link, which opened nothing
+    assert live_token not in report["candidates"], report
+    assert report["sessions"] == 0, report
     assert report["pids_visible"] < 10, report  # the server's process is out of sight
     assert report["attempts"] >= 3
     # Every attempt reached the server (no -1) and was refused.
@@ -395,6 +410,137 @@ def test_a_sandboxed_agent_cannot_find_the_token_or_approve(
     assert events(repo, "approved") == []
     assert remote_refs(remote) == {}
     assert the_approval(monkeypatch, repo)["approved"] is None
+
+
+def test_with_its_own_network_namespace_an_agent_reaches_no_dashboard_at_all(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_environment: Path
+) -> None:
+    """The default sandbox (issue 25): the hunter holds the used link and still gets no answer
+    from the dashboard, directly or through the proxy: not one connection is made."""
+    from loopctl import process
+    from loopctl.sandbox import make_sandbox
+    from loopctl.secrets import build_env
+
+    gated(repo, tmp_path, monkeypatch)
+    item = the_approval(monkeypatch, repo)["id"]
+    home = isolated_environment
+    worktree = tmp_path / "agent-worktree"
+    worktree.mkdir()
+    with dashboard(repo) as ui, ui.session():
+        (home / "notes.txt").write_text(f"opened {ui.url}\n")
+        box = make_sandbox(root=repo, worktree=worktree)
+        env = build_env(extra={"HOME": str(home), "LOOPCTL_ROLE": "maker"})
+        done = process.run(
+            [sys.executable, "-I", str(PROGRAMS / "token_hunter.py"), str(ui.port), item,
+             str(home), str(repo)],
+            cwd=worktree,
+            env=env,
+            timeout=240,
+            sandbox=box,
+        )  # fmt: skip
+        assert done.ok, done.output_tail()
+        report = json.loads((worktree / "hunt.json").read_text(encoding="utf-8"))
+    assert ui.token in report["candidates"], report  # it held the link...
+    assert set(report["statuses"]) == {-1}, report  # ...and reached nothing with it
+    assert report["sessions"] == 0
+    assert box.refused == []  # a direct connection: never even reached the proxy
+    assert events(repo, "approved") == []
+    assert the_approval(monkeypatch, repo)["approved"] is None
+
+
+def test_a_used_link_opens_nothing_for_a_second_client_and_a_new_one_comes_from_the_terminal(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = gated(repo, tmp_path, monkeypatch)
+    item = the_approval(monkeypatch, repo)["id"]
+    with dashboard(repo, stdin=subprocess.PIPE) as ui, ui.session() as first:
+        approve = f"{ui.base}/inbox/{item}/approve"
+        forged = {"Origin": ui.base, "Sec-Fetch-Site": "same-origin", "Referer": f"{ui.base}/"}
+        with httpx.Client(timeout=20) as second:
+            again = second.get(ui.url, headers=forged)
+            assert again.status_code == 403
+            assert "already used" in again.text
+            assert "press Enter in the terminal where `loopctl ui` runs" in again.text
+            assert "set-cookie" not in again.headers
+            # The token in every other place a client could put it opens nothing either.
+            for headers in (
+                {"Cookie": f"{ui.cookie}={ui.token}"},
+                {"Authorization": f"Bearer {ui.token}"},
+                {"X-Token": ui.token},
+            ):
+                assert second.get(f"{ui.base}/inbox", headers=headers).status_code == 401
+                assert (
+                    second.post(approve, headers={**forged, **headers}, data={"note": "x"})
+                ).status_code == 401
+            assert second.post(f"{approve}?token={ui.token}", headers=forged).status_code == 403
+            # The same browser opening its used link again is only sent to the page.
+            reopened = first.get(ui.url)
+            assert reopened.status_code == 303
+            assert reopened.headers["location"] == "/"
+            assert "set-cookie" not in reopened.headers
+            # A new link from the terminal (Enter), then another (SIGUSR1): the unused first
+            # dies with the second; each opens one session, once.
+            by_enter = ui.new_link(via="enter")
+            by_signal = ui.new_link(via="signal")
+            assert len({ui.url, by_enter, by_signal}) == 3
+            assert second.get(by_enter).status_code == 403
+            assert second.get(by_signal).status_code == 303
+            assert second.get(f"{ui.base}/inbox").status_code == 200
+            with httpx.Client(timeout=20) as third:
+                assert third.get(by_signal).status_code == 403
+        assert first.get(f"{ui.base}/inbox").status_code == 200
+    assert events(repo, "approved") == []
+    assert remote_refs(remote) == {}
+
+
+def test_sessions_end_when_idle_and_at_their_age(repo: Path) -> None:
+    """Over real HTTP with the dashboard's app, the clock moved by the test."""
+    now = [1000.0]
+    sessions = Sessions(idle_s=30 * 60, max_age_s=12 * 3600, clock=lambda: now[0])
+    with served(repo, sessions) as base, httpx.Client(timeout=20) as browser_:
+        assert browser_.get(f"{base}/?token={sessions.new_link()}").status_code == 303
+        assert browser_.get(f"{base}/loops").status_code == 200
+        for _ in range(3):  # used every 29 minutes: still alive after 87
+            now[0] += 29 * 60
+            assert browser_.get(f"{base}/loops").status_code == 200
+        now[0] += 30 * 60 + 1
+        ended = browser_.get(f"{base}/loops")
+        assert ended.status_code == 401
+        assert "it ended (after 30m idle, or 12h after it began)" in ended.text
+        assert browser_.get(f"{base}/loops").status_code == 401  # gone for good
+        # Busy all day, it still ends at twelve hours.
+        assert browser_.get(f"{base}/?token={sessions.new_link()}").status_code == 303
+        for _ in range(24):
+            now[0] += 29 * 60
+            assert browser_.get(f"{base}/loops").status_code == 200
+        now[0] += 29 * 60
+        assert browser_.get(f"{base}/loops").status_code == 401
+
+
+def test_a_live_stream_does_not_keep_a_session_alive() -> None:
+    now = [0.0]
+    sessions = Sessions(idle_s=60, max_age_s=3600, clock=lambda: now[0])
+    session = sessions.exchange(sessions.new_link())
+    assert session is not None
+    now[0] = 59
+    assert sessions.valid(session, touch=False)
+    now[0] = 61
+    assert not sessions.valid(session)
+    assert not sessions.valid("")
+    assert not sessions.valid(None)
+    link = sessions.new_link()
+    assert sessions.exchange(link) is not None
+    assert sessions.exchange(link) is None  # once
+
+
+def test_session_limits_are_options(repo: Path) -> None:
+    done = run_loopctl(repo, "ui", "--no-open", "--idle", "0s", timeout=30)
+    assert_clean_exit(done, 2)
+    assert done.stderr.strip() == "loopctl: --idle must be at least 1s"
+    with dashboard(repo, "--idle", "45m", "--max-session", "2h") as ui, httpx.Client() as plain:
+        refused = plain.get(f"{ui.base}/loops")
+    assert refused.status_code == 401
+    assert "(after 45m idle, or 2h after it began)" in refused.text
 
 
 # --- in a real browser --------------------------------------------------------------------
@@ -420,6 +566,21 @@ def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
         page = chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
         page.goto(ui.url)
         assert "token=" not in page.url  # exchanged for a cookie, gone from the address bar
+        (cookie,) = page.context.cookies()
+        assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == (
+            ui.cookie,
+            True,
+            "Strict",
+        )
+        assert cookie["value"] != ui.token
+        assert page.evaluate("document.cookie") == ""  # no script of any page reads it
+        # Another browser with the same link: the link is spent.
+        other = chromium.new_context()  # type: ignore[attr-defined]
+        refused = other.new_page()
+        assert refused.goto(ui.url).status == 403
+        assert "already used" in refused.inner_text("body")
+        assert other.cookies() == []
+        other.close()
         page.goto(f"{ui.base}/inbox")
         shown = set(
             page.locator("tr[data-item]").evaluate_all("rows => rows.map(r => r.dataset.item)")

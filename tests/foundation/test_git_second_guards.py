@@ -1,0 +1,130 @@
+"""Second guards in loopctl's git (issue 27, item 1): each holds alone.
+
+loopctl's git has two guards against several planted tricks, so dropping one of them fails no
+test that leaves the other in place. Here the first is switched off in the test (said in each
+test) and the behaviour is checked: a program planted in the repository's config never runs
+(it would leave a marker file), what loopctl reads is the real history, and a URL that begins
+with `-` is never an option. Each test names the one-line mutant of loopctl/git.py it kills.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.repos import git as plain
+
+from loopctl import git as lgit
+from loopctl.errors import GitError
+
+
+def recorder(folder: Path, marker: Path, exit_code: int = 1) -> Path:
+    """A program that appends its arguments to `marker`: proof that it ran."""
+    folder.mkdir(parents=True, exist_ok=True)
+    program = folder / "planted.sh"
+    program.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\nexit {exit_code}\n')
+    program.chmod(0o755)
+    return program
+
+
+def commit(repo: Path, message: str) -> str:
+    plain(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return plain(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.parametrize("pin", ["GIT_SSH_COMMAND", "GIT_NO_LAZY_FETCH"])
+def test_a_planted_ssh_command_never_runs_from_a_local_command(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pin: str
+) -> None:
+    """A partial clone whose promisor remote is reached over ssh, with `core.sshCommand`
+    planted: reading a missing blob would fetch it lazily through that program. Either pin
+    alone (the other removed here) keeps it from running. Kills `GIT_SSH_COMMAND` (or
+    `GIT_NO_LAZY_FETCH`) dropped from git._PINNED_ENV."""
+    marker = tmp_path / "ran"
+    (repo / "f.txt").write_text("content\n")
+    plain(repo, "add", "f.txt")
+    head = commit(repo, "a blob to lose")
+    blob = plain(repo, "rev-parse", "HEAD:f.txt").strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    for key, value in {
+        "core.repositoryformatversion": "1",
+        "extensions.partialClone": "origin",
+        "remote.origin.promisor": "true",
+        "remote.origin.url": "ssh://127.0.0.1:1/project.git",
+        "core.sshCommand": str(recorder(tmp_path, marker)),
+    }.items():
+        plain(repo, "config", key, value)
+    other = "GIT_NO_LAZY_FETCH" if pin == "GIT_SSH_COMMAND" else "GIT_SSH_COMMAND"
+    # The first guard off: `pin` stands alone (`raising=False`: a mutant may lack it already).
+    monkeypatch.delitem(lgit._PINNED_ENV, other, raising=False)
+
+    assert lgit.read_blob(repo, head, "f.txt") is None
+    assert not marker.exists(), marker.read_text()
+
+
+def test_a_planted_graft_does_not_change_the_history_loopctl_reads(repo: Path) -> None:
+    """`.git/info/grafts` (which an agent can write) gives a commit another parent. Kills
+    `GIT_GRAFT_FILE` dropped from git._PINNED_ENV (replace refs have their own pin and test:
+    tests/reliability/test_git_steering.py)."""
+    base = plain(repo, "rev-parse", "HEAD").strip()
+    work = commit(repo, "the task's work")
+    plain(repo, "checkout", "-q", "--orphan", "elsewhere")
+    stranger = commit(repo, "unrelated")
+    plain(repo, "checkout", "-q", "main")
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "grafts").write_text(f"{work} {stranger}\n")
+    # Plain git now believes the work does not descend from the base at all.
+    assert plain(repo, "rev-list", "--count", work).strip() == "2"
+
+    assert lgit.is_ancestor(repo, base, work)
+    assert not lgit.is_ancestor(repo, stranger, work)
+    assert lgit.merge_base(repo, base, work) == base
+
+
+@pytest.fixture
+def options_as_url(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`origin` whose configured URL is an option naming a program; returns its marker."""
+    marker = tmp_path / "ran"
+    program = recorder(tmp_path, marker)
+    # Should the URL be taken as an option, the refspec becomes the repository: a push's
+    # scp-like `sha:refs/...` is reached over ssh, and the user's own ssh command (a recorder
+    # here, so nothing leaves the machine) would be handed the planted program to run.
+    monkeypatch.setenv("GIT_SSH_COMMAND", str(recorder(tmp_path / "user", marker)))
+    plain(repo, "config", "remote.origin.url", f"--upload-pack={program}")
+    plain(repo, "config", "remote.origin.pushurl", f"--receive-pack={program}")
+    return marker
+
+
+def test_a_url_that_begins_with_a_dash_is_never_an_option(repo: Path, options_as_url: Path) -> None:
+    """Kills `--` dropped before the URL in ls-remote, fetch (both) or push: each command
+    refuses the odd path; no program the URL names runs."""
+    head = plain(repo, "rev-parse", "HEAD").strip()
+    with pytest.raises(GitError):
+        lgit.remote_branch_sha(repo, "origin", "main")
+    with pytest.raises(GitError):
+        lgit.fetch_refs(repo, "origin", ["+refs/heads/main:refs/loopctl/fetched"])
+    with pytest.raises(GitError):
+        lgit.fetch_branch(repo, "origin", "main", "refs/loopctl/branch")
+    with pytest.raises(GitError):
+        lgit.push_commit(repo, "origin", head, "main", expect=None)
+    assert not options_as_url.exists(), options_as_url.read_text()
+
+
+def test_a_planted_receive_pack_for_the_url_never_runs(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote section named after the push URL names its own receive-pack program. The
+    first guard (refusing such a section, git._refuse_steering) is off here: the push still
+    runs git's own receive-pack and lands. Kills `--receive-pack=git-receive-pack` dropped."""
+    remote = tmp_path / "remote.git"
+    plain(tmp_path, "init", "-q", "--bare", str(remote))
+    url = remote.as_uri()  # git reads no remote section named after a path beginning with /
+    marker = tmp_path / "ran"
+    plain(repo, "config", f"remote.{url}.receivepack", str(recorder(tmp_path, marker)))
+    monkeypatch.setattr(lgit, "_refuse_steering", lambda *args: None)
+    head = plain(repo, "rev-parse", "HEAD").strip()
+
+    lgit.push_commit(repo, url, head, "main", expect=None)
+
+    assert not marker.exists(), marker.read_text()
+    assert plain(remote, "rev-parse", "refs/heads/main").strip() == head
