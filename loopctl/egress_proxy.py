@@ -67,6 +67,9 @@ _HOP_BY_HOP = frozenset(
 )
 
 
+HTTPS_PORT = 443
+
+
 class _Refused(Exception):
     """A request the proxy answers itself (status, reason), never forwarded."""
 
@@ -354,9 +357,12 @@ class _Server:
             # Answered here, so the body is sent before the response is read: one thread, one
             # direction at a time (a TLS socket must not be read and written at once).
             reader.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        # A real value never crosses the network in clear text to the HTTPS port: an agent
+        # could send `http://api.example.com:443/` through the proxy to have it written in.
+        secrets = self._secrets(target) if tls or target.port != HTTPS_PORT else ()
         upstream = self._connect(target, tls)
         try:
-            upstream.sendall(_rewrite_request(head, path, host, upgrade, self._secrets(target)))
+            upstream.sendall(_rewrite_request(head, path, host, upgrade, secrets))
             _copy_body(reader, upstream, framing)
             answer = _Reader(upstream)
             while True:

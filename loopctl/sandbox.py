@@ -329,12 +329,19 @@ class Sandbox:
             # one. Only `[sandbox] read` can ask for it, by name.
             if str(path) in PRIVATE_TMP and path not in declared:
                 continue
+            if not _under_private_tmp(path):
+                continue  # seen through `/` already (and perhaps not even ours to stat)
             # bwrap binds onto a link's target, which does not exist in the private /tmp: the
             # link is seen through its folder, and the place it names is bound itself.
-            linked = path.is_symlink()
-            places = [path.parent, Path(os.path.realpath(path))] if linked else [path]
+            places = [path]
+            if os.path.islink(path):
+                places = [Path(os.path.realpath(path))]
+                if str(path.parent) not in PRIVATE_TMP:  # never the whole /tmp back
+                    places.insert(0, path.parent)
             for place in places:
-                if _under_private_tmp(place) and place.exists() and str(place) not in PRIVATE_TMP:
+                if str(place) in PRIVATE_TMP and place not in declared:
+                    continue
+                if _under_private_tmp(place) and place.exists():
                     args += ["--ro-bind", str(place), str(place)]
         writable = self.writable_paths(env)  # first: it makes the places copies are bound at
         state = self.state_copies(env)

@@ -55,12 +55,19 @@ DEFENCE = True
 # becomes an import root through PYTHONPATH (an editable install's twin in the worktree, or the
 # user's own), and a `.pth` file runs code in any site folder.
 _PYTHON_START = ("**/sitecustomize.py", "**/usercustomize.py", "**/*.pth")
+# loopctl's own reporter modules: one of these names in the worktree, imported instead of
+# loopctl's, would write the report itself.
+_REPORTER_NAMES = tuple(
+    f"**/{name}"
+    for name in ("loopctl_pytest_report.py", "loopctl_pytest_main.py", "loopctl_unittest_main.py")
+)
 SHADOWS: Mapping[str, tuple[str, ...]] = {
     "pytest": (
         *("**/pytest.py", "**/pytest/**", "**/_pytest/**", "**/py.py", "**/pluggy/**"),
         *_PYTHON_START,
+        *_REPORTER_NAMES,
     ),
-    "unittest": ("**/unittest.py", "**/unittest/**", *_PYTHON_START),
+    "unittest": ("**/unittest.py", "**/unittest/**", *_PYTHON_START, *_REPORTER_NAMES),
     # npm runs the test script from package.json (protected with the tests) through the
     # binaries in node_modules/.bin: a link there decides what `jest` is.
     "npm": ("package.json", "node_modules/.bin/**"),

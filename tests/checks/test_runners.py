@@ -159,6 +159,30 @@ def test_a_pytest_module_in_the_working_folder_does_not_replace_the_runner(
     assert "1 failed, 1 passed, 1 skipped" in output
 
 
+@pytest.mark.parametrize("depth", ["", "tests/"])
+def test_a_reporter_of_the_same_name_in_the_working_folder_writes_nothing(
+    tmp_path: Path, depth: str
+) -> None:
+    """`python -m pytest` puts the working folder first on sys.path once pytest is in; the
+    reporter `-p` names is imported before that, so a look-alike there never runs (and its
+    name is protected at any depth, as it would run from an import root)."""
+    folder = project(tmp_path)
+    forged = '{"passed": 2, "failed": 0, "skipped": 0, "errors": 0}'
+    (folder / depth / "loopctl_pytest_report.py").write_text(
+        "import os\n"
+        "path = os.environ.pop('LOOPCTL_TEST_REPORT', '')\n"
+        f"if path:\n    open(path, 'w').write({forged!r})\n"
+        "print('THE LOOK-ALIKE RAN')\n"
+    )
+
+    output, report = armed_run((PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"), folder)
+
+    assert "THE LOOK-ALIKE RAN" not in output
+    assert report.state == "ok"
+    assert report_counts(report) == TestCounts(1, 1, 1, 0)
+    assert "**/loopctl_pytest_report.py" in runners.shadow_protect("pytest")
+
+
 def test_a_report_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
     armed = runners.arm((PY, "-m", "pytest"), {})
     assert armed is not None

@@ -27,9 +27,10 @@ class RawServer:
     """A TCP server on 127.0.0.1 that hands each connection to `handler` and keeps what it
     received (all of it, until the client's side ends or the handler returns)."""
 
-    def __init__(self, handler: Callable[[socket.socket, bytearray], None]) -> None:
+    def __init__(self, handler: Callable[[socket.socket, bytearray], None], port: int = 0) -> None:
         self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
         self.listener.listen(8)
         self.received: list[bytearray] = []
         self.handler = handler
@@ -123,6 +124,32 @@ def test_unlisted_targets_are_refused_once_each_and_never_reached(upstream: RawS
         assert ask(folder, PROXY_PORT, b"GET /x HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     assert refused == [str(upstream.target), "[::1]:9"]
     assert upstream.received == []
+
+
+def test_a_real_value_never_goes_in_clear_text_to_the_https_port(upstream: RawServer) -> None:
+    """`http://host:443/` through the proxy, for a host the secret is for: the request goes,
+    with the stand-in; the same request to a plain-HTTP port gets the real value."""
+    try:
+        https_port = RawServer(answer_ok, port=443)
+    except OSError as exc:  # an ordinary user may not bind port 443
+        pytest.skip(f"cannot listen on 127.0.0.1:443 here: {exc.strerror}")
+    targets = (https_port.target, upstream.target)
+    secret = LentSecret("API_KEY", REAL, targets)
+    try:
+        with egress_proxy.serving(EgressPolicy(hosts=targets, secrets=(secret,)), []) as folder:
+            for target in targets:
+                request = (
+                    f"GET http://{target}/v1 HTTP/1.1\r\nHost: {target}\r\n"
+                    f"x-api-key: {secret.stand_in}\r\n\r\n"
+                )
+                assert ask(folder, PROXY_PORT, request.encode()).startswith(b"HTTP/1.1 200 ")
+    finally:
+        https_port.close()
+    (to_https,) = https_port.received
+    (to_plain,) = upstream.received
+    assert REAL.encode() not in to_https
+    assert secret.stand_in.encode() in to_https
+    assert f"x-api-key: {REAL}".encode() in to_plain
 
 
 def test_a_chunked_body_goes_through_exactly_and_nothing_after_it(upstream: RawServer) -> None:
@@ -246,8 +273,8 @@ def test_leaving_serving_ends_a_response_still_streaming() -> None:
 
     def endless(conn: socket.socket, record: bytearray) -> None:
         read_until(conn, record, b"\r\n\r\n")
+        started.set()  # before sending: the client may read the event before a later set()
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: 1\n\n")
-        started.set()
         while conn.recv(65536):
             pass
 

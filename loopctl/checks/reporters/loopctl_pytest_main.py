@@ -21,6 +21,12 @@ import unittest  # noqa: F401
 
 import pytest  # noqa: F401
 
+# And loopctl's reporter, which `-p loopctl_pytest_report` then finds already imported: looked
+# up after the working folder joined sys.path, a module of that name in the worktree would be
+# the one that writes the report.
+if os.environ.get("LOOPCTL_TEST_REPORT"):
+    import loopctl_pytest_report  # type: ignore[import-not-found]  # noqa: F401
+
 os.environ.pop("PYTHONSAFEPATH", None)
 sys.path.insert(0, os.getcwd())
 
