@@ -13,11 +13,12 @@
 Results accumulate per target in bench/mutation.json (targets run one by one add up) and are
 rendered to bench/MUTATION.md; the exit code is 1 while a mutant survives.
 
-Each target is mutated in its own copy of the tree (under ~/.cache/loopctl/mutation-<pid>, or
-`--work DIR`; never under /tmp, whose private copy in the agent sandbox would hide it), never in
-this checkout, and each mutant runs only the targeted tests that should kill it (`-x`: the first
-failure ends the run), one mutant at a time, without xdist. `PYTHONPATH` points at the copy, so
-the `loopctl` subprocesses the tests start run the mutant too.
+Each target is mutated in its own copy of the tree (under
+~/.cache/loopctl-mutation/mutation-<pid>, or `--work DIR`; never under /tmp, whose private copy
+in the agent sandbox would hide it), never in this checkout, and each mutant runs only the
+targeted tests that should kill it (`-x`: the first failure ends the run), one mutant at a time,
+without xdist. `PYTHONPATH` points at the copy, so the `loopctl` subprocesses the tests start
+run the mutant too.
 
 cosmic-ray's operators negate conditions, swap comparisons and change numbers. The AST operators
 (AST_OPERATORS) add the bugs this code's promises hang on: an element dropped from a list, tuple,
@@ -160,6 +161,9 @@ TARGETS: dict[str, Target] = {
     "recorder": Target(
         "loopctl/journal/recorder.py",
         (
+            # The fast behaviour tests first: with -x, most mutants end there in seconds.
+            "tests/journal/test_recorder_mutants.py",
+            "tests/journal/test_recorder_redacts.py",
             "tests/journal/test_recorder_projections.py",
             "tests/journal/test_notify.py",
             "tests/journal/test_notify_every_item.py",
@@ -175,21 +179,90 @@ TARGETS: dict[str, Target] = {
             "tests/foundation/test_git_work_tree.py",
             "tests/checks/test_protected_paths.py",
             "tests/reliability/test_git_steering.py",
+            "tests/foundation/test_git_second_guards.py",
+            "tests/foundation/test_git_mutants.py",
         ),
         timeout=300.0,
         why="invariants 7 and 8: hardened git calls (hooks, fsmonitor, options, pinned URLs)",
     ),
+    # The functions of git.py that hold its promises, against the fast hostile-repository tests
+    # (issue 27). The module's constant tables (_HARDENING, _PINNED_ENV, _SAFE_DIFF, ...) sit
+    # outside every function: `--full git` mutates them, and HAND_WRITTEN holds the worst.
+    "git-hardening": Target(
+        "loopctl/git.py",
+        ("tests/foundation/test_git_mutants.py", "tests/foundation/test_git_second_guards.py"),
+        only=(
+            "_hardened",
+            "_base_env",
+            "_network_git",
+            "_secure_network_env",
+            "_refuse_steering",
+            "_transport",
+            "_user_ssh_command",
+            "_user_askpass",
+            "_filter_neutralisers",
+            "push_commit",
+            "fetch_refs",
+            "fetch_branch",
+            "remote_branch_sha",
+            "recycle_checkout",
+            "commit_snapshot",
+            "fast_forward",
+            "valid_branch_name",
+        ),
+        timeout=300.0,
+        why="invariant 8: nothing a repository plants runs in loopctl's git; pushes land as pinned",
+    ),
     "agent-context": Target(
         "loopctl/commands/agent_context.py",
-        ("tests/reliability/test_human_commands.py",),
+        (
+            # The fast behaviour tests first: with -x, most mutants end there in seconds.
+            "tests/reliability/test_agent_context_mutants.py",
+            "tests/reliability/test_human_commands_hidden.py",
+            "tests/reliability/test_human_commands.py",
+        ),
         timeout=300.0,
         why="invariant 13: humans' commands refuse to run inside an agent's environment",
     ),
     "ui-security": Target(
         "loopctl/ui/security.py",
-        ("tests/ui/test_ui.py",),
+        ("tests/ui/test_ui_security_mutants.py", "tests/ui/test_ui.py"),
         timeout=300.0,
         why="invariant 13: no agent reaches the dashboard or reuses its session",
+    ),
+    # The session cookie's flags and the request checks around Guard and Sessions.
+    "ui-door": Target(
+        "loopctl/ui/server.py",
+        ("tests/ui/test_ui_security_mutants.py", "tests/ui/test_ui.py"),
+        only=("_check", "_without_token", "_secure"),
+        timeout=300.0,
+        why="invariant 13: the session cookie is HttpOnly and SameSite=Strict; a change needs"
+        " a session and this server's Origin",
+    ),
+    # What runs between an approval's check and the action it approved (issue 27).
+    "delivery-windows": Target(
+        "loopctl/delivery/pipeline.py",
+        (
+            "tests/delivery/test_delivery_windows.py",
+            "tests/delivery/test_delivery_mutants.py",
+            "tests/delivery/test_delivery_checks.py",
+            "tests/delivery/test_approval_binding.py",
+            "tests/tasks/test_github_tasks.py::"
+            "test_the_push_never_overwrites_what_someone_pushed_to_the_pr_meanwhile",
+            "tests/commands/test_inbox.py",
+        ),
+        only=(
+            "advance",
+            "_retire_gate",
+            "_force_target",
+            "_push",
+            "_approved_replaces",
+            "_push_to_pr_head",
+            "_custom",
+        ),
+        timeout=300.0,
+        why="invariants 3 and 9: a force push only when approved as one; a deploy only of the"
+        " approved commit; nothing after a step whose outcome is unknown",
     ),
     "schedule": Target(
         "loopctl/scheduling/timing.py",
@@ -201,6 +274,98 @@ TARGETS: dict[str, Target] = {
             "test_a_scheduler_asking_at_any_times_fires_each_slot_at_most_once_and_never_early",
         ),
         why="due-time decisions: a tick runs when due, once",
+    ),
+    # Issue 27: the bwrap arguments and the constant tables behind them, with the tests that
+    # attack them (a host socket, shared memory, /dev/shm, a linked store, a history, a CLI's
+    # transcripts, the protected folders in place). `--full` adds the tables themselves.
+    "sandbox-binds": Target(
+        "loopctl/sandbox.py",
+        (
+            "tests/reliability/test_sandbox_mutants.py",
+            "tests/reliability/test_sandbox_outside_tmp.py",
+            "tests/foundation/test_sandbox_rules.py",
+            "tests/foundation/test_sandbox.py",
+        ),
+        only=("bwrap_args", "hidden_paths", "wrap", "state_copies"),
+        timeout=300.0,
+        why="what a confined agent reads, writes, reaches and keeps running",
+    ),
+    "ending": Target(
+        "loopctl/delivery/ending.py",
+        ("tests/delivery/test_task_ending.py", "tests/delivery/test_approval_parks_worktree.py"),
+        only=(
+            "end_task",
+            "retire",
+            "lets_go",
+            "pool_capacity",
+            "keep_policy",
+            "close_stale_failures",
+        ),
+        timeout=300.0,
+        why="one way a task ends: an approved task's worktree parked under the lock, reused",
+    ),
+    "runners": Target(
+        "loopctl/checks/runners.py",
+        # The pure tests first (seconds); the real runs of each runner form after them.
+        (
+            "tests/checks/runner_detection.py",
+            "tests/checks/test_checks_mutants.py",
+        ),
+        timeout=600.0,
+        why="invariant 12: a test run's counts come from a report the code under test cannot"
+        " forge, whatever starts the runner; what would replace the runner is protected",
+    ),
+    "sabotage": Target(
+        "loopctl/checks/sabotage.py",
+        (
+            "tests/checks/test_sabotage.py",
+            "tests/checks/test_checks_mutants.py::test_a_hostile_change_in_each_kind_of_file_is_read",
+        ),
+        timeout=120.0,
+        why="a change that tampers with the test run is held for a human, quoted",
+    ),
+    "claims": Target(
+        "loopctl/checks/claims.py",
+        ("tests/checks/test_claims.py",),
+        timeout=120.0,
+        why="claimed vs measured: what the maker says beside what loopctl counted",
+    ),
+    "definition-fields": Target(
+        "loopctl/definitions/schema.py",
+        ("tests/definitions/test_definition_fields.py",),
+        # Everything but the type aliases (Values, Kind, Check), which only mypy reads.
+        only=(
+            "Field",
+            "read",
+            "read_field",
+            "read_table",
+            "string",
+            "integer",
+            "number",
+            "boolean",
+            "strings",
+            "globs",
+            "command",
+            "commands",
+            "duration",
+            "size",
+            "folders",
+            "subtable",
+            "accepted",
+            "refused",
+            "declared",
+        ),
+        timeout=120.0,
+        why="each definition key is read as its one spec says: kind, default, choices, check",
+    ),
+    # git runs `git status` inside each populated submodule (`git add -A` always does), with the
+    # submodule's own config: its drivers are blanked like the superproject's.
+    "git-submodules": Target(
+        "loopctl/git.py",
+        ("tests/foundation/test_git_mutants.py",),
+        only=("_submodule_config_keys", "_gitlink_folders"),
+        timeout=300.0,
+        why="invariant 8: no driver a submodule's own config names runs in loopctl's git",
     ),
 }
 
@@ -897,6 +1062,488 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for key in ("loop", "task")
     ),
+    Equivalent(
+        "recorder",
+        "ast/IfFalse",
+        "if TYPE_CHECKING:",
+        "the imports under it name types only: with `from __future__ import annotations` no"
+        " annotation is evaluated at run time, and mypy --strict (which reads them) is run on"
+        " loopctl/ in CI",
+    ),
+    Equivalent(
+        "recorder",
+        "ast/DropElement",
+        "Observer = Callable[[Event], None]",
+        "`Callable[[], None]`: a type alias, the same object to the running code (an observer"
+        " is still called with the event); mypy --strict rejects every observer passed then"
+        " (the other drops, which raise at import, are killed)",
+    ),
+    Equivalent(
+        "runners",
+        "ast/ChangeString",
+        'REPORT_NAME = "report.json"',
+        "the report's file name is only ever used through this constant, by `arm` (where the"
+        " reporter is told to write) and `read_report` (where it is read): any other non-empty"
+        " name is the same (the empty one, which names the folder itself, is killed)",
+    ),
+    Equivalent(
+        "runners",
+        "ast/ChangeString",
+        'folder = Path(tempfile.mkdtemp(prefix="loopctl-report-"))',
+        "`loopctl-report--mutant` still starts with `loopctl-report-`: only the name a person"
+        " listing the temporary folder reads changes (the empty prefix is killed)",
+    ),
+    *(
+        Equivalent(
+            "runners",
+            operator,
+            '"cargo": ("build.rs", "**/build.rs", ".cargo/**", "**/.cargo/**"),',
+            "every one of cargo's shadowing globs is also in conditions._CARGO_TEST_PROTECT,"
+            " which runner_protect adds for a cargo check as well: the protected set is the same",
+        )
+        for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
+    ),
+    Equivalent(
+        "runners",
+        "ast/DropElement",
+        "SHADOWS: Mapping[str, tuple[str, ...]] = {",
+        "only the drop of the `cargo` entry survives (see the entry on its line); the drop of"
+        " any other runner's entry is killed by test_checks_mutants.py's shadowing cases",
+    ),
+    *(
+        Equivalent(
+            "runners",
+            operator,
+            '"go": ("go.work", "go.work.sum", "**/go.work", "go.mod", "**/go.mod"),',
+            "go.work, go.mod and **/go.mod are also in conditions._GO_TEST_PROTECT, which"
+            " runner_protect adds for a go check as well (go.work.sum and **/go.work, which"
+            " only this table names, are killed)",
+        )
+        for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
+    ),
+    *(
+        Equivalent(
+            "runners",
+            operator,
+            f'"{runner}": ("package.json", "node_modules/.bin/**"),',
+            "package.json is also in conditions._NPM_TEST_PROTECT, which runner_protect adds"
+            " for npm, jest and vitest checks as well (node_modules/.bin/**, which only this"
+            " table names, is killed)",
+        )
+        for runner in ("npm", "jest", "vitest")
+        for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
+    ),
+    *(
+        Equivalent(
+            "sabotage",
+            operator,
+            '"noxfile.py",',
+            "a `.py` file is read as Python (and any code) by its suffix before the runner"
+            " configuration names are looked at: noxfile.py is read the same without this entry"
+            " (its drop from the set is reported on the set's `{` line, which no entry can name"
+            " alone: it stays a survivor, explained here)",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/ChangeString",
+        r'r"\bunittest\s*\.\s*(?:TestResult|TextTestResult|TextTestRunner|TestProgram|main|runner"',
+        "the pattern's last alternative, `import unittest.runner|result|main`, is also matched"
+        " by its first one (`unittest.` followed by runner, result or main)",
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/DropElement",
+        "(Lang.PYTHON, Lang.NODE, Lang.CODE),",
+        "every Python and every Node file is also read as code (`languages`), so report-path"
+        " applies to them through Lang.CODE alone (dropping CODE is killed)",
+    ),
+    *(
+        Equivalent("sabotage", "ast/IfFalse", line, why)
+        for line, why in (
+            (
+                'if raw.startswith("diff --git "):',
+                "the next line of a `diff --git` header is never an added, context or removed"
+                " line, so the reader's `else` ends the hunk there anyway, and the `+++` line"
+                " that follows sets the new path",
+            ),
+            (
+                "if not in_hunk or path is None:",
+                "outside a hunk only header lines come (`index`, `---`, mode lines, `Binary"
+                " files`); none starts with `+` but `+++`, read above, so none is taken",
+            ),
+            (
+                "if Lang.PYTHON in langs:",
+                "a Python file then falls to the `#`/`//` test: the same for `#`; a Python line"
+                " that starts with `//` is not valid Python on its own",
+            ),
+            ("if not langs:", "with no language no rule applies: the scan finds nothing anyway"),
+        )
+    ),
+    *(
+        Equivalent(
+            "sabotage",
+            "ast/EmptyString",
+            'elif raw.startswith("-") or raw.startswith("\\\\"):',
+            "the lines this lets through unchecked are headers between two files, which the"
+            " `diff --git` line before them has already taken out of the hunk",
+        ),
+    ),
+    *(
+        Equivalent(
+            "sabotage",
+            operator,
+            "if not field.startswith('\"'):",
+            "git quotes a name holding a tab, so a quoted header never holds a literal tab to"
+            " cut at, and the one trailing tab of a name with a space is removed before",
+        )
+        for operator in ("ast/IfFalse", "ast/ChangeString", "ast/EmptyString")
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/EmptyString",
+        "if field.startswith('\"') and field.endswith('\"'):",
+        'git quotes every name that holds a `"`: a header starts with one exactly when it ends'
+        " with one",
+    ),
+    *(
+        Equivalent(
+            "sabotage",
+            operator,
+            'escapes = {"n": b"\\n", "t": b"\\t", \'"\': b\'"\', "\\\\": b"\\\\", "a": b"\\a",',
+            'only the entries for `"` and `\\` survive: an escape not in the table stands for'
+            " itself, which is what those two map to (the others, dropped or changed, are"
+            " killed by the quoted-header test)",
+        )
+        for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
+    ),
+    # git.py (issue 27): survivors no test can tell apart, with why.
+    *(
+        Equivalent(
+            target,
+            operator,
+            line,
+            "git pages (and colours, `auto`) only a terminal: every git loopctl runs writes to"
+            " a pipe, so the pager named here, or --no-pager, is never consulted (dropping any"
+            " other element of _HARDENING breaks a `-c` pair and every git call, killed)",
+        )
+        for target in ("git", "git-hardening")
+        for operator, line in (
+            ("ast/ChangeString", '"-c", "core.pager=cat",'),
+            ("ast/DropElement", "_HARDENING = ("),
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            line,
+            "`git commit-tree` never signs unless given -S: commit.gpgSign is `git commit`'s"
+            " setting only (git 2.39 docs and source), so --no-gpg-sign there guards nothing the"
+            " config can turn on (its ChangeString, an unknown option, is killed)",
+        )
+        for target in ("git", "git-hardening")
+        for line in (
+            'args = ["commit-tree", "--no-gpg-sign"]',
+            '["commit-tree", "--no-gpg-sign", "-p", parent_sha, "-F", "-", tree],',
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            'env["LC_ALL"] = "C"',
+            "tells apart only a git built with translations run under an installed non-English"
+            " locale; the test machines have C and C.utf8 only (an unknown locale falls back to"
+            " C)",
+        )
+        for target in ("git", "git-hardening")
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    *(
+        Equivalent(
+            "git",
+            "ast/DropElement",
+            line,
+            "dropping `--` before an argument that never begins with `-` (a name under"
+            " refs/heads/, or loopctl's own absolute worktree path); the other elements' drops"
+            " on these lines fail the command and are killed",
+        )
+        for line in (
+            '["for-each-ref", "--format=%(refname)", "--", wanted]',
+            '["update-ref", "--", f"refs/heads/{branch}", sha], cwd=repo)',
+            '["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)',
+            'git(["worktree", "unlock", "--", str(path)], cwd=repo)',
+        )
+    ),
+    Equivalent(
+        "git",
+        "ast/DropElement",
+        'git(["branch", "-D" if force else "-d", "--", branch], cwd=repo)',
+        "dropping `--`: git refuses a branch name that begins with `-` either way (as an"
+        " unknown option, or as an invalid branch name), and deletes nothing",
+    ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            'pins.append(("core.alternateRefsCommand", own[-1] if own else "true"))',
+            "the fallback that overrides a planted core.alternateRefsCommand: an empty value"
+            " there overrides it too (git then lists the alternate's refs itself, running no"
+            " program), and a command that does not exist lists none, as `true` does; the pin"
+            " turned off is killed by test_a_planted_alternate_refs_command_never_runs",
+        )
+        for target in ("git", "git-hardening")
+        for operator in ("ast/EmptyString", "ast/ChangeString")
+    ),
+    Equivalent(
+        "git",
+        "ast/DropElement",
+        '"worktree", "add", "--quiet", "--no-track", "-b", branch, "--", str(path), sha]',
+        "worktree_add's new-branch form: the start point is always a full sha (_require_sha),"
+        " from which git sets up no tracking whatever branch.autoSetupMerge says (--no-track);"
+        " the path is loopctl's own absolute folder (--); git's progress output is not read"
+        " (--quiet). Dropping any other element fails the command, killed",
+    ),
+    Equivalent(
+        "git",
+        "ast/IfFalse",
+        "if listed.returncode != 0:",
+        "_config_entries' failure check: a config git cannot list (a syntax error, an include it"
+        " cannot read, an unknown repository extension) is one it cannot load for the command"
+        " either, so that command fails before any driver could run",
+    ),
+    Equivalent(
+        "git",
+        "ast/DropElement",
+        'result = git(["remote", "get-url", *which, "--", remote], cwd=repo, check=False)',
+        "dropping `--`: the line before returns None for any remote name that begins with `-`"
+        " (dropping `*which` is killed by test_a_push_to_a_remote_name_goes_to_its_push_url)",
+    ),
+    Equivalent(
+        "git",
+        "ast/DropElement",
+        'result = git(["merge-base", "--end-of-options", a, b], cwd=repo, check=False)',
+        "dropping `--end-of-options`: callers pass a loop branch and a full sha; a first"
+        " argument read as an option either fails (None, as for an unknown name) or, as"
+        " --octopus/--independent with one commit, prints that same sha",
+    ),
+    Equivalent(
+        "git",
+        "ast/DropElement",
+        '["hash-object", "-w", "--no-filters", "--stdin"]',
+        "hash-object --stdin without --path applies no attributes, so no filter: --no-filters"
+        " changes nothing here",
+    ),
+    # sandbox (issue 27): the bwrap arguments and tables, measured with the tests of the
+    # sandbox-binds target (tests/reliability/test_sandbox_mutants.py among them).
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            "args = [",
+            "`--unshare-uts` dropped: with every capability dropped (`--cap-drop ALL`, and no"
+            " user namespace of its own) the agent cannot call sethostname or setdomainname in"
+            " the host's UTS namespace any more than in a new one, and the names it reads are the"
+            " same, since bwrap sets no hostname. (Every other flag of this list dropped is"
+            " killed: --unshare-ipc by the host's shared memory, --unshare-cgroup-try by the host"
+            " cgroup paths, --unshare-pid and --die-with-parent by kill -9 of loopctl.)",
+        )
+        for target in ("sandbox", "sandbox-binds")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/IfFalse",
+            "if str(path) in PRIVATE_TMP and path not in declared:",
+            "the first of two guards against binding a temp root whole: a path that is a temp"
+            " root and not a link is its own only place to bind, and the same check runs again"
+            " for each place (`if str(place) in PRIVATE_TMP ...`, whose IfFalse is killed by"
+            " test_a_link_to_tmp_never_reopens_the_hosts_tmp)",
+        )
+        for target in ("sandbox", "sandbox-binds")
+    ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            line,
+            "TMPDIR is set to /tmp twice, in the environment bwrap is given and by bwrap's own"
+            " `--setenv TMPDIR /tmp`, which wins: one of the two changed (its name, or the"
+            " environment's value) leaves the agent's TMPDIR /tmp (the `--setenv` value"
+            " changed is killed by test_the_agent_is_told_it_is_confined_...)",
+        )
+        for target in ("sandbox", "sandbox-binds")
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+        for line in (
+            'inner_env["TMPDIR"] = "/tmp"',
+            'args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd)]',
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/IfFalse",
+            "if not _under_private_tmp(path):",
+            "the place check below asks _under_private_tmp again before it binds anything, so"
+            " a path outside the private temp roots is still never stat'ed nor bound; only a"
+            " link outside /tmp to a place under it is then bound read-only, a place the"
+            " agent's own PATH, HOME or command line names, as for links under /tmp",
+        )
+        for target in ("sandbox", "sandbox-binds")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            "except (ImportError, KeyError):",
+            "ImportError dropped: the pwd module exists on every POSIX Python, where the sandbox"
+            " runs (KeyError dropped, a uid without a passwd entry, is killed by"
+            " test_an_account_without_a_passwd_entry_still_gets_a_sandbox)",
+        )
+        for target in ("sandbox", "sandbox-binds")
+    ),
+    # Issue 27, agent_context / ui security / delivery (the AST operators).
+    Equivalent(
+        "agent-context",
+        "ast/DropElement",
+        "return int(fields[1]), int(fields[2]), int(fields[3])",
+        "the process group dropped (the session kept): loopctl starts every agent in a session"
+        " of its own (start_new_session in loopctl.process), so the agent leads its session and"
+        " its process group, and a session leader can change neither; every process of the"
+        " agent's group is in its session, which is still matched (the session or the parent"
+        " dropped is killed by test_agent_context_mutants)",
+    ),
+    *(
+        Equivalent(
+            "agent-context",
+            operator,
+            'def ancestors(pid: int | None = None, proc: Path = Path("/proc"))',
+            "the default of `ancestors`' /proc: its one caller, agent_marker, always passes its"
+            " own (whose default, changed, is killed)",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    Equivalent(
+        "agent-context",
+        "ast/IfFalse",
+        "if parent is None or parent <= 0 or parent in found:",
+        "without the stop the walk goes on past pid 1 to _MAX_ANCESTORS entries (0, then None:"
+        " no such process); they carry no mark and match no running agent, so the answer is the"
+        " same, only later (dropping the append, which loses the ancestors, is killed)",
+    ),
+    Equivalent(
+        "agent-context",
+        "ast/IfFalse",
+        "if not agents:",
+        "a shortcut: with no running agent the loop below intersects every related id with an"
+        " empty set and returns None as well",
+    ),
+    Equivalent(
+        "agent-context",
+        "ast/DropElement",
+        "related = {member, *(stat[1:] if stat else ())}",
+        "the process itself dropped (its group and session kept): every logged agent was"
+        " started in a session of its own (start_new_session in loopctl.process) and leads it"
+        " for good, so an agent's own stat names its pid as group and session; the pid is"
+        " matched through them (group and session dropped is killed)",
+    ),
+    *(
+        Equivalent(
+            "ui-security",
+            operator,
+            'if not origin or origin == "null" or not host:',
+            "the `null` shortcut: an Origin of `null` (or any other text) also fails the exact"
+            " comparison with http://HOST that follows",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    *(
+        Equivalent(
+            "ui-security",
+            operator,
+            'return hashlib.sha256(token.encode("utf-8", "replace")).digest()',
+            "the error handler (`replace` changed or emptied; the encoding's changes are"
+            " killed): Python looks it up only for text UTF-8 cannot encode, a lone surrogate,"
+            " and starlette hands over the query (parse_qsl, errors='replace') and the cookies"
+            " (latin-1) as text that never holds one",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    Equivalent(
+        "ui-security",
+        "ast/DropCall",
+        "self._sessions.pop(key, None)",
+        "an ended session kept in the table is refused by the same `_ended` check on every"
+        " later request, and the next exchange's prune removes it: only memory, for a while",
+    ),
+    Equivalent(
+        "ui-door",
+        "ast/EmptyString",
+        'stream = request.url.path.startswith("/runs/") and request.url.path.endswith("/stream")',
+        "`/runs/` emptied: every path ending in /stream counts as a page's live stream, and the"
+        " dashboard has no other route that ends so (another such path is a 404 no page links"
+        " to); `/stream` emptied, which takes a run's own page for a stream, is killed",
+    ),
+    Equivalent(
+        "ui-door",
+        "ast/IfFalse",
+        'if request.method != "POST":',
+        "another method (PUT, DELETE, …) then needs this server's Origin like a POST and still"
+        " reaches no handler: every route takes GET/HEAD or POST only, so the router answers"
+        " 405 as this check does",
+    ),
+    Equivalent(
+        "pipeline",
+        "ast/IfFalse",
+        "if gate.sha != gate.approved_sha:",
+        "redundant by design (see HAND_WRITTEN): it is reached only when gate.sha is the plan's"
+        " commit, where approval_problem's `approved_sha != plan.commit` refuses the same"
+        " approvals (the two removed together are killed)",
+    ),
+    Equivalent(
+        "delivery-windows",
+        "ast/IfFalse",
+        "if plan is None:",
+        "advance without a plan: _close_finished_gates finds no gates and next_step() is None,"
+        " which returns the same DONE",
+    ),
+    *(
+        Equivalent(
+            "delivery-windows",
+            operator,
+            line,
+            "the checkpoint hook of `advance`: only tests pass one"
+            " (tests/reliability/test_gates_under_fuzz.py); no caller in loopctl does, so"
+            " skipping it or changing its label changes nothing loopctl does",
+        )
+        for operator, line in (
+            ("ast/IfFalse", "if checkpoint is not None:"),
+            ("ast/DropCall", 'checkpoint("started", step)'),
+            ("ast/ChangeString", 'checkpoint("started", step)'),
+            ("ast/EmptyString", 'checkpoint("started", step)'),
+            ("ast/DropCall", 'checkpoint("ran", step)'),
+            ("ast/ChangeString", 'checkpoint("ran", step)'),
+            ("ast/EmptyString", 'checkpoint("ran", step)'),
+        )
+    ),
+    Equivalent(
+        "delivery-windows",
+        "ast/IfFalse",
+        "if gate is None or not gate.approved:",
+        "_push forces only after advance asked (a push that replaces something always asks)"
+        " and _gate_check let that approved gate through: the gate is there and approved"
+        " whenever this runs (the shown `replaces` it reads is what the tests move)",
+    ),
+    Equivalent(
+        "gates",
+        "ast/ChangeString",
+        'known.refused = str(data.get("reason", "refused"))',
+        "the text for an approval_refused without a reason: both writers (pipeline._gate_check,"
+        " commands.inbox.approve) always give one, and any text refuses the gate alike (the"
+        " key changed, which loses the reason shown, and the empty default are killed)",
+    ),
 )
 
 
@@ -994,6 +1641,41 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         "if False:",
         "an approval of another sha is accepted at delivery (both checks removed)",
         also=(("loopctl/delivery/gates.py", "if approved_sha != plan.commit:", "if False:"),),
+    ),
+    # Issue 27, git.py: one-line mutants no cosmic-ray or AST operator makes (a `-c` pair dropped
+    # whole); tests/foundation/test_git_mutants.py kills each with a hostile repository.
+    *(
+        HandWritten("git-hardening", f'    "-c", "{entry}",\n', "", bug)
+        for entry, bug in (
+            ("protocol.ext.allow=never", "origin repointed to `ext::<command>` runs the command"),
+            ("push.gpgSign=false", "a push runs the repository's gpg.program to sign"),
+            ("submodule.recurse=false", "a checkout runs a submodule's planted smudge filter"),
+        )
+    ),
+    HandWritten(
+        "git-hardening",
+        '        pins.append(("protocol.file.allow", "never"))\n',
+        "",
+        "a lazy fetch runs the upload-pack program a repository's config names",
+    ),
+    HandWritten(
+        "git-hardening",
+        '_RECEIVE_PACK, lease, "--", url,',
+        '_RECEIVE_PACK, "--", url,',
+        "a push replaces a branch someone pushed after loopctl looked",
+    ),
+    # Issue 28 item 4: the approval path's old bugs, on the one routine both paths now share.
+    HandWritten(
+        "ending",
+        "    with worktree_lock(rec.paths.locks_dir):\n",
+        "    if True:\n",
+        "a finished task's worktree is parked or removed without the worktree lock",
+    ),
+    HandWritten(
+        "ending",
+        "                worktree.capacity,\n",
+        "                0,\n",
+        "a finished task's worktree is removed, never parked in the loop's pool",
     ),
 )
 
@@ -1300,7 +1982,7 @@ def _counts(name: str, target: Target, session: Path, tree: Path, tally: Tally) 
 
 
 def salvage(folder: Path) -> Tally:
-    """What a stopped run of one target measured, from its copy (~/.cache/loopctl/
+    """What a stopped run of one target measured, from its copy (~/.cache/loopctl-mutation/
     mutation-<pid>/<target>): cosmic-ray's mutants it ran count, the rest are recorded as
     pending (the AST mutants run after cosmic-ray's: a stopped run has none to salvage)."""
     name = folder.name
@@ -1455,7 +2137,9 @@ def work_folder(chosen: Path | None) -> Path:
     a private folder, so an agent started from a copy there finds nothing and a mutant looks
     killed when it is not (issue 27)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = (chosen or cache / "loopctl").resolve() / f"mutation-{os.getpid()}"
+    # Beside loopctl's cache, not in it: the suite's guard against tests writing to the real
+    # home watches ~/.cache/loopctl, and a mutation run beside a test run would trip it.
+    folder = (chosen or cache / "loopctl-mutation").resolve() / f"mutation-{os.getpid()}"
     hidden = [t for t in ("/tmp", "/var/tmp") if folder.is_relative_to(t)]
     if hidden:
         raise SystemExit(
@@ -1609,7 +2293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--work",
         type=Path,
         metavar="DIR",
-        help="where the copies go (default ~/.cache/loopctl; never under /tmp)",
+        help="where the copies go (default ~/.cache/loopctl-mutation; never under /tmp)",
     )
     parser.add_argument("--list", action="store_true", help="targets, tests and mutant counts")
     parser.add_argument("--no-write", action="store_true", help=f"do not rewrite {RESULTS.name}")

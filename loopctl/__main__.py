@@ -25,6 +25,9 @@ def _fast_path(args: list[str]) -> Callable[[], int] | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
     args = sys.argv[1:] if argv is None else argv
+    from loopctl.cli.debug_log import configure
+
+    configure(args)  # the debug log: silent unless -v/--verbose or LOOPCTL_DEBUG=1
     if args in (["--version"], ["-V"]):
         from loopctl._version import __version__
 

@@ -1,10 +1,17 @@
-"""The error types a caller branches on, and the exit codes they map to (DESIGN §3)."""
+"""The error types a caller branches on, and the exit codes they map to (README.md, "Commands
+and exit codes")."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
 
 
 class ExitCode(IntEnum):
@@ -85,3 +92,15 @@ class GitError(LoopctlError):
 class ForeignWorkTree(GitError):
     """git takes another folder than a task's worktree as its working tree (a `core.worktree`
     or `.git` file an agent changed): loopctl refuses to snapshot, reset or clean it."""
+
+
+@contextlib.contextmanager
+def swallowed(logger: logging.Logger, what: str, *kinds: type[BaseException]) -> Iterator[None]:
+    """Carry on past an exception of `kinds` (any Exception when none is named) raised in the
+    block, leaving a trace: it goes to `logger` at debug level with its traceback, which `-v`
+    or LOOPCTL_DEBUG=1 shows (loopctl.cli.debug_log) and nothing else does."""
+    caught = kinds or (Exception,)
+    try:
+        yield
+    except caught:
+        logger.debug("%s failed; carrying on", what, exc_info=True)

@@ -1,4 +1,4 @@
-"""Resource limits for every process of an agent turn or check (DESIGN §5 invariant 11).
+"""Resource limits for every process of an agent turn or check (docs/INVARIANTS.md, invariant 11).
 
 Four limits, per agent in `[sandbox]`: `memory`, `pids`, `cpu_time` and `disk` (growth of the
 worktree and the turn's state). Two mechanisms hold them, because cgroups v2 are rarely

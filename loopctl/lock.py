@@ -199,6 +199,12 @@ def short_lock(locks_dir: Path, name: str) -> Iterator[None]:
             os.close(fd)  # closing releases the flock
 
 
+def worktree_lock(locks_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """git's worktree bookkeeping races under concurrent adds, prunes and removals: one at a
+    time, across every process of the repository."""
+    return short_lock(locks_dir, WORKTREES_LOCK)
+
+
 def inbox_lock(locks_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Serialise inbox decisions across processes (held for milliseconds, never for delivery)."""
     return short_lock(locks_dir, INBOX_LOCK)

@@ -341,7 +341,9 @@ class Sandbox:
             for place in places:
                 if str(place) in PRIVATE_TMP and place not in declared:
                     continue
-                if _under_private_tmp(place) and place.exists():
+                # os.path.exists: a folder this account cannot enter is not there for it
+                # (Path.exists raises PermissionError, and no agent would start).
+                if _under_private_tmp(place) and os.path.exists(place):
                     args += ["--ro-bind", str(place), str(place)]
         writable = self.writable_paths(env)  # first: it makes the places copies are bound at
         state = self.state_copies(env)
@@ -373,12 +375,18 @@ class Sandbox:
             args += ["--overlay-src", objects, "--overlay", str(upper), str(work), objects]
         exposed = {_expand(p, env, home) for p in self.readable}
         for path in self.hidden_paths(env):
-            if path in exposed or (not path.exists() and not path.is_symlink()):
+            # A dangling link is passed over: nothing is there to hide, and bwrap cannot bind
+            # onto it.
+            if path in exposed or not path.exists():
                 continue
-            if path.is_dir() and not path.is_symlink():
-                args += ["--tmpfs", str(path)]
+            # bwrap cannot follow an absolute link on the way to a mount point (`/var/run ->
+            # /run` before the docker socket, a `~/.ssh` linked into a dotfiles repository):
+            # it refuses to start. The place is named as it is, and hidden as what it is.
+            real = os.path.realpath(path)
+            if path.is_dir():
+                args += ["--tmpfs", real]
             else:
-                args += ["--ro-bind", "/dev/null", str(path)]
+                args += ["--ro-bind", "/dev/null", real]
         args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd)]
         return args
 

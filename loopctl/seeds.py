@@ -16,17 +16,20 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import os
 import shutil
 import stat
-import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopctl import nofollow
+from loopctl import nofollow, process
 from loopctl.atomicfile import write_atomic
+from loopctl.errors import LoopctlError, swallowed
+
+logger = logging.getLogger(__name__)
 
 SEED_VERSION = 1
 _META = "seed.json"
@@ -145,13 +148,13 @@ def copy_tree(source: Path, target: Path) -> str:
     cp = shutil.which("cp")
     if cp is not None and _gnu_cp(cp):
         # --reflink=auto clones each file where the filesystem can and copies it otherwise.
-        done = subprocess.run(
+        done = process.run(
             [cp, "-a", "--reflink=auto", "--", str(source), str(target)],
-            capture_output=True,
-            check=False,
-            env={"PATH": os.environ.get("PATH", ""), "LC_ALL": "C"},
+            cwd=target.parent,
+            env=_cp_env(),
+            timeout=COPY_TIMEOUT,
         )
-        if done.returncode == 0:
+        if done.ok:
             return "reflink" if _reflinks(cp, target.parent) else "copy"
         remove_tree(target)
     shutil.copytree(source, target, symlinks=True)
@@ -224,7 +227,8 @@ class SeedStore:
             }
             write_atomic(staging / _META, json.dumps(meta, indent=1) + "\n")
             # The digest covers the tree only, taken after its last write, in its final place.
-            with contextlib.suppress(FileExistsError, OSError):
+            # FileExistsError: another workspace published the same seed first.
+            with swallowed(logger, f"publishing the seed {target.name}", OSError):
                 staging.rename(target)
         finally:
             if staging.exists():
@@ -274,7 +278,7 @@ class SeedStore:
         if not folder.exists():
             return
         doomed = self.root / f".drop-{inputs_hash}-{time.monotonic_ns()}"
-        with contextlib.suppress(OSError):
+        with swallowed(logger, f"dropping the seed {folder.name}", OSError):
             folder.rename(doomed)
             remove_tree(doomed)
 
@@ -410,6 +414,10 @@ def _seed_of(folder: Path, meta: dict[str, object]) -> Seed:
 
 _GNU_CP: dict[str, bool] = {}
 _REFLINKS: dict[int, bool] = {}
+_PROBE_TIMEOUT = 10.0
+# A copy that takes longer than this is stuck (a hung network filesystem): it is killed, and
+# the seed is copied in-process instead, where an error at least surfaces as one.
+COPY_TIMEOUT = 1800.0
 
 
 def _reflinks(cp: str, folder: Path) -> bool:
@@ -419,13 +427,14 @@ def _reflinks(cp: str, folder: Path) -> bool:
         probe = folder / f".reflink-probe-{os.getpid()}"
         try:
             probe.write_bytes(b"x")
-            done = subprocess.run(
+            done = process.run(
                 [cp, "--reflink=always", "--", str(probe), f"{probe}.clone"],
-                capture_output=True,
-                check=False,
+                cwd=folder,
+                env=_cp_env(),
+                timeout=_PROBE_TIMEOUT,
             )
-            _REFLINKS[device] = done.returncode == 0
-        except OSError:
+            _REFLINKS[device] = done.ok
+        except (OSError, LoopctlError):
             _REFLINKS[device] = False
         finally:
             for leftover in (probe, Path(f"{probe}.clone")):
@@ -433,13 +442,18 @@ def _reflinks(cp: str, folder: Path) -> bool:
     return _REFLINKS[device]
 
 
+def _cp_env() -> dict[str, str]:
+    """cp's environment: untranslated words, and nothing else of the caller's (no secrets)."""
+    return {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C"}
+
+
 def _gnu_cp(cp: str) -> bool:
     if cp not in _GNU_CP:
         try:
-            out = subprocess.run(
-                [cp, "--version"], capture_output=True, text=True, check=False, timeout=10
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
+            out = process.run(
+                [cp, "--version"], cwd=Path("/"), env=_cp_env(), timeout=_PROBE_TIMEOUT
+            ).stdout_tail
+        except (OSError, LoopctlError):
             out = ""
         _GNU_CP[cp] = "GNU coreutils" in out
     return _GNU_CP[cp]

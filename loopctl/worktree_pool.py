@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -31,9 +32,11 @@ from pathlib import Path
 
 from loopctl import git, nofollow
 from loopctl.atomicfile import write_atomic
-from loopctl.errors import GitError, LoopctlError
+from loopctl.errors import GitError, LoopctlError, swallowed
 from loopctl.seeds import remove_preserved, remove_tree, tree_digest, tree_size
-from loopctl.worktrees import Known, Workspace, record_base
+from loopctl.worktrees import Known, Workspace, record_base, remove_worktree
+
+logger = logging.getLogger(__name__)
 
 POOL_DIR = ".pool"  # a name `worktrees._leftovers` never takes for a loop folder
 STATE_VERSION = 1
@@ -189,16 +192,27 @@ def acquire(
 
 def discard(repo: Path, worktree_root: Path, loop: str, path: Path, admin: Path | None) -> None:
     """Remove a pooled worktree for good: its folder, git's record of it, loopctl's."""
-    with contextlib.suppress(GitError, OSError):
+    with swallowed(logger, f"removing the pooled worktree {path}", GitError, OSError):
         remove_tree(path)
     if admin is not None:
-        with contextlib.suppress(OSError):
+        with swallowed(logger, f"removing git's record {admin}", OSError):
             remove_tree(admin)
         state_dir = pool_folder(worktree_root, loop) / "state"
         for suffix in (".json", ".index"):
             (state_dir / f"{admin.name}{suffix}").unlink(missing_ok=True)
-    with contextlib.suppress(GitError):
+    with swallowed(logger, "git worktree prune", GitError):
         git.worktree_prune(repo)
+
+
+def retire(
+    repo: Path, worktree_root: Path, loop: str, path: Path, capacity: int, head: str | None
+) -> None:
+    """A finished task's worktree that its `keep` policy lets go: parked in the loop's pool
+    (`capacity` 0: there is none), or removed. The caller holds the worktree lock."""
+    if release(repo, worktree_root, loop, path, capacity, head):
+        return
+    forget(worktree_root, loop, repo, path)
+    remove_worktree(repo, path)
 
 
 def forget(worktree_root: Path, loop: str, repo: Path, path: Path) -> None:

@@ -1,10 +1,11 @@
 """Backend "aider": `aider --message-file PROMPT --yes-always --no-auto-commits …`.
 
-aider prints text only, and exits 0 even when the model call failed (real-clis.md §4): the
-status comes from its `litellm.*Error` lines and from whether any `Tokens: …` line appeared.
-Its chat and input history go to the attempt folder, never the worktree, and the repo-map
-cache it drops in the worktree is removed, so loopctl never commits aider's own files. The
-"session" is the chat history file: `resume = true` restores it on the next attempt.
+aider prints text only, and exits 0 even when the model call failed (README.md, "Tested
+against the real CLIs"): the status comes from its `litellm.*Error` lines and from whether any
+`Tokens: …` line appeared. Its chat and input history go to the attempt folder, never the
+worktree, and the repo-map cache it drops in the worktree is removed, so loopctl never commits
+aider's own files. The "session" is the chat history file: `resume = true` restores it on the
+next attempt.
 """
 
 from __future__ import annotations

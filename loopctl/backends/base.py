@@ -108,7 +108,7 @@ class AgentResult:
         }
 
 
-# What the CLIs and APIs say when a credential is missing or refused (real-clis.md failure shapes).
+# What the CLIs and APIs say when a credential is missing or refused (seen with the real CLIs).
 _AUTH_FAILURE = re.compile(
     r"\b(401|403) Unauthorized|\bHTTP 40[13]\b|status(?:Code)?\W+40[13]\b|AuthenticationError"
     r"|Failed to authenticate|Not logged in|invalid[ _-]api[ _-]key|Incorrect API key"

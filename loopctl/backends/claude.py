@@ -1,8 +1,9 @@
 """Backend "claude": Claude Code in print mode, `claude -p … --output-format json`.
 
-The result is one JSON object on stdout (agent-clis.md §1.7). Claude exits 0 even when a tool
-call was denied (`permission_denials`), and reports auth and API failures as `is_error` with
-`subtype` still "success" (real-clis.md §1), so status comes from `is_error`, never `subtype`.
+The result is one JSON object on stdout. Claude exits 0 even when a tool call was denied
+(`permission_denials`), and reports auth and API failures as `is_error` with `subtype` still
+"success", so status comes from `is_error`, never `subtype` (README.md, "Tested against the
+real CLIs").
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class ClaudeBackend(CliPreset):
         "IS_SANDBOX",
     )
     # Inside loopctl's sandbox Claude Code may skip permissions as root: the sandbox, not the
-    # account, is what confines it (real-clis.md: IS_SANDBOX=1).
+    # account, is what confines it (IS_SANDBOX=1 is Claude's own switch for that).
     sandboxed_env: ClassVar[Mapping[str, str]] = {"IS_SANDBOX": "1"}
     base_url_variables: ClassVar[Mapping[str, str]] = {
         "ANTHROPIC_BASE_URL": "https://api.anthropic.com"
@@ -72,7 +73,7 @@ class ClaudeBackend(CliPreset):
     # A claude.ai login refreshes its token here; the token itself goes to the model's route.
     login_hosts = ("console.anthropic.com", "platform.claude.com")
     fixed_env: ClassVar[Mapping[str, str]] = {
-        # No telemetry or update checks from an unattended run (real-clis.md §1 pitfalls).
+        # No telemetry or update checks from an unattended run.
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
 

@@ -1,9 +1,9 @@
 """Backend "codex": `codex exec --json`, the prompt on stdin (`-`), JSONL events on stdout.
 
 Codex reports tokens only (`turn.completed.usage`), never USD: cost comes from the price table.
-`--full-auto` no longer exists (real-clis.md §2); the sandbox is chosen with `--sandbox`. An
-`item.completed` whose item type is "error" is a warning (unknown model metadata), not a
-failure: the run is judged by `turn.completed` versus `turn.failed`.
+`--full-auto` no longer exists; the sandbox is chosen with `--sandbox`. An `item.completed`
+whose item type is "error" is a warning (unknown model metadata), not a failure: the run is
+judged by `turn.completed` versus `turn.failed` (README.md, "Tested against the real CLIs").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Backend "command": any program speaking the agent protocol of DESIGN §2."""
+"""Backend "command": any program speaking the agent protocol (README.md, "Agent protocol")."""
 
 from __future__ import annotations
 

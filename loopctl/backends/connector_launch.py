@@ -1,7 +1,7 @@
 """`python -m loopctl.backends.connector_launch FILE`: start one MCP server for an agent CLI.
 
 An agent CLI (Claude Code, Codex) runs this in place of a connector's command. It reads the
-launch file loopctl wrote for this turn (loopctl.connectors), deletes it so the values it holds
+launch file loopctl wrote for this turn (backends.connectors), deletes it so the values it holds
 are on disk no longer than needed, and replaces itself with the server: the server gets the
 base environment plus its own declared variables, and the CLI's stdin/stdout as its transport.
 """

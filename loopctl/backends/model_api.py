@@ -119,7 +119,7 @@ class ModelApiBackend:
         if result.retries:
             extra["retries"] = result.retries
         if result.tool_calls:
-            extra["tool_calls"] = list(result.tool_calls)  # execute_tool spans (loopctl.traces)
+            extra["tool_calls"] = list(result.tool_calls)  # execute_tool spans (journal.traces)
         tail = _tail(request.stdout_path)
         return AgentResult(
             status=AgentStatus(result.status),

@@ -1,9 +1,10 @@
 """Backend "opencode": `opencode run --format json PROMPT`, NDJSON events on stdout.
 
-There is no aggregate result event (real-clis.md §3): tokens and cost are the sums over the
-`step_finish` lines, the final text is the `text` parts of the last step, and any line carries
-the session id. A cost of 0 with tokens spent means the model has no price in opencode's
-config, so it is treated as unknown (and priced from loopctl's table if it can be).
+There is no aggregate result event (README.md, "Tested against the real CLIs"): tokens and
+cost are the sums over the `step_finish` lines, the final text is the `text` parts of the last
+step, and any line carries the session id. A cost of 0 with tokens spent means the model has no
+price in opencode's config, so it is treated as unknown (and priced from loopctl's table if it
+can be).
 """
 
 from __future__ import annotations

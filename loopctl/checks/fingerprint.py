@@ -1,4 +1,7 @@
-"""Fingerprints of failed checks: are two failures the same failure? (DESIGN §5, invariant 4)."""
+"""Fingerprints of failed checks: are two failures the same failure?
+
+Invariant 4 (docs/INVARIANTS.md): identical failures in a row stop a task.
+"""
 
 from __future__ import annotations
 

@@ -198,7 +198,10 @@ def read_report(armed: Armed) -> Report:
         return Report("unreadable", {})
     try:
         try:
-            file_fd = os.open(REPORT_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            # O_NONBLOCK: a FIFO the check left in the report's place must not block the open
+            # (it is then refused as no regular file); reads of a regular file ignore it.
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+            file_fd = os.open(REPORT_NAME, flags, dir_fd=fd)
         except FileNotFoundError:
             return Report("missing", {})
         except OSError:

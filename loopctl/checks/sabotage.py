@@ -121,11 +121,6 @@ _NOT_PY_TESTS = (
     r"^(?!(?:.*/)?(?:tests?|testing)/)(?!(?:.*/)?(?:test_[^/]*|[^/]*_test|conftest)\.py$)"
 )
 _JS_HANDLERS = r"""\bprocess\.(?:on|once|prependListener)\s*\(\s*['"`](?:exit|beforeExit)"""
-# Files a Node test runner loads around the tests: set-up, tear-down, its configuration.
-_JS_TEST_FILES = (
-    r"(?:^|/)(?:tests?|__tests__|specs?|__mocks__)/|\.(?:test|spec)\.\w+$"
-    r"|(?:^|/)(?:jest|vitest|vite|mocha|ava|karma)\.config\.|setup|teardown"
-)
 # A command-line entry point ends its process by design; any other module should not.
 _JS_NOT_CLI = r"^(?!(?:.*/)?(?:bin|cli|scripts?)/)(?!(?:.*/)?cli\.[cm]?[jt]sx?$)"
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopctl.checks.conditions import ResolvedCondition, TestCounts
+from loopctl.checks.conditions import ResolvedCondition
+from loopctl.checks.counts import TestCounts
+from loopctl.checks.runner_detection import runner_of
 from loopctl.definitions.loops import CheckerSpec
 from loopctl.globs import first_match
 
@@ -91,8 +93,6 @@ def counted_commands(
     the loop's checker commands that runs a known test runner (unless `protect = []`).
 
     Each is the argv `check_commands` runs, so the counts are looked up under that argv."""
-    from loopctl.checks.conditions import runner_of
-
     # A built-in's run is always counted; a `--check`/`[conditions]` one unless
     # `protect = []` turned the runner's protections off.
     counted_goal = condition is not None and (

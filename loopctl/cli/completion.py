@@ -7,8 +7,11 @@ error, it completes nothing rather than print a traceback into the shell.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 _AGENT_GLOBS = ("agents/*.toml", ".codex/agents/*.toml", ".claude/agents/*.md")  # AGENT_SOURCES
 
@@ -19,6 +22,7 @@ def _root() -> Path | None:
     try:
         return find_repo_root()
     except Exception:  # not a repository: nothing to complete
+        logger.debug("no project to complete from", exc_info=True)
         return None
 
 
@@ -29,6 +33,7 @@ def _guarded(names: Callable[[Path], list[str]], incomplete: str) -> list[str]:
     try:
         found = names(root)
     except Exception:  # a half-written file must not break the user's shell
+        logger.debug("reading names to complete failed", exc_info=True)
         return []
     return sorted(n for n in set(found) if n.startswith(incomplete))
 

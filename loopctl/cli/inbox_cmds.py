@@ -91,7 +91,7 @@ def show(
 
     An approval shows its whole patch (paged and coloured on a terminal); --stat the short form.
     """
-    from loopctl.commands.inbox import show as show_item
+    from loopctl.commands.inbox_show import show as show_item
 
     detail = show_item(load_here(strict=False), item_id, with_patch=not stat)
     if json_out:
@@ -125,7 +125,7 @@ def diff(item_id: ItemId, no_pager: NoPager = False) -> None:
     import sys
 
     from loopctl.cli import pager
-    from loopctl.commands.inbox import patch
+    from loopctl.commands.inbox_show import patch
 
     data = patch(load_here(strict=False), item_id)
     if not pager.on_terminal():

@@ -11,10 +11,15 @@ other change (an inbox event, truncation, replacement) rebuilds it from the log.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from loopctl.errors import swallowed
+
+logger = logging.getLogger(__name__)
 
 CACHE_VERSION = 1
 _TAIL = 256
@@ -113,7 +118,7 @@ def cached(loop_dir: Path, view: str, events_file: Path, now: LogState) -> bytes
         return None
     from loopctl.atomicfile import write_atomic
 
-    with contextlib.suppress(OSError):
+    with swallowed(logger, "writing the inbox index's alias", OSError):
         write_atomic(_alias_file(loop_dir, view), f"{now.key} {built}\n")
     return body
 
@@ -122,5 +127,5 @@ def store(loop_dir: Path, view: str, state: LogState, body: bytes) -> None:
     """Keep `body` for `state`; a cache that cannot be written is simply not kept."""
     from loopctl.atomicfile import write_atomic
 
-    with contextlib.suppress(OSError):
+    with swallowed(logger, "writing the inbox index", OSError):
         write_atomic(cache_file(loop_dir, view), state.key.encode("ascii") + b"\n" + body)

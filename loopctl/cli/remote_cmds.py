@@ -86,7 +86,7 @@ def export_github_actions(
     spec: Spec = None,
 ) -> None:
     """Write .github/workflows/loop-NAME.yml: the loop on GitHub's scheduler, state on a branch."""
-    from loopctl.commands.export import github_actions
+    from loopctl.commands.export_github import github_actions
 
     _emit(github_actions(load_here(), name, cron=cron, loopctl_spec=spec), output, force)
 
@@ -121,7 +121,8 @@ def export_k8s(
     ] = None,
 ) -> None:
     """Write loop-NAME.cronjob.yaml: a Kubernetes CronJob running one tick per schedule."""
-    from loopctl.commands.export import StateStore, kubernetes
+    from loopctl.commands.export import StateStore
+    from loopctl.commands.export_k8s import kubernetes
     from loopctl.errors import UsageError
 
     if state not in {s.value for s in StateStore}:

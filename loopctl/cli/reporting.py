@@ -1,4 +1,5 @@
-"""Turning exceptions into one clear line and a documented exit code (DESIGN §3).
+"""Turning exceptions into one clear line and a documented exit code (README.md, "Commands
+and exit codes").
 
 Kept free of typer so the fast paths in `__main__` can use it too.
 """

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 CACHE_VERSION = 1
 DEFINITION_ROOTS = (
@@ -129,5 +132,5 @@ def remember(root: Path, mode: str, key: str, answer: Answer) -> None:
             "exit_code": answer.exit_code,
         }
         write_atomic(_cache_file(root, mode), json.dumps(payload))
-    except OSError:
-        return  # a cache that cannot be written is only a slower next run
+    except OSError:  # a cache that cannot be written is only a slower next run
+        logger.debug("writing the validation cache failed; carrying on", exc_info=True)

@@ -1,10 +1,10 @@
 """Whether this process runs on an agent's behalf: humans' commands refuse to run there.
 
 Approving, rejecting, retrying, answering or dismissing an inbox item, syncing loop state and
-starting or stopping `loopctl up` are a human's decisions (DESIGN §5, invariant 13). loopctl
-marks every agent it starts (maker, checker, judge) with `LOOPCTL_ROLE`. Check commands are not
-marked: a project's own test suite, run as a loop's check, may exercise these commands (the
-sandbox keeps a check from writing `.loop/`). The agent can unset that variable for its own
+starting or stopping `loopctl up` are a human's decisions (invariant 13, docs/INVARIANTS.md).
+loopctl marks every agent it starts (maker, checker, judge) with `LOOPCTL_ROLE`. Check commands
+are not marked: a project's own test suite, run as a loop's check, may exercise these commands
+(the sandbox keeps a check from writing `.loop/`). The agent can unset that variable for its own
 children, but not in the environment its ancestors were started with, which the kernel keeps in
 /proc/PID/environ; so we look at our own environment and at every ancestor's.
 

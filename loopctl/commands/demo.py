@@ -43,12 +43,6 @@ import importlib.util
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from loopctl import git
-
-if TYPE_CHECKING:
-    from loopctl.journal.events import Event
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -65,7 +65,7 @@ def main() -> int:
     test_argv = sys.argv[1:]
     if not test_argv:
         # No default runner: pytest is not among loopctl's dependencies.
-        print("usage: python -m loopctl.demo_agent TEST-COMMAND [ARG...]", file=sys.stderr)
+        print("usage: python -m loopctl.commands.demo_agent TEST-COMMAND [ARG...]", file=sys.stderr)
         return 2
     summary = repair(root, test_argv)
     print(summary)

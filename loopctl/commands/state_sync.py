@@ -14,7 +14,7 @@ Renumbering a log rewrites the file, so it is refused while a loop runs in this 
 
 A sync reads the remote's URL once and uses it for every call (ls-remote, fetch, push), after
 checking that a remote named by the user still leads where the last loop run recorded before
-its agent ran (loopctl.remotes): an agent that repointed `origin` does not receive the log.
+its agent ran (loopctl.delivery.remotes): an agent that repointed `origin` does not receive the log.
 """
 
 from __future__ import annotations

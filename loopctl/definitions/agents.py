@@ -5,17 +5,27 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
 from loopctl.definitions.connectors import Connector
 from loopctl.definitions.fields import Table, did_you_mean
-from loopctl.definitions.sandbox import (
-    AgentSandbox,
-    SecretHosts,
-    read_agent_sandbox,
-    read_secret_hosts,
+from loopctl.definitions.sandbox import AgentSandbox, SecretHosts, agent_sandbox, secret_hosts
+from loopctl.definitions.schema import (
+    Field,
+    Values,
+    accepted,
+    boolean,
+    command,
+    declared,
+    duration,
+    integer,
+    read,
+    read_field,
+    read_table,
+    string,
+    strings,
 )
 from loopctl.definitions.source import Problems, parse_front_matter, parse_toml
 
@@ -123,15 +133,13 @@ class Agent:
     secret_hosts: tuple[SecretHosts, ...] = ()
 
 
-def _check_name(name: str, table: Table, key: str | None) -> bool:
+def _check_name(table: Table, key: str, name: str) -> None:
     if not _AGENT_NAME.match(name):
         table.error(
-            key,
+            key if table.has(key) else None,
             f"agent name {name!r} must be 1-64 characters of letters, digits, '.', '_' or '-',"
             " starting with a letter or digit",
         )
-        return False
-    return True
 
 
 # What a script a command agent runs is called (`node agent.js`); a path with "/" counts too.
@@ -173,6 +181,49 @@ def looks_like_agent(data: Mapping[str, object]) -> bool:
     )
 
 
+def _http_url(table: Table, key: str, base_url: str) -> None:
+    if not re.match(r"^https?://", base_url):
+        table.error(key, f"'{key}' must start with http:// or https://, not {base_url!r}")
+
+
+# The keys of an agent file, in the order they are read (and their problems reported in): a
+# rule across keys that reports before a key is read splits them.
+NAME_FIELD = Field("name", string, blank_default=True, check=_check_name)  # default: file stem
+BACKEND_FIELD = Field("backend", string, choices=tuple(b.value for b in Backend))
+TEXT_FIELDS = (
+    Field("description", string, ""),
+    Field("developer_instructions", string, "", attr="instructions"),
+)
+# Codex's name for developer_instructions; giving both is an error reported before it is read.
+INSTRUCTIONS_FIELD = Field("instructions", string, "", if_present=True)
+RUN_FIELDS = (
+    Field("model", string),
+    Field("timeout", duration, 1200.0, attr="timeout_s"),
+    Field("max_turns", integer, minimum=1),
+)
+ENV_FIELDS = (
+    Field("allow", strings, attr="env_allow"),
+    Field("secrets", secret_hosts, (), attr="secret_hosts"),
+)
+ARGV_FIELD = Field("argv", command)  # required for backend "command"
+LAUNCH_FIELDS = (
+    Field("args", strings, single=False),
+    Field("prompt_via", string, "both", choices=("stdin", "file", "both")),
+    Field("resume", boolean, False),
+    Field("base_url", string),
+    Field("api_key_env", string),
+)
+PERMISSION_FIELDS = (
+    Field("permission_mode", string, choices=PERMISSION_MODES),
+    Field("sandbox_mode", string, choices=SANDBOX_MODES),
+    Field("ask", strings),
+    Field("context_window", integer, minimum=1000),
+)
+CONNECTORS_FIELD = Field("connectors", strings, single=False)  # names of [connectors.NAME]
+SANDBOX_FIELD = Field("sandbox", agent_sandbox)
+CODEX_FIELDS = tuple(Field(key, accepted) for key in _CODEX_KEYS if key != "sandbox_mode")
+
+
 def load_toml_agent(
     path: Path,
     problems: Problems,
@@ -195,101 +246,82 @@ def load_toml_agent(
         )
         return None
     table = Table.of(doc, problems)
-    from_codex = default_backend is Backend.CODEX
-    name = table.string("name", path.stem) or path.stem
-    _check_name(name, table, "name" if table.has("name") else None)
-    fallback = default_backend or (Backend.COMMAND if table.has("argv") else None)
-    if fallback is None and not table.has("backend"):
-        table.error(None, "missing 'backend': one of " + ", ".join(b.value for b in Backend))
-    backend_text = table.string(
-        "backend", fallback.value if fallback else None, choices=[b.value for b in Backend]
-    )
-    if backend_text is None:
-        # Missing or unknown: reported above; don't pile a follow-on "needs argv" error on it.
+    name = read_field(table, NAME_FIELD, path.stem)
+    backend = _read_backend(table, default_backend)
+    if backend is None:
+        # Missing or unknown: reported already; don't pile a follow-on "needs argv" error on it.
         return None
-    backend = Backend(backend_text)
-    description = table.string("description", "") or ""
-    instructions = table.string("developer_instructions", "") or ""
-    if table.has("instructions"):
-        if instructions:
-            table.error("instructions", "give 'developer_instructions' or 'instructions', not both")
-        instructions = table.string("instructions", "") or ""
-    model = table.string("model")
-    timeout_s = table.duration("timeout", 1200.0) or 1200.0
-    max_turns = table.integer("max_turns", None, minimum=1)
-    env = table.table("env")
-    env_allow: tuple[str, ...] = ()
-    secret_hosts: tuple[SecretHosts, ...] = ()
-    if env is not None:
-        env_allow = env.string_list("allow")
-        secret_hosts = read_secret_hosts(env.table("secrets"))
-        env.finish()
-    # A variable whose hosts are declared is lent: naming it twice would be a chore.
-    env_allow = (*env_allow, *(s.name for s in secret_hosts if s.name not in env_allow))
-    argv = table.argv("argv", required=backend is Backend.COMMAND)
-    if argv is not None and backend is not Backend.COMMAND:
-        table.error("argv", f"'argv' is only for backend = \"command\" (this agent uses {backend})")
-    args = table.string_list("args", allow_single=False)
-    prompt_via = table.string("prompt_via", "both", choices=("stdin", "file", "both")) or "both"
-    resume = table.boolean("resume", False)
-    base_url = table.string("base_url")
-    api_key_env = table.string("api_key_env")
-    if backend in (Backend.OPENAI, Backend.ANTHROPIC) and not model:
-        table.error(None, f"backend {backend} needs a 'model'")
-    if base_url is not None and not re.match(r"^https?://", base_url):
-        table.error("base_url", f"'base_url' must start with http:// or https://, not {base_url!r}")
-    permission_mode = table.string("permission_mode", choices=PERMISSION_MODES)
-    sandbox_mode = table.string("sandbox_mode", choices=SANDBOX_MODES)
-    ask = table.string_list("ask")
-    context_window = table.integer("context_window", None, minimum=1000)
-    if ask and backend not in HTTP_BACKENDS:
-        table.warn(
-            "ask",
-            "'ask' is enforced by loopctl's own agent (backend openai or anthropic) only;"
-            " use the CLI's own permission rules for this backend",
-        )
-    if api_key_env is not None and api_key_env not in env_allow:
-        # The key must reach the backend; listing it once is enough.
-        env_allow = (*env_allow, api_key_env)
-    used = _read_connectors(table, backend, connectors or {}, env_allow)
-    sandbox = read_agent_sandbox(table.table("sandbox"))
-    table.known(*(k for k in _CODEX_KEYS if k != "sandbox_mode"))
+    values = _read_agent_keys(table, backend)
+    names = read_field(table, CONNECTORS_FIELD, ())
+    values["connectors"] = _read_connectors(
+        table, names, backend, connectors or {}, values["env_allow"]
+    )
+    values["sandbox"] = read_field(table, SANDBOX_FIELD, None)
+    read(table, CODEX_FIELDS)
+    from_codex = default_backend is Backend.CODEX
     table.finish(
         allow_unknown=from_codex,
         unknown_hint=" (kept for Codex, unused by loopctl)" if from_codex else "",
     )
     if len(problems.errors) > errors_before:
         return None
-    return Agent(
-        name=name,
-        path=path,
-        backend=backend,
-        description=description,
-        instructions=instructions,
-        model=model,
-        timeout_s=timeout_s,
-        max_turns=max_turns,
-        env_allow=env_allow,
-        argv=argv,
-        args=args,
-        prompt_via=prompt_via,
-        resume=resume,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        permission_mode=permission_mode,
-        sandbox_mode=sandbox_mode,
-        ask=ask,
-        context_window=context_window,
-        connectors=used,
-        sandbox=sandbox,
-        secret_hosts=secret_hosts,
+    return Agent(name=name, path=path, backend=backend, **values)
+
+
+def _read_backend(table: Table, default_backend: Backend | None) -> Backend | None:
+    fallback = default_backend or (Backend.COMMAND if table.has("argv") else None)
+    if fallback is None and not table.has("backend"):
+        table.error(None, "missing 'backend': one of " + ", ".join(b.value for b in Backend))
+    text = read_field(table, BACKEND_FIELD, fallback.value if fallback else None)
+    return Backend(text) if text is not None else None
+
+
+def _read_agent_keys(table: Table, backend: Backend) -> Values:
+    """Every key after `backend`, with the rules between them, in the order they are read."""
+    values = read(table, TEXT_FIELDS)
+    if table.has("instructions") and values["instructions"]:
+        table.error("instructions", "give 'developer_instructions' or 'instructions', not both")
+    values["instructions"] = read_field(table, INSTRUCTIONS_FIELD, values["instructions"])
+    values.update(read(table, RUN_FIELDS))
+    values.update(read_table(table, "env", ENV_FIELDS) or {"env_allow": (), "secret_hosts": ()})
+    # A variable whose hosts are declared is lent: naming it twice would be a chore.
+    allowed = values["env_allow"]
+    values["env_allow"] = (
+        *allowed,
+        *(s.name for s in values["secret_hosts"] if s.name not in allowed),
     )
+    values["argv"] = read_field(
+        table, replace(ARGV_FIELD, required=backend is Backend.COMMAND), None
+    )
+    if values["argv"] is not None and backend is not Backend.COMMAND:
+        table.error("argv", f"'argv' is only for backend = \"command\" (this agent uses {backend})")
+    values.update(read(table, LAUNCH_FIELDS))
+    if backend in (Backend.OPENAI, Backend.ANTHROPIC) and not values["model"]:
+        table.error(None, f"backend {backend} needs a 'model'")
+    if values["base_url"] is not None:
+        _http_url(table, "base_url", values["base_url"])
+    values.update(read(table, PERMISSION_FIELDS))
+    if values["ask"] and backend not in HTTP_BACKENDS:
+        table.warn(
+            "ask",
+            "'ask' is enforced by loopctl's own agent (backend openai or anthropic) only;"
+            " use the CLI's own permission rules for this backend",
+        )
+    key_env = values["api_key_env"]
+    if key_env is not None and key_env not in values["env_allow"]:
+        # The key must reach the backend; listing it once is enough.
+        values["env_allow"] = (*values["env_allow"], key_env)
+    return values
 
 
 def _read_connectors(
-    table: Table, backend: Backend, known: Mapping[str, Connector], env_allow: tuple[str, ...]
+    table: Table,
+    names: tuple[str, ...],
+    backend: Backend,
+    known: Mapping[str, Connector],
+    env_allow: tuple[str, ...],
 ) -> tuple[Connector, ...]:
-    names = table.string_list("connectors", allow_single=False)
+    """The connectors named in `connectors`, each one checked against the backend."""
     if names and backend not in CONNECTOR_BACKENDS:
         table.error(
             "connectors",
@@ -328,40 +360,48 @@ def _read_connectors(
     return tuple(found)
 
 
+def _claude_tools(table: Table, field: Field, default: tuple[str, ...]) -> tuple[str, ...]:
+    """`tools`: a comma-separated string (Claude Code's form) or a list of tool names."""
+    tools = table.raw(field.key)
+    if isinstance(tools, str):
+        return tuple(t.strip() for t in tools.split(",") if t.strip())
+    if isinstance(tools, list) and all(isinstance(t, str) for t in tools):
+        return tuple(tools)
+    if tools is not None:
+        table.error(field.key, "'tools' must be a comma-separated string or a list of tool names")
+    return default
+
+
+# The front matter of a Claude Code sub-agent, in the order it is read.
+CLAUDE_FIELDS = (
+    NAME_FIELD,
+    Field("description", string, "", required=True, max_len=4096),
+    Field("model", string),
+    Field("maxTurns", integer, minimum=1, attr="max_turns"),
+    Field("tools", _claude_tools, ()),
+    Field("permissionMode", string, attr="permission_mode"),
+)
+CLAUDE_ACCEPTED = tuple(
+    Field(key, accepted) for key in _CLAUDE_KEYS if key not in declared(CLAUDE_FIELDS)
+)
+
+
 def load_claude_agent(path: Path, problems: Problems) -> Agent | None:
     errors_before = len(problems.errors)
     doc = parse_front_matter(path, problems)
     if doc is None:
         return None
     table = Table.of(doc, problems)
-    name = table.string("name", path.stem) or path.stem
-    _check_name(name, table, "name" if table.has("name") else None)
-    description = table.string("description", required=True, max_len=4096) or ""
-    model = table.string("model")
-    if model == "inherit":
-        model = None
-    max_turns = table.integer("maxTurns", None, minimum=1)
-    tools_raw = table.raw("tools")
-    tools: tuple[str, ...] = ()
-    if isinstance(tools_raw, str):
-        tools = tuple(t.strip() for t in tools_raw.split(",") if t.strip())
-    elif isinstance(tools_raw, list) and all(isinstance(t, str) for t in tools_raw):
-        tools = tuple(tools_raw)
-    elif tools_raw is not None:
-        table.error("tools", "'tools' must be a comma-separated string or a list of tool names")
-    permission_mode = table.string("permissionMode")
-    table.known(*_CLAUDE_KEYS)
+    values = read(table, CLAUDE_FIELDS, name=path.stem)
+    read(table, CLAUDE_ACCEPTED)
+    if values["model"] == "inherit":
+        values["model"] = None
     table.finish(allow_unknown=True, unknown_hint=" (not a Claude Code sub-agent field)")
     if len(problems.errors) > errors_before:
         return None
     return Agent(
-        name=name,
         path=path,
         backend=Backend.CLAUDE,
-        description=description,
         instructions=doc.body.strip(),
-        model=model,
-        max_turns=max_turns,
-        tools=tools,
-        permission_mode=permission_mode,
+        **values,
     )

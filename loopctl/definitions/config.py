@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
 from loopctl.definitions.connectors import Connector, read_connectors
 from loopctl.definitions.fields import Table, did_you_mean
-from loopctl.definitions.sandbox import SandboxMode, read_checker_network, read_project_sandbox
+from loopctl.definitions.sandbox import SandboxMode, checker_network, read_project_sandbox
+from loopctl.definitions.schema import (
+    Field,
+    Values,
+    command,
+    duration,
+    integer,
+    number,
+    read,
+    read_field,
+    read_table,
+    size,
+    string,
+    strings,
+)
 from loopctl.definitions.source import Problems, parse_toml
 from loopctl.definitions.traces import TracesConfig, read_traces
 from loopctl.egress import HostPort, NetworkMode
 
 CONFIG_VERSION = 1
+INBOX_KINDS = ("approval", "failed", "escalation", "unhandled")
+DEFAULT_AUTHOR = "loopctl <loopctl@localhost>"
 
 
 class KeepPolicy(StrEnum):
@@ -51,7 +67,7 @@ class Notify:
 
     command: tuple[str, ...] | None = None
     webhook: str | None = None
-    on: tuple[str, ...] = ("approval", "failed", "escalation", "unhandled")
+    on: tuple[str, ...] = INBOX_KINDS
     webhook_env: str | None = None  # the URL is read from this variable, never from the file
     digest: str | None = None  # "HH:MM" local time: one summary a day
 
@@ -71,7 +87,7 @@ class Config:
     # [worktree] bounds on dependency seeds (loopctl.seeds), applied by `worktrees prune`.
     max_seed_size: int | None = None
     max_seed_age_s: float | None = None
-    author: str = "loopctl <loopctl@localhost>"
+    author: str = DEFAULT_AUTHOR
     notify: Notify = field(default_factory=Notify)
     prices: tuple[tuple[str, Price], ...] = ()
     # The daily fuse across all loops (`[budget]` here only: a loop's own [budget] is per tick).
@@ -91,25 +107,83 @@ class Config:
         return {connector.name: connector for connector in self.connectors}
 
 
+def _not_newer(table: Table, key: str, version: int) -> None:
+    if version > CONFIG_VERSION:
+        table.error(key, f"config version {version} is newer than this loopctl understands")
+
+
+def _url(table: Table, key: str, hook: str) -> None:
+    if not hook.startswith(("http://", "https://")):
+        table.error(key, f"'{key}' must be an http:// or https:// URL")
+
+
+def _variable(table: Table, key: str, name: str) -> None:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        table.error(key, f"'{key}' must name an environment variable, not {name!r}")
+
+
+def _clock_time(table: Table, key: str, digest: str) -> None:
+    if not re.fullmatch(r"(?:[01]\d|2[0-3]):[0-5]\d", digest):
+        table.error(key, f"'{key}' must be a time like \"08:00\", not {digest!r}")
+
+
+def _inbox_kinds(table: Table, key: str, kinds: tuple[str, ...]) -> None:
+    for kind in kinds:
+        if kind not in INBOX_KINDS:
+            table.error(
+                key,
+                f"'{key}' names {kind!r}; inbox kinds are {', '.join(INBOX_KINDS)}"
+                f"{did_you_mean(kind, INBOX_KINDS)}",
+            )
+
+
+# The keys of each table, in the order they are read (and their problems reported in).
+BUDGET_FIELDS = (
+    Field("max_iterations", integer, minimum=1),
+    Field("max_tasks", integer, minimum=1),
+    Field("max_parallel", integer, minimum=1),
+    Field("max_tokens", integer, minimum=1),
+    Field("max_usd", number),
+    Field("max_wall", duration, attr="max_wall_s"),
+    Field("stop_after_identical_failures", integer, minimum=1),
+)
+DAILY_BUDGET_FIELDS = (  # [budget] of config.toml only, read before BUDGET_FIELDS
+    Field("max_tokens_per_day", integer, minimum=1),
+    Field("max_usd_per_day", number),
+)
+VERSION_FIELD = Field("version", integer, CONFIG_VERSION, minimum=1, check=_not_newer)
+DEFAULTS_FIELDS = (Field("maker", string), Field("checker", string))
+ENV_FIELDS = (Field("allow", strings, attr="env_allow"),)
+WORKTREE_FIELDS = (
+    Field("root", string),
+    Field("keep", string, KeepPolicy.ON_FAILURE.value, choices=tuple(k.value for k in KeepPolicy)),
+    Field("max_seed_size", size),
+    Field("max_seed_age", duration, attr="max_seed_age_s"),
+)
+DELIVER_FIELDS = (Field("author", string, DEFAULT_AUTHOR, blank_default=True),)
+# "give 'webhook' or 'webhook_env', not both" is reported between these two.
+NOTIFY_HOOK_FIELDS = (
+    Field("webhook", string, check=_url),
+    Field("webhook_env", string, check=_variable),
+)
+NOTIFY_FIELDS = (
+    Field("digest", string, check=_clock_time),
+    Field("on", strings, INBOX_KINDS, blank_default=True, check=_inbox_kinds),
+    Field("command", command),
+)
+PRICE_FIELDS = (
+    Field("input", number),
+    Field("output", number),
+    Field("cached_input", number),
+)
+CHECKER_FIELDS = (Field("network", checker_network, (NetworkMode.NONE, ())),)
+
+
 def read_budget(table: Table | None, base: Budget) -> Budget:
     """Overlay a [budget] table on `base`."""
     if table is None:
         return base
-    budget = replace(
-        base,
-        max_iterations=table.integer("max_iterations", base.max_iterations, minimum=1)
-        or base.max_iterations,
-        max_tasks=table.integer("max_tasks", base.max_tasks, minimum=1) or base.max_tasks,
-        max_parallel=table.integer("max_parallel", base.max_parallel, minimum=1)
-        or base.max_parallel,
-        max_tokens=table.integer("max_tokens", base.max_tokens, minimum=1),
-        max_usd=table.number("max_usd", base.max_usd),
-        max_wall_s=table.duration("max_wall", base.max_wall_s),
-        stop_after_identical_failures=table.integer(
-            "stop_after_identical_failures", base.stop_after_identical_failures, minimum=1
-        )
-        or base.stop_after_identical_failures,
-    )
+    budget = replace(base, **read(table, BUDGET_FIELDS, **asdict(base)))
     table.finish()
     return budget
 
@@ -122,134 +196,79 @@ def load_config(path: Path, problems: Problems) -> Config:
     if doc is None:
         return Config(path=path)
     table = Table.of(doc, problems)
-    version = table.integer("version", CONFIG_VERSION, minimum=1)
-    if version is not None and version > CONFIG_VERSION:
-        table.error("version", f"config version {version} is newer than this loopctl understands")
-    maker = checker = None
-    defaults = table.table("defaults")
-    if defaults is not None:
-        maker = defaults.string("maker")
-        checker = defaults.string("checker")
-        defaults.finish()
+    read_field(table, VERSION_FIELD, VERSION_FIELD.default)
+    values = read_table(table, "defaults", DEFAULTS_FIELDS) or {}
     budget_table = table.table("budget")
-    max_tokens_per_day = max_usd_per_day = None
     if budget_table is not None:
-        max_tokens_per_day = budget_table.integer("max_tokens_per_day", None, minimum=1)
-        max_usd_per_day = budget_table.number("max_usd_per_day", None)
-    budget = read_budget(budget_table, Budget())
-    env_allow: tuple[str, ...] = ()
-    env = table.table("env")
-    if env is not None:
-        env_allow = env.string_list("allow")
-        env.finish()
-    conditions: list[tuple[str, tuple[str, ...]]] = []
-    cond_table = table.table("conditions")
-    if cond_table is not None:
-        for name in list(cond_table.data):
-            argv = cond_table.argv(name)
-            if argv is not None:
-                conditions.append((" ".join(name.lower().split()), argv))
-    worktree_root: Path | None = None
-    keep = KeepPolicy.ON_FAILURE
-    max_seed_size: int | None = None
-    max_seed_age_s: float | None = None
-    worktree = table.table("worktree")
-    if worktree is not None:
-        root_text = worktree.string("root")
-        if root_text:
-            root = Path(root_text).expanduser()
-            worktree_root = root if root.is_absolute() else (path.parent.parent / root)
-        keep = KeepPolicy(
-            worktree.string("keep", keep.value, choices=[k.value for k in KeepPolicy]) or keep
-        )
-        max_seed_size = worktree.size("max_seed_size")
-        max_seed_age_s = worktree.duration("max_seed_age")
-        worktree.finish()
-    author = "loopctl <loopctl@localhost>"
-    deliver = table.table("deliver")
-    if deliver is not None:
-        author = deliver.string("author", author) or author
-        deliver.finish()
-    notify = Notify()
-    notify_table = table.table("notify")
-    if notify_table is not None:
-        hook = notify_table.string("webhook")
-        if hook is not None and not hook.startswith(("http://", "https://")):
-            notify_table.error("webhook", "'webhook' must be an http:// or https:// URL")
-        hook_env = notify_table.string("webhook_env")
-        if hook_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", hook_env):
-            notify_table.error(
-                "webhook_env", f"'webhook_env' must name an environment variable, not {hook_env!r}"
-            )
-        if hook is not None and hook_env is not None:
-            notify_table.error("webhook_env", "give 'webhook' or 'webhook_env', not both")
-        digest = notify_table.string("digest")
-        if digest is not None and not re.fullmatch(r"(?:[01]\d|2[0-3]):[0-5]\d", digest):
-            notify_table.error("digest", f"'digest' must be a time like \"08:00\", not {digest!r}")
-        kinds = ("approval", "failed", "escalation", "unhandled")
-        on = notify_table.string_list("on") or notify.on
-        for kind in on:
-            if kind not in kinds:
-                notify_table.error(
-                    "on",
-                    f"'on' names {kind!r}; inbox kinds are {', '.join(kinds)}"
-                    f"{did_you_mean(kind, kinds)}",
-                )
-        notify = Notify(
-            command=notify_table.argv("command"),
-            webhook=hook,
-            on=on,
-            webhook_env=hook_env,
-            digest=digest,
-        )
-        notify_table.finish()
-    prices: list[tuple[str, Price]] = []
-    prices_table = table.table("prices")
-    if prices_table is not None:
-        for model in list(prices_table.data):
-            entry = prices_table.table(model)
-            if entry is None:
-                continue
-            inp = entry.number("input", None)
-            out = entry.number("output", None)
-            cached = entry.number("cached_input", None)
-            if inp is None or out is None:
-                entry.error(
-                    None,
-                    f"[prices.\"{model}\"] needs both 'input' and 'output' (USD per 1M tokens)",
-                )
-            else:
-                prices.append((model, Price(inp, out, cached)))
-            entry.finish()
-    connectors = read_connectors(table.table("connectors"))
-    traces = read_traces(table.table("traces"), path.parent.parent)
-    sandbox = read_project_sandbox(table.table("sandbox"))
-    check_network: NetworkMode = NetworkMode.NONE
-    check_hosts: tuple[HostPort, ...] = ()
-    checker_table = table.table("checker")
-    if checker_table is not None:
-        check_network, check_hosts = read_checker_network(checker_table)
-        checker_table.finish()
+        values.update(read(budget_table, DAILY_BUDGET_FIELDS))
+    values["budget"] = read_budget(budget_table, Budget())
+    values.update(read_table(table, "env", ENV_FIELDS) or {})
+    values["conditions"] = _read_conditions(table.table("conditions"))
+    values.update(_read_worktree(table, path))
+    values.update(read_table(table, "deliver", DELIVER_FIELDS) or {})
+    values["notify"] = _read_notify(table.table("notify"))
+    values["prices"] = _read_prices(table.table("prices"))
+    values["connectors"] = read_connectors(table.table("connectors"))
+    values["traces"] = read_traces(table.table("traces"), path.parent.parent)
+    values["sandbox"] = read_project_sandbox(table.table("sandbox"))
+    checker = read_table(table, "checker", CHECKER_FIELDS)
+    if checker is not None:
+        values["check_network"], values["check_hosts"] = checker["network"]
     table.finish()
-    return Config(
-        path=path,
-        maker=maker,
-        checker=checker,
-        budget=budget,
-        max_tokens_per_day=max_tokens_per_day,
-        max_usd_per_day=max_usd_per_day,
-        env_allow=env_allow,
-        conditions=tuple(conditions),
-        worktree_root=worktree_root,
-        max_seed_size=max_seed_size,
-        max_seed_age_s=max_seed_age_s,
-        keep=keep,
-        author=author,
-        notify=notify,
-        prices=tuple(prices),
-        connectors=connectors,
-        traces=traces,
-        sandbox=sandbox,
-        check_network=check_network,
-        check_hosts=check_hosts,
-    )
+    return Config(path=path, **values)
+
+
+def _read_conditions(table: Table | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`[conditions]`: a name (any case and spacing) for each command that checks it."""
+    if table is None:
+        return ()
+    conditions: list[tuple[str, tuple[str, ...]]] = []
+    for name in list(table.data):
+        argv = table.argv(name)
+        if argv is not None:
+            conditions.append((" ".join(name.lower().split()), argv))
+    return tuple(conditions)
+
+
+def _read_worktree(table: Table, path: Path) -> Values:
+    values = read_table(table, "worktree", WORKTREE_FIELDS)
+    if values is None:
+        return {}
+    root_text = values.pop("root")
+    if root_text:
+        root = Path(root_text).expanduser()
+        values["worktree_root"] = root if root.is_absolute() else (path.parent.parent / root)
+    values["keep"] = KeepPolicy(values["keep"])
+    return values
+
+
+def _read_notify(table: Table | None) -> Notify:
+    if table is None:
+        return Notify()
+    values = read(table, NOTIFY_HOOK_FIELDS)
+    if values["webhook"] is not None and values["webhook_env"] is not None:
+        table.error("webhook_env", "give 'webhook' or 'webhook_env', not both")
+    values.update(read(table, NOTIFY_FIELDS))
+    table.finish()
+    return Notify(**values)
+
+
+def _read_prices(table: Table | None) -> tuple[tuple[str, Price], ...]:
+    """`[prices."MODEL"]`: USD per million tokens, for backends that report no cost."""
+    if table is None:
+        return ()
+    prices: list[tuple[str, Price]] = []
+    for model in list(table.data):
+        entry = table.table(model)
+        if entry is None:
+            continue
+        values = read(entry, PRICE_FIELDS)
+        if values["input"] is None or values["output"] is None:
+            entry.error(
+                None,
+                f"[prices.\"{model}\"] needs both 'input' and 'output' (USD per 1M tokens)",
+            )
+        else:
+            prices.append((model, Price(**values)))
+        entry.finish()
+    return tuple(prices)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loopctl.definitions.fields import Table
+from loopctl.definitions.schema import Field, command, duration, read, string, strings, subtable
 
 # Codex takes the name as a TOML bare key (`-c mcp_servers.NAME.command=…`), and loopctl's own
 # agent exposes tools as NAME__tool under the model APIs' [A-Za-z0-9_-]{1,64} rule.
@@ -86,14 +87,21 @@ def read_connectors(table: Table | None) -> tuple[Connector, ...]:
     return tuple(found)
 
 
+# The keys of `[connectors.NAME]`, in the order they are read.
+CONNECTOR_FIELDS = (
+    Field("command", command),
+    Field("url", string),
+    Field("env_allow", strings, single=False),
+    Field("headers_env", subtable),  # header name -> variable holding its value
+    Field("timeout", duration, DEFAULT_TOOL_TIMEOUT_S, attr="timeout_s"),
+)
+
+
 def _read_one(name: str, entry: Table) -> Connector | None:
-    command = entry.argv("command")
-    url = entry.string("url")
-    env_allow = entry.string_list("env_allow", allow_single=False)
-    headers = entry.table("headers_env")
-    timeout_s = entry.duration("timeout", DEFAULT_TOOL_TIMEOUT_S) or DEFAULT_TOOL_TIMEOUT_S
+    values = read(entry, CONNECTOR_FIELDS)
+    command_, url, headers = values["command"], values["url"], values.pop("headers_env")
     where = f"[connectors.{name}]"
-    if (command is None) == (url is None):
+    if (command_ is None) == (url is None):
         if not entry.failed:
             entry.error(
                 None,
@@ -103,40 +111,40 @@ def _read_one(name: str, entry: Table) -> Connector | None:
         return None
     if url is not None and not re.match(r"^https?://[^\s/]+", url):
         entry.error("url", f"'url' in {where} must be an http:// or https:// URL, not {url!r}")
-    if url is not None and env_allow:
+    if url is not None and values["env_allow"]:
         entry.error(
             "env_allow",
             f"'env_allow' in {where} passes variables to a server loopctl starts; an HTTP"
             " connector gets credentials as headers: use headers_env = {Authorization ="
             ' "MY_TOKEN"}',
         )
-    for allowed in env_allow:
+    for allowed in values["env_allow"]:
         if not _VARIABLE.match(allowed):
             entry.error("env_allow", f"'env_allow' in {where} must name variables, not {allowed!r}")
-    pairs: list[tuple[str, str]] = []
-    if headers is not None:
-        if command is not None:
-            headers.error(None, f"'headers_env' in {where} is for a 'url' connector")
-        for header in list(headers.data):
-            variable = headers.string(header, required=True)
-            if not _HEADER.match(header):
-                headers.error(header, f"{header!r} is not a valid HTTP header name")
-            elif variable is not None and not _VARIABLE.match(variable):
-                headers.error(
-                    header,
-                    f"headers_env.{header} must name the variable holding the value"
-                    f' (like "MY_TOKEN"), not {variable!r}: the value itself never goes in a file',
-                )
-            elif variable is not None:
-                pairs.append((header, variable))
-        headers.finish()
+    pairs = _read_headers(headers, where, stdio=command_ is not None)
     if entry.failed or (headers is not None and headers.failed):
         return None
-    return Connector(
-        name=name,
-        command=command,
-        url=url,
-        env_allow=env_allow,
-        headers_env=tuple(pairs),
-        timeout_s=timeout_s,
-    )
+    return Connector(name=name, headers_env=pairs, **values)
+
+
+def _read_headers(headers: Table | None, where: str, *, stdio: bool) -> tuple[tuple[str, str], ...]:
+    """`headers_env`: (header, variable) pairs; errors are reported on `headers`."""
+    if headers is None:
+        return ()
+    if stdio:
+        headers.error(None, f"'headers_env' in {where} is for a 'url' connector")
+    pairs: list[tuple[str, str]] = []
+    for header in list(headers.data):
+        variable = headers.string(header, required=True)
+        if not _HEADER.match(header):
+            headers.error(header, f"{header!r} is not a valid HTTP header name")
+        elif variable is not None and not _VARIABLE.match(variable):
+            headers.error(
+                header,
+                f"headers_env.{header} must name the variable holding the value"
+                f' (like "MY_TOKEN"), not {variable!r}: the value itself never goes in a file',
+            )
+        elif variable is not None:
+            pairs.append((header, variable))
+    headers.finish()
+    return tuple(pairs)

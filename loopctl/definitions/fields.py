@@ -292,14 +292,7 @@ class Table:
         if isinstance(value, str) or (
             isinstance(value, list) and value and all(isinstance(v, str) for v in value)
         ):
-            single = self._coerce_argv(key, value, key)
-            if single is None:
-                return ()
-            # ["uv sync", "npm ci"] reads as two commands; ["uv", "sync"] as one argv.
-            if isinstance(value, list) and all(" " in v for v in value) and len(value) > 1:
-                split = [self._coerce_argv(key, v, f"{key}[{i}]") for i, v in enumerate(value)]
-                return tuple(c for c in split if c is not None)
-            return (single,)
+            return self._one_argv_list(key, value)
         if not isinstance(value, list):
             self._wrong_type(key, value, "a list of commands")
             return ()
@@ -310,6 +303,17 @@ class Table:
                 return ()
             commands.append(command)
         return tuple(commands)
+
+    def _one_argv_list(self, key: str, value: str | list[str]) -> tuple[tuple[str, ...], ...]:
+        """A string, or a list of strings: one argv, or commands when each has a space."""
+        single = self._coerce_argv(key, value, key)
+        if single is None:
+            return ()
+        # ["uv sync", "npm ci"] reads as two commands; ["uv", "sync"] as one argv.
+        if isinstance(value, list) and all(" " in v for v in value) and len(value) > 1:
+            split = [self._coerce_argv(key, v, f"{key}[{i}]") for i, v in enumerate(value)]
+            return tuple(c for c in split if c is not None)
+        return (single,)
 
     def duration(self, key: str, default: float | None = None) -> float | None:
         value = self._get(key)

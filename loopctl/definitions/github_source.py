@@ -8,11 +8,20 @@ as `--flag=value`, so none can turn into an option; issue and PR text never reac
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass
 from enum import StrEnum
+from string import Formatter
 
 from loopctl.definitions.fields import Table
+from loopctl.definitions.schema import (
+    Field,
+    boolean,
+    integer,
+    read,
+    refused,
+    string,
+    strings,
+)
 
 # A GitHub login, `@me`, or an app's bot login such as `dependabot[bot]`.
 _LOGIN = re.compile(r"^(@me|[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?)$")
@@ -43,19 +52,43 @@ class GithubQuery:
     limit: int = 30
 
 
-def _login(table: Table, key: str) -> str | None:
-    value = table.string(key, max_len=64)
-    if value is not None and not _LOGIN.match(value):
+def _login(table: Table, key: str, value: str) -> None:
+    if not _LOGIN.match(value):
         table.error(key, f'{table.where(key)} must be a GitHub login or "@me", not {value!r}')
-        return None
-    return value
 
 
-def _printable(table: Table, key: str, value: str) -> bool:
+def _printable(table: Table, key: str, value: str) -> None:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         table.error(key, f"{table.where(key)} may not hold control characters or newlines")
-        return False
-    return True
+
+
+def _printable_each(table: Table, key: str, values: tuple[str, ...]) -> None:
+    for value in values:
+        _printable(table, key, value)
+
+
+def _at_most(table: Table, key: str, limit: int) -> None:
+    if limit > MAX_LIMIT:
+        table.error(key, f"{table.where(key)} is at most {MAX_LIMIT}, not {limit}")
+
+
+# The github keys of `[tasks]`, in the order they are read.
+GITHUB_FIELDS = (
+    Field("kind", string, required=True, choices=tuple(k.value for k in GithubKind)),
+    Field("labels", strings, check=_printable_each),
+    Field("author", string, max_len=64, check=_login),
+    Field("assignee", string, max_len=64, check=_login),
+    Field("review_requested", string, max_len=64, check=_login),
+    Field("checks", string, "any", choices=("any", "failing")),
+    Field("actionable", boolean, False),
+    Field("search", string, max_len=256, check=_printable),
+    Field("limit", integer, 30, minimum=1, check=_at_most),
+)
+PRS_ONLY = ("review_requested", "checks", "actionable")
+REFUSED_FIELDS = (
+    Field("command", refused("source = \"github\" runs `gh` itself; drop 'command'")),
+    Field("id", refused('a github task\'s id is fixed ("issue-N" / "pr-N") so it stays stable')),
+)
 
 
 def check_safe_template(table: Table, key: str, template: str | None) -> None:
@@ -63,7 +96,7 @@ def check_safe_template(table: Table, key: str, template: str | None) -> None:
     if template is None:
         return
     try:
-        parsed = list(string.Formatter().parse(template))
+        parsed = list(Formatter().parse(template))
     except ValueError:
         return  # loops._check_template reports it
     for _literal, name, _spec, _conv in parsed:
@@ -82,32 +115,13 @@ def check_safe_template(table: Table, key: str, template: str | None) -> None:
 def read_github_query(table: Table) -> GithubQuery | None:
     """The github keys of a `[tasks]` table (source = "github"); None when unusable."""
     errors = len(table.problems.errors)
-    kind = table.string("kind", required=True, choices=[k.value for k in GithubKind])
-    labels = table.string_list("labels")
-    for label in labels:
-        _printable(table, "labels", label)
-    author = _login(table, "author")
-    assignee = _login(table, "assignee")
-    review_requested = _login(table, "review_requested")
-    checks = table.string("checks", "any", choices=("any", "failing"))
-    actionable = table.boolean("actionable", False)
-    search = table.string("search", max_len=256)
-    if search is not None:
-        _printable(table, "search", search)
-    limit = table.integer("limit", 30, minimum=1)
-    if limit is not None and limit > MAX_LIMIT:
-        table.error("limit", f"{table.where('limit')} is at most {MAX_LIMIT}, not {limit}")
+    values = read(table, GITHUB_FIELDS)
+    kind = values.pop("kind")
     if kind == GithubKind.ISSUES:
-        for key in ("review_requested", "checks", "actionable"):
+        for key in PRS_ONLY:
             if table.has(key):
                 table.error(key, f'{table.where(key)} applies to kind = "prs" only')
-    for key, why in (
-        ("command", "source = \"github\" runs `gh` itself; drop 'command'"),
-        ("id", 'a github task\'s id is fixed ("issue-N" / "pr-N") so it stays stable'),
-    ):
-        if table.has(key):
-            table.known(key)
-            table.error(key, f"{table.where(key)}: {why}")
+    read(table, REFUSED_FIELDS)
     if kind == GithubKind.PRS and table.has("base"):
         table.error(
             "base",
@@ -115,14 +129,5 @@ def read_github_query(table: Table) -> GithubQuery | None:
         )
     if kind is None or len(table.problems.errors) > errors:
         return None
-    return GithubQuery(
-        kind=GithubKind(kind),
-        labels=labels,
-        author=author,
-        assignee=assignee,
-        review_requested=review_requested,
-        failing_checks=checks == "failing",
-        actionable=actionable,
-        search=search,
-        limit=limit or 30,
-    )
+    checks = values.pop("checks")
+    return GithubQuery(kind=GithubKind(kind), failing_checks=checks == "failing", **values)

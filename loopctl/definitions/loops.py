@@ -3,20 +3,40 @@
 from __future__ import annotations
 
 import re
-import string
+import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from string import Formatter
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from loopctl.definitions.config import Budget, Config, KeepPolicy, read_budget
-from loopctl.definitions.fields import Table, did_you_mean, validate_cron
-from loopctl.definitions.sandbox import read_checker_network
+from loopctl.definitions.fields import Table, did_you_mean, format_duration, validate_cron
+from loopctl.definitions.github_source import (
+    GithubKind,
+    GithubQuery,
+    check_safe_template,
+    read_github_query,
+)
+from loopctl.definitions.sandbox import checker_network
+from loopctl.definitions.schema import (
+    Field,
+    Values,
+    boolean,
+    command,
+    commands,
+    declared,
+    duration,
+    folders,
+    globs,
+    read,
+    read_field,
+    read_table,
+    string,
+    strings,
+)
 from loopctl.definitions.source import Problems, parse_toml
 from loopctl.egress import HostPort, NetworkMode
-
-if TYPE_CHECKING:
-    from loopctl.definitions.github_source import GithubQuery
 
 LOOP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 BUILTIN_ACTIONS = ("commit", "push", "pr", "merge")
@@ -36,8 +56,6 @@ class Trigger:
     watch: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        from loopctl.definitions.fields import format_duration
-
         if self.kind is TriggerKind.EVERY and self.every_s is not None:
             return f"every {format_duration(self.every_s)}"
         if self.kind is TriggerKind.CRON:
@@ -137,7 +155,7 @@ def _check_template(table: Table, key: str, template: str | None) -> None:
     if template is None:
         return
     try:
-        for _literal, name, _spec, _conv in string.Formatter().parse(template):
+        for _literal, name, _spec, _conv in Formatter().parse(template):
             if name is not None and (name == "" or not re.match(r"^[A-Za-z_][\w.]*$", name)):
                 table.error(key, f"'{key}' has a bad placeholder {{{name}}}: use {{field}}")
                 return
@@ -145,13 +163,97 @@ def _check_template(table: Table, key: str, template: str | None) -> None:
         table.error(key, f"'{key}' is not a valid template: {exc} (write {{{{ for a literal brace)")
 
 
+def _check_tz(table: Table, key: str, tz: str) -> None:
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        table.error(key, f'unknown time zone {tz!r} (use an IANA name such as "UTC")')
+
+
+def _inside_repository(table: Table, key: str, patterns: tuple[str, ...]) -> None:
+    """`setup_inputs`: files or globs inside the repository whose content decides setup."""
+    for pattern in patterns:
+        if pattern.startswith("/") or ".." in Path(pattern).parts or "**" in pattern:
+            table.error(
+                key,
+                f"{table.where(key)}: {pattern!r} must be a file or a glob inside"
+                " the repository (no '..', no '**')",
+            )
+            return
+
+
+def _actions(table: Table, field: Field, default: tuple[Action, ...]) -> tuple[Action, ...]:
+    raw_actions = table.raw(field.key)
+    return default if raw_actions is None else _read_actions(table, raw_actions)
+
+
+# The keys of each table, in the order they are read (and their problems reported in): a rule
+# across keys that reports before a key is read splits a table's fields in two.
+DESCRIPTION_FIELD = Field("description", string, "")
+TRIGGER_FIELDS = (
+    Field("every", duration),
+    Field("cron", string),
+    Field("watch", globs),
+)
+LOOP_FIELDS = (
+    Field("goal", string),
+    Field("prompt", string),
+    Field("rules", strings),
+    Field("overlap", string, "skip", choices=("skip", "queue-one")),
+    Field("catch_up", string, "one", choices=("one", "none")),
+    Field("jitter", duration, attr="jitter_s"),
+    Field("tz", string, check=_check_tz),
+)
+TASK_SOURCE_FIELD = Field("source", string, "command", choices=("command", "github"))
+COMMAND_TASK_FIELDS = (
+    Field("command", command, required=True),
+    Field("id", string, "{id}", blank_default=True),
+)
+TASK_FIELDS = (
+    Field("base", string),
+    Field("prompt", string),
+    Field("dedupe", string, "none", choices=("none", "base")),
+)
+MAKER_FIELDS = (
+    Field("agent", string),
+    Field("skills", strings),
+    Field("scope", globs),
+    Field("allow_self_edit", boolean, False),
+)
+CHECKER_FIELDS = (
+    Field("command", commands, attr="commands"),
+    # `commands` (when given) replaces `command`; giving both is an error reported between.
+    Field("commands", commands, if_present=True),
+    Field("protect", globs),
+    Field("network", checker_network, (NetworkMode.NONE, ())),
+    Field("agent", string),
+    Field("timeout", duration, 1800.0, attr="timeout_s"),
+    Field("cache", boolean, True),
+)
+WORKTREE_FIELDS = (
+    Field("setup", commands),
+    Field("copy", globs),
+    Field("keep", string, KeepPolicy.ON_FAILURE.value, choices=tuple(k.value for k in KeepPolicy)),
+    Field("setup_inputs", globs, if_present=True, check=_inside_repository),
+    Field("preserve", folders),
+    Field("pool", boolean, True),
+)
+DELIVER_FIELDS = (
+    Field("actions", _actions, (Action("commit"),)),
+    Field("approve", strings),
+)
+DELIVER_TAIL_FIELDS = (
+    Field("remote", string, "origin", blank_default=True),
+    Field("author", string),
+)
+
+
 def _read_trigger(table: Table) -> Trigger | None:
-    given = [key for key in ("every", "cron", "watch") if table.has(key)]
+    given = [key for key in declared(TRIGGER_FIELDS) if table.has(key)]
     if len(given) > 1:
         table.error(given[1], f"give at most one trigger: {' or '.join(given)}, not both")
-    every = table.duration("every")
-    cron = table.string("cron")
-    watch = table.glob_list("watch")
+    values = read(table, TRIGGER_FIELDS)
+    every, cron, watch = values["every"], values["cron"], values["watch"]
     if cron is not None:
         problem = validate_cron(cron)
         if problem:
@@ -170,66 +272,62 @@ def _read_trigger(table: Table) -> Trigger | None:
     return None
 
 
-def _read_actions(deliver: Table) -> tuple[Action, ...]:
-    raw = deliver.raw("actions")
-    if raw is None:
-        return (Action("commit"),)
-    if not isinstance(raw, list):
+def _read_action(deliver: Table, index: int, item: object) -> Action | None:
+    """One entry of `actions`: a built-in's name or `{ name = "…", argv = [...] }`."""
+    if isinstance(item, str):
+        if item in BUILTIN_ACTIONS:
+            return Action(item)
+        deliver.error(
+            "actions",
+            f"unknown action {item!r}{did_you_mean(item, BUILTIN_ACTIONS)}; built-ins are"
+            f' {", ".join(BUILTIN_ACTIONS)}, or use {{ name = "…", argv = [...] }}',
+        )
+        return None
+    if not isinstance(item, dict):
+        deliver.error("actions", f"actions[{index}] must be a name or a table")
+        return None
+    name = item.get("name")
+    extra = set(item) - {"name", "argv"}
+    if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_-]*$", name):
+        deliver.error("actions", f"actions[{index}] needs a 'name' of lowercase letters")
+        return None
+    if extra:
+        deliver.error("actions", f"actions[{index}] has unknown key(s) {', '.join(sorted(extra))}")
+        return None
+    argv = item.get("argv")
+    if isinstance(argv, str):
+        try:
+            argv = shlex.split(argv)
+        except ValueError as exc:
+            deliver.error("actions", f"actions[{index}].argv cannot be split: {exc}")
+            return None
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        deliver.error("actions", f"actions[{index}] needs 'argv', a list of strings")
+        return None
+    return Action(name, tuple(argv))
+
+
+def _read_actions(deliver: Table, raw_actions: object) -> tuple[Action, ...]:
+    if not isinstance(raw_actions, list):
         deliver.error("actions", '\'actions\' must be a list like ["commit", "push"]')
         return ()
-    actions: list[Action] = []
-    for index, item in enumerate(raw):
-        if isinstance(item, str):
-            if item not in BUILTIN_ACTIONS:
-                deliver.error(
-                    "actions",
-                    f"unknown action {item!r}{did_you_mean(item, BUILTIN_ACTIONS)}; built-ins are"
-                    f' {", ".join(BUILTIN_ACTIONS)}, or use {{ name = "…", argv = [...] }}',
-                )
-                continue
-            actions.append(Action(item))
-        elif isinstance(item, dict):
-            name = item.get("name")
-            argv = item.get("argv")
-            extra = set(item) - {"name", "argv"}
-            if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_-]*$", name):
-                deliver.error("actions", f"actions[{index}] needs a 'name' of lowercase letters")
-                continue
-            if extra:
-                deliver.error(
-                    "actions", f"actions[{index}] has unknown key(s) {', '.join(sorted(extra))}"
-                )
-                continue
-            if isinstance(argv, str):
-                import shlex
-
-                try:
-                    argv = shlex.split(argv)
-                except ValueError as exc:
-                    deliver.error("actions", f"actions[{index}].argv cannot be split: {exc}")
-                    continue
-            if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-                deliver.error("actions", f"actions[{index}] needs 'argv', a list of strings")
-                continue
-            actions.append(Action(name, tuple(argv)))
-        else:
-            deliver.error("actions", f"actions[{index}] must be a name or a table")
+    found = (_read_action(deliver, index, item) for index, item in enumerate(raw_actions))
+    actions = tuple(action for action in found if action is not None)
     names = [a.name for a in actions]
     for name in names:
         if names.count(name) > 1:
             deliver.error("actions", f"action {name!r} is listed twice")
             break
-    return tuple(actions)
+    return actions
 
 
-def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
-    """Parse one loop file; problems are recorded, and None returned when it is unusable."""
+def _valid_name(path: Path, problems: Problems) -> bool:
     name = path.stem
     if name == "goal":
         problems.error(
             path, None, "the loop name 'goal' is reserved for `loopctl goal`; rename the file"
         )
-        return None
+        return False
     if not LOOP_NAME.match(name):
         problems.error(
             path,
@@ -237,201 +335,142 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
             f"loop name {name!r} (the file name) must be 1-64 letters, digits, '_' or '-',"
             " starting with a letter or digit",
         )
+        return False
+    return True
+
+
+def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
+    """Parse one loop file; problems are recorded, and None returned when it is unusable."""
+    if not _valid_name(path, problems):
         return None
     errors_before = len(problems.errors)
     doc = parse_toml(path, problems)
     if doc is None:
         return None
     table = Table.of(doc, problems)
-    description = table.string("description", "") or ""
+    description = read_field(table, DESCRIPTION_FIELD, DESCRIPTION_FIELD.default)
     trigger = _read_trigger(table)
-    goal = table.string("goal")
-    prompt = table.string("prompt")
-    rules = table.string_list("rules")
-    overlap = table.string("overlap", "skip", choices=("skip", "queue-one")) or "skip"
-    catch_up = table.string("catch_up", "one", choices=("one", "none")) or "one"
-    jitter_s = table.duration("jitter")
-    tz = table.string("tz")
-    if tz is not None:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(tz)
-        except (ZoneInfoNotFoundError, ValueError):
-            table.error("tz", f'unknown time zone {tz!r} (use an IANA name such as "UTC")')
-
-    tasks = None
+    values = read(table, LOOP_FIELDS)
     tasks_table = table.table("tasks")
-    if tasks_table is not None:
-        source = tasks_table.string("source", "command", choices=("command", "github"))
-        github: GithubQuery | None = None
-        if source == "github":
-            from loopctl.definitions.github_source import (
-                GithubKind,
-                check_safe_template,
-                read_github_query,
-            )
-
-            github = read_github_query(tasks_table)
-            command: tuple[str, ...] | None = ()
-            kind = "pr" if github is not None and github.kind is GithubKind.PRS else "issue"
-            id_template = f"{kind}-{{number}}"
-        else:
-            command = tasks_table.argv("command", required=source == "command")
-            id_template = tasks_table.string("id", "{id}") or "{id}"
-        base = tasks_table.string("base")
-        task_prompt = tasks_table.string("prompt")
-        dedupe = tasks_table.string("dedupe", "none", choices=("none", "base")) or "none"
-        for key, value in (("id", id_template), ("base", base), ("prompt", task_prompt)):
-            _check_template(tasks_table, key, value)
-            if source == "github":
-                check_safe_template(tasks_table, key, value)
-        tasks_table.finish()
-        if command is not None and (source != "github" or github is not None):
-            tasks = TaskSource(
-                command, id_template, base, task_prompt, dedupe, source or "command", github
-            )
-    if tasks is None and not prompt and not goal and tasks_table is None:
+    tasks = _read_tasks(tasks_table) if tasks_table is not None else None
+    if tasks is None and not values["prompt"] and not values["goal"] and tasks_table is None:
         table.error(None, "a loop needs work to do: set 'prompt', 'goal' or a [tasks] table")
-
-    maker = MakerSpec(agent=config.maker)
-    maker_table = table.table("maker")
-    if maker_table is not None:
-        maker = MakerSpec(
-            agent=maker_table.string("agent", config.maker),
-            skills=maker_table.string_list("skills"),
-            scope=maker_table.glob_list("scope"),
-            allow_self_edit=maker_table.boolean("allow_self_edit", False),
-        )
-        maker_table.finish()
-
-    checker = CheckerSpec(network=config.check_network, hosts=config.check_hosts)
-    checker_table = table.table("checker")
-    if checker_table is not None:
-        commands = checker_table.argv_list("command")
-        if checker_table.has("commands"):
-            if commands:
-                checker_table.error("commands", "give 'command' or 'commands', not both")
-            commands = checker_table.argv_list("commands")
-        protect = checker_table.glob_list("protect")
-        network, hosts = read_checker_network(checker_table, (checker.network, checker.hosts))
-        checker = CheckerSpec(
-            commands=commands,
-            agent=checker_table.string("agent"),
-            protect=protect,
-            timeout_s=checker_table.duration("timeout", 1800.0) or 1800.0,
-            runner_protect=bool(protect) or not checker_table.has("protect"),
-            cache=checker_table.boolean("cache", True),
-            network=network,
-            hosts=hosts,
-        )
-        checker_table.finish()
-
-    worktree = WorktreeSpec(keep=config.keep)
-    worktree_table = table.table("worktree")
-    if worktree_table is not None:
-        worktree = WorktreeSpec(
-            setup=worktree_table.argv_list("setup"),
-            copy=worktree_table.glob_list("copy"),
-            keep=KeepPolicy(
-                worktree_table.string(
-                    "keep", config.keep.value, choices=[k.value for k in KeepPolicy]
-                )
-                or config.keep
-            ),
-            setup_inputs=_setup_inputs(worktree_table),
-            preserve=worktree_table.relative_paths("preserve"),
-            pool=worktree_table.boolean("pool", True),
-        )
-        for pattern in worktree.copy:
-            if pattern.startswith("/") or ".." in Path(pattern).parts:
-                worktree_table.error(
-                    "copy", f"copy pattern {pattern!r} must stay inside the repository"
-                )
-        worktree_table.finish()
-
+    maker = read_table(table, "maker", MAKER_FIELDS, agent=config.maker)
+    checker = _read_checker(table, config)
+    worktree = _read_worktree(table, config)
     budget = read_budget(table.table("budget"), config.budget)
-
-    deliver = DeliverSpec(author=None)
-    deliver_table = table.table("deliver")
-    if deliver_table is not None:
-        actions = _read_actions(deliver_table)
-        names = [a.name for a in actions]
-        # Policy (invariant 3): everything past `commit` waits for a human unless the loop
-        # writes its own list; `approve = []` waives every gate and earns a warning.
-        explicit = deliver_table.has("approve")
-        approve = deliver_table.string_list("approve")
-        if not explicit:
-            approve = tuple(n for n in names if n != "commit")
-        else:
-            for action_name in names:
-                if action_name != "commit" and action_name not in approve:
-                    deliver_table.warn(
-                        "approve",
-                        f"action {action_name!r} runs without a human's approval (it is not in"
-                        " 'approve'); add it to 'approve' unless that is intended",
-                    )
-        if tasks is not None and tasks.github is not None and tasks.github.kind == "prs":
-            for action_name in ("pr", "merge"):
-                if action_name in names:
-                    deliver_table.error(
-                        "actions",
-                        f"a pull request task cannot {action_name!r}: its `push` adds the work"
-                        " to the pull request itself (review and merge it on GitHub)",
-                    )
-        if "commit" in names and names.index("commit") != 0:
-            deliver_table.error("actions", "'commit' must be the first action: the rest deliver it")
-        for gated in approve:
-            if gated not in names:
-                deliver_table.error(
-                    "approve",
-                    f"'approve' names {gated!r}, which is not in 'actions'"
-                    f" ({', '.join(names) or 'none'})"
-                    f"{did_you_mean(gated, names)}",
-                )
-        deliver = DeliverSpec(
-            actions=actions,
-            approve=approve,
-            remote=deliver_table.string("remote", "origin") or "origin",
-            author=deliver_table.string("author"),
-        )
-        deliver_table.finish()
-
+    deliver = _read_deliver(table, tasks)
     table.finish()
     if len(problems.errors) > errors_before:
         return None
     return Loop(
-        name=name,
+        name=path.stem,
         path=path,
         description=description,
         trigger=trigger,
-        goal=goal,
-        prompt=prompt,
-        rules=rules,
         tasks=tasks,
-        maker=maker,
+        maker=MakerSpec(**maker) if maker is not None else MakerSpec(agent=config.maker),
         checker=checker,
         worktree=worktree,
         budget=budget,
         deliver=deliver,
-        overlap=overlap,
-        catch_up=catch_up,
-        jitter_s=jitter_s,
-        tz=tz,
+        **values,
     )
 
 
-def _setup_inputs(table: Table) -> tuple[str, ...] | None:
-    """`setup_inputs`: files or globs inside the repository whose content decides setup."""
-    if not table.has("setup_inputs"):
+def _read_tasks(table: Table) -> TaskSource | None:
+    """`[tasks]`: a command printing JSON, or (source = "github") issues or pull requests."""
+    source = read_field(table, TASK_SOURCE_FIELD, TASK_SOURCE_FIELD.default)
+    github: GithubQuery | None = None
+    if source == "github":
+        github = read_github_query(table)
+        kind = "pr" if github is not None and github.kind is GithubKind.PRS else "issue"
+        values: Values = {"command": (), "id": f"{kind}-{{number}}"}
+    else:
+        values = read(table, COMMAND_TASK_FIELDS)
+    values.update(read(table, TASK_FIELDS))
+    for key in ("id", "base", "prompt"):
+        _check_template(table, key, values[key])
+        if source == "github":
+            check_safe_template(table, key, values[key])
+    table.finish()
+    if values["command"] is None or (source == "github" and github is None):
         return None
-    patterns = table.glob_list("setup_inputs")
-    for pattern in patterns:
-        if pattern.startswith("/") or ".." in Path(pattern).parts or "**" in pattern:
-            table.error(
-                "setup_inputs",
-                f"{table.where('setup_inputs')}: {pattern!r} must be a file or a glob inside"
-                " the repository (no '..', no '**')",
+    return TaskSource(**values, source=source or "command", github=github)
+
+
+def _read_checker(table: Table, config: Config) -> CheckerSpec:
+    reach = (config.check_network, config.check_hosts)
+    checker = table.table("checker")
+    if checker is None:
+        return CheckerSpec(network=reach[0], hosts=reach[1])
+    first = read(checker, CHECKER_FIELDS[:1])
+    if checker.has("commands") and first["commands"]:
+        checker.error("commands", "give 'command' or 'commands', not both")
+    values = read(checker, CHECKER_FIELDS[1:], commands=first["commands"], network=reach)
+    checker.finish()
+    network, hosts = values.pop("network")
+    return CheckerSpec(
+        **values,
+        runner_protect=bool(values["protect"]) or not checker.has("protect"),
+        network=network,
+        hosts=hosts,
+    )
+
+
+def _read_worktree(table: Table, config: Config) -> WorktreeSpec:
+    worktree = table.table("worktree")
+    if worktree is None:
+        return WorktreeSpec(keep=config.keep)
+    values = read(worktree, WORKTREE_FIELDS, keep=config.keep.value)
+    for pattern in values["copy"]:
+        if pattern.startswith("/") or ".." in Path(pattern).parts:
+            worktree.error("copy", f"copy pattern {pattern!r} must stay inside the repository")
+    worktree.finish()
+    return WorktreeSpec(**{**values, "keep": KeepPolicy(values["keep"])})
+
+
+def _read_deliver(table: Table, tasks: TaskSource | None) -> DeliverSpec:
+    deliver = table.table("deliver")
+    if deliver is None:
+        return DeliverSpec(author=None)
+    values = read(deliver, DELIVER_FIELDS)
+    actions: tuple[Action, ...] = values["actions"]
+    names = [a.name for a in actions]
+    approve = _approval(deliver, names, values["approve"])
+    if tasks is not None and tasks.github is not None and tasks.github.kind == "prs":
+        for action_name in ("pr", "merge"):
+            if action_name in names:
+                deliver.error(
+                    "actions",
+                    f"a pull request task cannot {action_name!r}: its `push` adds the work"
+                    " to the pull request itself (review and merge it on GitHub)",
+                )
+    if "commit" in names and names.index("commit") != 0:
+        deliver.error("actions", "'commit' must be the first action: the rest deliver it")
+    for gated in approve:
+        if gated not in names:
+            deliver.error(
+                "approve",
+                f"'approve' names {gated!r}, which is not in 'actions'"
+                f" ({', '.join(names) or 'none'})"
+                f"{did_you_mean(gated, names)}",
             )
-            return ()
-    return patterns
+    tail = read(deliver, DELIVER_TAIL_FIELDS)
+    deliver.finish()
+    return DeliverSpec(actions=actions, approve=approve, **tail)
+
+
+def _approval(deliver: Table, names: list[str], approve: tuple[str, ...]) -> tuple[str, ...]:
+    """Policy (invariant 3): everything past `commit` waits for a human unless the loop writes
+    its own list; `approve = []` waives every gate and earns a warning."""
+    if not deliver.has("approve"):
+        return tuple(n for n in names if n != "commit")
+    for action_name in names:
+        if action_name != "commit" and action_name not in approve:
+            deliver.warn(
+                "approve",
+                f"action {action_name!r} runs without a human's approval (it is not in"
+                " 'approve'); add it to 'approve' unless that is intended",
+            )
+    return approve

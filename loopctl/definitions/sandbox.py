@@ -5,8 +5,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from loopctl.definitions.fields import Table, describe_type
+from loopctl.definitions.schema import (
+    Field,
+    Kind,
+    duration,
+    integer,
+    read,
+    read_field,
+    size,
+    string,
+    strings,
+)
 from loopctl.egress import HostPort, NetworkMode
 from loopctl.limits import Limits
 
@@ -33,13 +45,10 @@ def read_agent_sandbox(table: Table | None) -> AgentSandbox:
     """`[sandbox]` of an agent file; paths may start with `~` and must be absolute after that."""
     if table is None:
         return AgentSandbox()
-    read = _paths(table, "read")
-    write = _paths(table, "write")
-    network = _agent_network(table)
-    hosts = read_hosts(table, "hosts", "[sandbox] hosts")
-    limits = _limits(table)
+    values = read(table, AGENT_SANDBOX_FIELDS)
     table.finish()
-    return AgentSandbox(read=read, write=write, network=network, hosts=hosts, limits=limits)
+    limits = Limits(**{key: values.pop(key) for key in LIMIT_KEYS})
+    return AgentSandbox(**values, limits=limits)
 
 
 OPEN_WARNING = (
@@ -48,25 +57,25 @@ OPEN_WARNING = (
 )
 
 
-def _agent_network(table: Table) -> NetworkMode:
+def _agent_network(table: Table, field: Field, default: NetworkMode) -> NetworkMode:
     """`network = "proxy" | "none" | "open"`; true and false (the old switch) mean proxy and
     none."""
-    value = table.raw("network")
+    value = table.raw(field.key)
     if value is None:
-        return NetworkMode.PROXY
+        return default
     if isinstance(value, bool):
         return NetworkMode.PROXY if value else NetworkMode.NONE
     modes = [mode.value for mode in NetworkMode]
     if not isinstance(value, str) or value not in modes:
         shown = repr(value) if isinstance(value, str) else describe_type(value)
         table.error(
-            "network",
-            f"{table.where('network')} must be one of {', '.join(modes)}, not {shown}",
+            field.key,
+            f"{table.where(field.key)} must be one of {', '.join(modes)}, not {shown}",
         )
-        return NetworkMode.PROXY
+        return default
     mode = NetworkMode(value)
     if mode is NetworkMode.OPEN:
-        table.warn("network", OPEN_WARNING.format(what="the agent"))
+        table.warn(field.key, OPEN_WARNING.format(what="the agent"))
     return mode
 
 
@@ -114,6 +123,23 @@ def read_checker_network(
     return NetworkMode.NONE, ()
 
 
+def checker_network(
+    table: Table, field: Field, default: tuple[NetworkMode, tuple[HostPort, ...]]
+) -> tuple[NetworkMode, tuple[HostPort, ...]]:
+    """`read_checker_network` as a field kind (key `network`)."""
+    return read_checker_network(table, default)
+
+
+def agent_sandbox(table: Table, field: Field, default: object) -> AgentSandbox:
+    """`read_agent_sandbox` of the sub-table `field.key`, as a field kind."""
+    return read_agent_sandbox(table.table(field.key))
+
+
+def secret_hosts(table: Table, field: Field, default: object) -> tuple[SecretHosts, ...]:
+    """`read_secret_hosts` of the sub-table `field.key`, as a field kind."""
+    return read_secret_hosts(table.table(field.key))
+
+
 REAL = "real"  # `[env.secrets] NAME = "real"`: lent unchanged, the explicit opt-out
 
 
@@ -158,34 +184,63 @@ def read_secret_hosts(table: Table | None) -> tuple[SecretHosts, ...]:
 UNLIMITED = "unlimited"
 
 
-def _limits(table: Table) -> Limits:
-    """`memory` and `disk` are sizes ("8GiB"), `pids` a count, `cpu_time` a duration ("10m");
-    each may be "unlimited". Absent keys keep loopctl's defaults (loopctl.limits)."""
-    default = Limits()
+def _or_unlimited(kind: Kind) -> Kind:
+    """A limit of `kind` that may also be "unlimited" (None)."""
 
-    def off(key: str) -> bool:
-        return bool(table.raw(key) == UNLIMITED)
+    def read_limit(table: Table, field: Field, default: Any) -> Any:
+        if table.raw(field.key) == UNLIMITED:
+            return None
+        return kind(table, field, default)
 
-    memory = None if off("memory") else table.size("memory", default.memory)
-    disk = None if off("disk") else table.size("disk", default.disk)
-    cpu_time = None if off("cpu_time") else table.duration("cpu_time", default.cpu_time)
-    if off("pids"):
-        pids = None
-    elif isinstance(table.raw("pids"), str):
-        table.error("pids", f'{table.where("pids")} must be a number of processes or "unlimited"')
-        pids = default.pids
-    else:
-        pids = table.integer("pids", default.pids, minimum=1)
-    return Limits(memory=memory, pids=pids, cpu_time=cpu_time, disk=disk)
+    return read_limit
+
+
+def _pids(table: Table, field: Field, default: int | None) -> int | None:
+    if isinstance(table.raw(field.key), str):
+        table.error(
+            field.key, f'{table.where(field.key)} must be a number of processes or "unlimited"'
+        )
+        return default
+    return integer(table, field, default)
+
+
+def _hosts(table: Table, field: Field, default: object) -> tuple[HostPort, ...]:
+    return read_hosts(table, field.key, f"[sandbox] {field.key}")
+
+
+def _absolute(table: Table, key: str, paths: tuple[str, ...]) -> None:
+    for path in paths:
+        if not (path.startswith("/") or path == "~" or path.startswith("~/")):
+            table.error(
+                key,
+                f"[sandbox] {key} names {path!r}: give an absolute path or one starting with ~/",
+            )
+
+
+# `[sandbox]` of an agent file, in the order it is read. `memory` and `disk` are sizes ("8GiB"),
+# `pids` a count, `cpu_time` a duration ("10m"); each may be "unlimited". Absent keys keep
+# loopctl's defaults (loopctl.limits).
+LIMIT_KEYS = ("memory", "disk", "cpu_time", "pids")
+AGENT_SANDBOX_FIELDS = (
+    Field("read", strings, check=_absolute),
+    Field("write", strings, check=_absolute),
+    Field("network", _agent_network, NetworkMode.PROXY),
+    Field("hosts", _hosts),
+    Field("memory", _or_unlimited(size), Limits().memory),
+    Field("disk", _or_unlimited(size), Limits().disk),
+    Field("cpu_time", _or_unlimited(duration), Limits().cpu_time),
+    Field("pids", _or_unlimited(_pids), Limits().pids, minimum=1),
+)
+PROJECT_SANDBOX_FIELD = Field(
+    "mode", string, SandboxMode.REQUIRED.value, choices=tuple(mode.value for mode in SandboxMode)
+)
 
 
 def read_project_sandbox(table: Table | None) -> SandboxMode:
     """`[sandbox]` of .loop/config.toml: only `mode` lives there."""
     if table is None:
         return SandboxMode.REQUIRED
-    text = table.string(
-        "mode", SandboxMode.REQUIRED.value, choices=[mode.value for mode in SandboxMode]
-    )
+    text = read_field(table, PROJECT_SANDBOX_FIELD, PROJECT_SANDBOX_FIELD.default)
     if text == SandboxMode.OFF.value:
         table.warn(
             "mode",
@@ -194,14 +249,3 @@ def read_project_sandbox(table: Table | None) -> SandboxMode:
         )
     table.finish()
     return SandboxMode(text) if text else SandboxMode.REQUIRED
-
-
-def _paths(table: Table, key: str) -> tuple[str, ...]:
-    paths = table.string_list(key)
-    for path in paths:
-        if not (path.startswith("/") or path == "~" or path.startswith("~/")):
-            table.error(
-                key,
-                f"[sandbox] {key} names {path!r}: give an absolute path or one starting with ~/",
-            )
-    return paths

@@ -7,6 +7,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from loopctl.definitions.fields import Table
+from loopctl.definitions.schema import Field, boolean, read, string
 
 DEFAULT_TRACES_FILE = ".loop/log/traces.jsonl"
 
@@ -27,13 +28,23 @@ class TracesConfig:
     metrics: bool = True  # the gen_ai.client.token.usage histogram, beside the spans
 
 
+# The keys of `[traces]`, in the order they are read; `file` is checked before the switches.
+TRACES_FIELDS = (
+    Field("exporter", string, choices=tuple(e.value for e in TraceExporter)),
+    Field("file", string),
+)
+SWITCH_FIELDS = (
+    Field("capture_content", boolean, False),
+    Field("metrics", boolean, True),
+)
+
+
 def read_traces(table: Table | None, root: Path) -> TracesConfig:
     """Read `[traces]`; `root` is the repository root that relative paths start from."""
     if table is None:
         return TracesConfig()
-    choices = [e.value for e in TraceExporter]
-    name = table.string("exporter", None, choices=choices)
-    file_text = table.string("file")
+    values = read(table, TRACES_FIELDS)
+    name, file_text = values["exporter"], values["file"]
     file: Path | None = None
     if file_text is not None:
         if not file_text.strip():
@@ -48,8 +59,7 @@ def read_traces(table: Table | None, root: Path) -> TracesConfig:
     config = TracesConfig(
         exporter=TraceExporter(name) if name is not None else None,
         file=file,
-        capture_content=table.boolean("capture_content", False),
-        metrics=table.boolean("metrics", True),
+        **read(table, SWITCH_FIELDS),
     )
     table.finish()
     return config

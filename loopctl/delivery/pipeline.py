@@ -11,7 +11,6 @@ The caller holds the loop's RunnerLock, so two processes never deliver the same 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,13 @@ from loopctl.checks.sabotage import Finding
 from loopctl.checks.sabotage import summary as sabotage_summary
 from loopctl.definitions import Loop, Project
 from loopctl.definitions.loops import Action
+from loopctl.delivery.ending import (
+    Ending,
+    FinishedWorktree,
+    end_task,
+    keep_policy,
+    pool_capacity,
+)
 from loopctl.delivery.gates import (
     REVIEW_STEP,
     Delivered,
@@ -484,30 +490,6 @@ def _delivery_of(events: list[Event], plan: Plan, commit: str) -> Delivered | No
     )
 
 
-def close_stale_failures(rec: Recorder, run: str, loop: str, task: str) -> list[str]:
-    """Close the open `failed` items of earlier runs of a task that has now succeeded."""
-    closed: list[str] = []
-    for item in items(rec.log.read()):
-        if (
-            item.is_open
-            and item.kind == ItemKind.FAILED
-            and (item.loop, item.task) == (loop, task)
-            and item.run != run
-        ):
-            rec.emit(
-                EventType.INBOX_CLOSED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
-                id=item.id,
-                resolution="superseded",
-                by=run,
-                reason=f"the task succeeded in run {run}",
-            )
-            closed.append(item.id)
-    return closed
-
-
 def _supersede_older_gates(rec: Recorder, events: list[Event], plan: Plan) -> None:
     """A task reworked by a newer run leaves the older approval with nothing to deliver."""
     for item in items(events):
@@ -542,47 +524,32 @@ def _supersede_older_gates(rec: Recorder, events: list[Event], plan: Plan) -> No
 
 
 def complete(rec: Recorder, plan: Plan, result: DeliveryResult) -> None:
-    """Record where a delivery run by an approval ended (the engine's _finish_task, outside it)."""
-    from loopctl.definitions.config import KeepPolicy
-    from loopctl.worktrees import remove_worktree
-
-    status = str(result.status)
+    """Record where a delivery run by an approval ended: the task ends as the engine ends one,
+    its worktree parked in the loop's pool or removed as its `keep` policy says."""
     reason = result.reason or "delivered"
-    if status == "failed":
-        rec.open_item(
-            ItemKind.FAILED,
-            f"{plan.task}: {reason}",
-            {
-                "reason": reason,
-                "stage": "deliver",
-                "branch": plan.branch,
-                "commit": plan.commit,
-                "worktree": plan.worktree,
-            },
-            run=plan.run,
-            loop=plan.loop,
-            task=plan.task,
+    failure = None
+    if result.status == TaskStatus.FAILED:
+        failure = {
+            "reason": reason,
+            "stage": "deliver",
+            "branch": plan.branch,
+            "commit": plan.commit,
+            "worktree": plan.worktree,
+        }
+    worktree = None
+    if plan.worktree:
+        # The pool is the loop's as it is defined now; a loop no longer defined has none.
+        loop = rec.project.loops.get(plan.loop)
+        worktree = FinishedWorktree(
+            Path(plan.worktree),
+            plan.base_sha,
+            keep_policy(plan.keep),
+            pool_capacity(loop) if loop is not None else 0,
         )
-    rec.emit(
-        EventType.TASK_FINISHED,
-        run=plan.run,
-        loop=plan.loop,
-        task=plan.task,
-        status=status,
-        reason=reason,
-        commit=plan.commit,
+    ending = Ending(
+        plan.run, plan.loop, plan.task, result.status, reason, plan.commit, failure=failure
     )
-    if status == "done":
-        close_stale_failures(rec, plan.run, plan.loop, plan.task)
-    keep = plan.keep
-    ended = status in ("done", "failed", "rejected", "stopped")
-    remove = ended and (
-        keep == KeepPolicy.NEVER.value or (keep == KeepPolicy.ON_FAILURE.value and status == "done")
-    )
-    if remove and plan.worktree and Path(plan.worktree).exists():
-        with contextlib.suppress(LoopctlError):
-            remove_worktree(rec.paths.root, Path(plan.worktree))
-    rec.refresh_projections()
+    end_task(rec, ending, worktree)
 
 
 def deliver_approved(
@@ -684,7 +651,7 @@ def _reconcile(rec: Recorder, plan: Plan, step: Step) -> StepOutcome | None:
 
 def _push_url(rec: Recorder, plan: Plan) -> str:
     """Where the plan's pushes go: the URL its run recorded before any agent ran, never the
-    remote's name, which an agent could have repointed since (see loopctl.remotes)."""
+    remote's name, which an agent could have repointed since (see loopctl.delivery.remotes)."""
     from loopctl.delivery import remotes
 
     return remotes.push_url(rec.paths.root, rec.log.read(), plan.run, plan.remote)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -35,11 +36,13 @@ from loopctl.checks import verdicts as checks
 from loopctl.definitions.sandbox import SandboxMode
 from loopctl.engine.context import RunContext, check_commands, check_env
 from loopctl.engine.workspace import resolve_base
-from loopctl.errors import LoopctlError
+from loopctl.errors import LoopctlError, swallowed
 from loopctl.journal.events import EventType
 from loopctl.secrets import is_secret_name
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
+
+logger = logging.getLogger(__name__)
 
 # 2: checks of known test runners are armed (checks.runners); a pass remembered before is not
 # reused, as it was decided on a printed summary alone.
@@ -149,7 +152,7 @@ def remember(
     }
     folder = cache_folder(ctx)
     # A cache that cannot be written costs the next tick one check run, nothing more.
-    with contextlib.suppress(OSError):
+    with swallowed(logger, "writing the check cache", OSError):
         write_atomic(folder / f"{found.key}.json", json.dumps(entry, indent=1) + "\n")
         _prune(folder)
 

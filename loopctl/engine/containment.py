@@ -1,4 +1,4 @@
-"""Containment (DESIGN §5 invariant 11): the sandbox each agent turn and check runs in."""
+"""Containment (docs/INVARIANTS.md, invariant 11): the sandbox each agent turn and check runs in."""
 
 from __future__ import annotations
 

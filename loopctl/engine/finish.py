@@ -1,14 +1,14 @@
-"""How a task ends: its outcome recorded, an inbox item opened, its worktree kept or removed."""
+"""How the engine ends a task (`delivery.ending` records it and parks or removes its worktree,
+as it does for a task an approval ends), and what leaves a task resting: delivered already,
+unchanged since it succeeded, or waiting for a human."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 from loopctl.definitions import Loop
-from loopctl.definitions.config import KeepPolicy
+from loopctl.delivery.ending import Ending, FinishedWorktree, end_task, pool_capacity
 from loopctl.delivery.gates import last_delivery
-from loopctl.engine import warming
 from loopctl.engine.context import (
     GOAL_LOOP,
     RunContext,
@@ -16,7 +16,7 @@ from loopctl.engine.context import (
     open_item,
 )
 from loopctl.engine.outcomes import TaskOutcome
-from loopctl.engine.workspace import resolve_base, worktree_lock
+from loopctl.engine.workspace import resolve_base
 from loopctl.errors import LoopctlError
 from loopctl.journal import history, schema
 from loopctl.journal.events import EventType
@@ -95,44 +95,25 @@ def finish_task(
     next_step: str | None = None,
 ) -> TaskOutcome:
     loop = ctx.loop
+    failure = None
     if status in (TaskStatus.FAILED, TaskStatus.STOPPED):
-        open_item(
-            ctx.rec,
-            ctx.run_id,
-            loop.name,
-            spec.id,
-            ItemKind.FAILED,
-            f"{spec.id}: {reason}",
-            {
-                "reason": reason,
-                "branch": workspace.branch if workspace else None,
-                "worktree": str(workspace.path) if workspace else None,
-                "fingerprint": last.fingerprint if last else None,
-                "attempts": attempts,
-                "check_tail": (last.output_tail[-1500:] if last else ""),
-            },
-        )
-    ctx.event(
-        spec.id,
-        EventType.TASK_FINISHED,
-        status=status,
-        reason=reason,
-        commit=commit,
-        attempts=attempts,
-    )
-    if status == TaskStatus.DONE:
-        from loopctl.delivery.pipeline import close_stale_failures
-
-        close_stale_failures(ctx.rec, ctx.run_id, loop.name, spec.id)  # its old failures
+        failure = {
+            "reason": reason,
+            "branch": workspace.branch if workspace else None,
+            "worktree": str(workspace.path) if workspace else None,
+            "fingerprint": last.fingerprint if last else None,
+            "attempts": attempts,
+            "check_tail": (last.output_tail[-1500:] if last else ""),
+        }
+    finished = None
     if workspace is not None and not ctx.in_place:
-        keep = loop.worktree.keep
-        remove = keep is KeepPolicy.NEVER or (
-            keep is KeepPolicy.ON_FAILURE and status in (TaskStatus.DONE, TaskStatus.SKIPPED)
+        finished = FinishedWorktree(
+            workspace.path, workspace.base_sha, loop.worktree.keep, pool_capacity(loop)
         )
-        if remove:
-            with worktree_lock(ctx.rec), contextlib.suppress(LoopctlError, OSError):
-                warming.retire(ctx, workspace)  # parked in the loop's pool, or removed
-    ctx.rec.refresh_projections()
+    ending = Ending(
+        ctx.run_id, loop.name, spec.id, status, reason, commit, attempts, failure=failure
+    )
+    end_task(ctx.rec, ending, finished)
     return TaskOutcome(
         spec.id,
         status,

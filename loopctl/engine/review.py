@@ -16,7 +16,8 @@ from typing import Any
 from loopctl import git
 from loopctl.checks import claims, runners, sabotage
 from loopctl.checks import verdicts as checks
-from loopctl.checks.conditions import parse_test_counts, report_counts, runner_of
+from loopctl.checks.counts import parse_test_counts, report_counts
+from loopctl.checks.runner_detection import runner_of
 from loopctl.engine.agents import run_agent
 from loopctl.engine.commit import maker_summary
 from loopctl.engine.context import RunContext, ctx_events, wall_capped

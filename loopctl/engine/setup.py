@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from loopctl.checks import verdicts as checks
-from loopctl.checks.conditions import ResolvedCondition, resolve_condition, runner_protect
+from loopctl.checks.conditions import ResolvedCondition, resolve_condition
+from loopctl.checks.runner_detection import runner_protect
 from loopctl.definitions import Agent, Loop
 from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
 from loopctl.engine.context import (

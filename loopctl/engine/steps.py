@@ -3,7 +3,7 @@
 `next_step(view, budget, now)` reads the task's attempts so far (`history.TaskView`) and the
 run's budget, and answers with one `Step`: deliver, escalate, pause, stop, fail, abandon an
 attempt interrupted twice, or start (or redo) attempt n. It reads no file and runs nothing, so
-every rule of the task state machine is a row in a table test (`tests/test_engine_steps.py`);
+every rule of the task state machine is a row in a table test (`tests/engine/test_engine_steps.py`);
 `engine.task.work_task` applies the step and asks again. It is to a task what
 `scheduling.timing.decide` is to a trigger.
 """

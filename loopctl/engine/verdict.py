@@ -11,6 +11,13 @@ from typing import TYPE_CHECKING, Any
 from loopctl import git
 from loopctl.checks import integrity, runners
 from loopctl.checks import verdicts as checks
+from loopctl.checks.counts import (
+    TestCounts,
+    parse_test_counts,
+    report_counts,
+    unproven_pass,
+)
+from loopctl.checks.runner_detection import runner_of
 from loopctl.engine.agents import run_agent
 from loopctl.engine.containment import record_refused, sandbox_for
 from loopctl.engine.context import (
@@ -34,7 +41,6 @@ from loopctl.worktrees import Workspace
 
 if TYPE_CHECKING:
     from loopctl.backends.base import AgentResult
-    from loopctl.checks.conditions import TestCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +122,11 @@ def check_baseline(
     workspace: Workspace,
     keep: dict[tuple[str, ...], BaseRun] | None = None,
 ) -> checks.Baseline | None:
-    """What the task's checks are held to (a `checks.Baseline`), recorded before its first
+    """What the task's checks are held to (a `checks.verdicts.Baseline`), recorded before its first
     maker turn: test counts on the base commit, so a maker cannot pass by running fewer
     tests, and the protected files `git diff` does not show that already differ from the
     base (ignored files a setup step made, an in-place run's own), so only new ones fail.
     Each command run now is put in `keep`, under its argv."""
-    from loopctl.checks.conditions import parse_test_counts, report_counts, runner_of
-
     recorded = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
     if recorded:
         return checks.baseline_from(recorded[0].data, ctx.condition)
@@ -168,8 +172,6 @@ def verdict_of(
 ) -> checks.Verdict:
     """The attempt's verdict; each check command run is appended to `ran` (for traces).
     A command in `base_runs` (the baseline's runs of this same base) is not run again."""
-    from loopctl.checks.conditions import unproven_pass
-
     changed = git.changed_paths(workspace.path, workspace.base_sha)
     if ctx.in_place:
         changed = changed_in_place(ctx, spec, changed)

@@ -1,5 +1,5 @@
-"""Warm workspaces in the engine: take a task's worktree from the loop's pool, decide its setup,
-record it ready, and park it again when the task lets it go.
+"""Warm workspaces in the engine: take a task's worktree from the loop's pool, decide its setup
+and record it ready (`delivery.ending` parks it again when the task lets it go).
 
 The mechanism is in foundation modules (`worktree_pool`, `seeds`, `warm`); this module only
 wires it to a run: which loop settings apply, what the log records (`workspace_ready` and
@@ -25,7 +25,6 @@ from loopctl.worktrees import (
     Workspace,
     branch_name,
     ensure_worktree,
-    remove_worktree,
     worktree_path,
 )
 
@@ -164,17 +163,3 @@ def link_node_modules(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> 
             ),
         )
     return bool(built)
-
-
-def retire(ctx: RunContext, workspace: Workspace) -> None:
-    """A finished task's worktree that `keep` lets go: parked in the pool, or removed."""
-    loop = ctx.loop
-    root = ctx.paths.root
-    worktree_root = workspace.path.parent.parent
-    capacity = max(1, loop.budget.max_parallel or 1) if loop.worktree.pool else 0
-    # Parked detached at its base (a commit that exists; acquiring resets it anyway).
-    head = workspace.base_sha
-    if worktree_pool.release(root, worktree_root, loop.name, workspace.path, capacity, head):
-        return
-    worktree_pool.forget(worktree_root, loop.name, root, workspace.path)
-    remove_worktree(root, workspace.path)

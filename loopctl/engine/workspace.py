@@ -5,6 +5,7 @@ an earlier run left, setup steps, and what changed in it outside the agent's tur
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from loopctl.engine.context import (
     file_hashes,
 )
 from loopctl.engine.snapshot import archive_leftovers, snapshot_seed
-from loopctl.errors import ForeignWorkTree, LoopctlError
+from loopctl.errors import ForeignWorkTree, LoopctlError, swallowed
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
@@ -33,6 +34,8 @@ from loopctl.worktrees import (
     remove_worktree,
     worktree_path,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> Workspace:
@@ -75,7 +78,7 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
     workspace = replace(taken.workspace, base_sha=base_sha)
     if workspace.created and (workspace.at_base or git.head_sha(workspace.path) == base_sha):
         # Untouched by any agent yet: its index is a trustworthy stat cache of the base.
-        with contextlib.suppress(LoopctlError, OSError):
+        with swallowed(logger, "seeding the snapshot index", LoopctlError, OSError):
             git.seed_snapshot_index(
                 workspace.path,
                 snapshot_seed(ctx, spec, workspace),
@@ -150,9 +153,9 @@ def retire_previous(
 
 def worktree_lock(rec: Recorder) -> contextlib.AbstractContextManager[None]:
     """git's worktree bookkeeping races under concurrent adds and removals: one at a time."""
-    from loopctl.lock import WORKTREES_LOCK, short_lock
+    from loopctl import lock
 
-    return short_lock(rec.paths.locks_dir, WORKTREES_LOCK)
+    return lock.worktree_lock(rec.paths.locks_dir)
 
 
 def resolve_base(rec: Recorder, ref: str) -> str:

@@ -1,4 +1,4 @@
-"""Budgets as pure functions over a run's events (DESIGN §5 invariant 4)."""
+"""Budgets as pure functions over a run's events (docs/INVARIANTS.md, invariant 4)."""
 
 from __future__ import annotations
 

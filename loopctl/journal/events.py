@@ -1,4 +1,5 @@
-"""The append-only event log: one checksummed JSON line per event (DESIGN §5, invariant 1)."""
+"""The append-only event log: one checksummed JSON line per event (invariant 1,
+docs/INVARIANTS.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Sending loopctl's traces out through OpenTelemetry: settings, the sender, the live exporter.
 
-Spans and metrics come from `loopctl.traces` (pure, built from events); this module turns them
+Spans and metrics come from `journal.traces` (pure, built from events); this module turns them
 into OpenTelemetry SDK objects and hands them to an OTLP/JSON exporter: a file of JSON lines, or
 OTLP/HTTP with JSON bodies (no protobuf) to the endpoint the standard OTEL_EXPORTER_OTLP_*
 variables name. Nothing from OpenTelemetry is imported unless tracing is on: with it off, the
@@ -10,7 +10,7 @@ engine pays one `is None` test per event.
 from __future__ import annotations
 
 import atexit
-import contextlib
+import logging
 import os
 import queue
 import threading
@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from loopctl.definitions.traces import DEFAULT_TRACES_FILE, TraceExporter, TracesConfig
-from loopctl.errors import ExitCode, LoopctlError, UsageError
+from loopctl.errors import ExitCode, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog
+from loopctl.journal.spans import TOKEN_BUCKETS, TOKEN_METRIC, SpanKind, SpanStatus, TraceBatch
+from loopctl.journal.traces import TraceBuilder
 
 if TYPE_CHECKING:
     from loopctl.definitions import Project
-    from loopctl.journal.traces import TraceBatch, TraceBuilder
     from loopctl.paths import ProjectPaths
+
+logger = logging.getLogger(__name__)
 
 # The extra's packages by their own names: `loopctl[otel]` on the index is someone else's
 # project, and this one's distribution (loopctl-runtime) is installed from a clone or git URL.
@@ -171,9 +174,9 @@ class OtelSender:
         return ok
 
     def shutdown(self) -> None:
-        with contextlib.suppress(Exception):
+        with swallowed(logger, "shutting the span exporter down"):
             self.spans.shutdown()
-        with contextlib.suppress(Exception):
+        with swallowed(logger, "shutting the metric exporter down"):
             self.metrics.shutdown()
         if self._owned is not None:
             self._owned.close()
@@ -183,8 +186,6 @@ class OtelSender:
         from opentelemetry.sdk.trace import Event as SpanEvent
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.trace import Status, StatusCode
-
-        from loopctl.journal.traces import SpanKind, SpanStatus
 
         flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
         tid = int(record.trace_id, 16)
@@ -228,8 +229,6 @@ class OtelSender:
             ResourceMetrics,
             ScopeMetrics,
         )
-
-        from loopctl.journal.traces import TOKEN_BUCKETS, TOKEN_METRIC
 
         points = [
             HistogramDataPoint(
@@ -287,8 +286,6 @@ class LiveTraces:
     """
 
     def __init__(self, settings: TraceSettings, log: EventLog, paths: ProjectPaths) -> None:
-        from loopctl.journal.traces import TraceBuilder
-
         self.settings = settings
         self.sender = OtelSender(settings)  # fails here, loudly, if the extra is missing
         self._log = log
@@ -321,8 +318,6 @@ class LiveTraces:
             self._queue.put(batch)
 
     def _work(self) -> None:
-        from loopctl.journal.traces import TraceBatch
-
         while True:
             item = self._queue.get()
             batch = item or TraceBatch()
@@ -340,6 +335,7 @@ class LiveTraces:
                         self.failures += 1
                 except Exception:  # a collector that misbehaves must not kill the thread
                     self.failures += 1
+                    logger.debug("sending traces failed; carrying on", exc_info=True)
             if item is None:
                 return
 

@@ -9,12 +9,13 @@ which is what makes every item notify (`[notify]`), whoever opened it.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from loopctl.errors import swallowed
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, items, open_items, render_inbox_md, unique_item_id
@@ -24,6 +25,8 @@ from loopctl.secrets import Redactor, withheld_values
 if TYPE_CHECKING:
     from loopctl.definitions import Project
     from loopctl.paths import ProjectPaths
+
+logger = logging.getLogger(__name__)
 
 Observer = Callable[[Event], None]
 Clock = Callable[[], datetime]
@@ -90,10 +93,11 @@ class Recorder:
         clean = _redact_values(data, self.redactor)
         event = self.log.append(type_, run=run, loop=loop, task=task, data=clean)
         if self.observer is not None:
-            with contextlib.suppress(Exception):  # a broken view must never stop the work
+            # A broken view must never stop the work.
+            with swallowed(logger, f"the observer of event {event.seq}"):
                 self.observer(event)
         if self.traces is not None:
-            with contextlib.suppress(Exception):  # nor may telemetry
+            with swallowed(logger, f"tracing event {event.seq}"):  # nor may telemetry
                 self.traces(event)
         return event
 
@@ -111,7 +115,8 @@ class Recorder:
         waits for it, so a run still ends with both files complete and current."""
 
         def render() -> None:
-            with contextlib.suppress(Exception):  # a view: the next foreground render reports
+            # A view: the next foreground render reports what is wrong.
+            with swallowed(logger, "rendering STATE.md and INBOX.md in the background"):
                 self._render_projections()
 
         thread = threading.Thread(target=render, name="loopctl-projections", daemon=True)

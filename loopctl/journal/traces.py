@@ -1,7 +1,7 @@
 """Spans and token metrics derived from the event log, after the OpenTelemetry GenAI conventions.
 
 Pure: events in, span and metric records out; nothing here imports OpenTelemetry. The live
-exporter (`loopctl.traces_export`) feeds a `TraceBuilder` each event as the engine appends it;
+exporter (`loopctl.journal.otel`) feeds a `TraceBuilder` each event as the engine appends it;
 `loopctl traces export` feeds it a past run's log. Trace and span ids are hashes of the run id
 and each span's place in the run, so a live trace and one rebuilt later are the same trace.
 
@@ -17,234 +17,43 @@ The tree of one run (one trace):
 
 Prompt and output text, task titles and verdict reasons are left out unless `capture_content`;
 every string goes through `redact` on its way into a record.
+
+This module folds the events into spans (one handler per event type); the records, their ids and
+the building of one span are `journal/spans.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from loopctl.journal import schema
 from loopctl.journal.events import Event
+from loopctl.journal.spans import (
+    HistogramPoint,
+    RunSpans,
+    SpanBuilder,
+    SpanEventRecord,
+    SpanRecord,
+    TraceBatch,
+    as_int,
+    as_text,
+    provider_name,
+    seconds_ns,
+    span_id,
+    started_ns,
+    time_ns,
+    tool_name,
+)
 
-AttrValue = str | bool | int | float | tuple[str, ...]
-Attributes = Mapping[str, AttrValue]
 # Reads the prompt an agent was given: (run, task, attempt, role) -> text, or None if gone.
 PromptReader = Callable[[str, str, int, str], str | None]
 
-TOKEN_METRIC = "gen_ai.client.token.usage"
-# The bucket boundaries the GenAI conventions recommend for token counts.
-TOKEN_BUCKETS: tuple[int, ...] = (
-    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
-)  # fmt: skip
-MAX_CONTENT = 32_000  # characters of one captured text attribute
 MAX_TOOL_SPANS = 500  # per agent turn: a runaway session must not make a giant trace
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Backends whose provider is fixed; other backends are named by the model's "provider/" prefix.
-_BACKEND_PROVIDERS = {
-    "claude": "anthropic",
-    "anthropic": "anthropic",
-    "codex": "openai",
-    "openai": "openai",
-}
-_MODEL_PREFIXES = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "google": "gcp.gemini",
-    "gemini": "gcp.gemini",
-    "vertex_ai": "gcp.vertex_ai",
-    "bedrock": "aws.bedrock",
-    "mistral": "mistral_ai",
-    "deepseek": "deepseek",
-    "groq": "groq",
-    "xai": "x_ai",
-    "cohere": "cohere",
-    "perplexity": "perplexity",
-    "azure": "azure.ai.openai",
-}
 
-
-class SpanKind(StrEnum):
-    INTERNAL = "internal"
-    CLIENT = "client"
-
-
-class SpanStatus(StrEnum):
-    UNSET = "unset"
-    OK = "ok"
-    ERROR = "error"
-
-
-@dataclass(frozen=True, slots=True)
-class SpanEventRecord:
-    """Something that happened at a point in a span (a commit, an inbox item, a restart)."""
-
-    name: str
-    time_ns: int
-    attributes: Attributes
-
-
-@dataclass(frozen=True, slots=True)
-class SpanRecord:
-    """One finished span; ids are lowercase hex (32 digits for a trace, 16 for a span)."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: Attributes
-    kind: SpanKind = SpanKind.INTERNAL
-    status: SpanStatus = SpanStatus.UNSET
-    status_message: str = ""
-    events: tuple[SpanEventRecord, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class HistogramPoint:
-    """One data point of `gen_ai.client.token.usage` (delta over one run)."""
-
-    attributes: Attributes
-    start_ns: int
-    end_ns: int
-    count: int
-    sum: int
-    bucket_counts: tuple[int, ...]  # len(TOKEN_BUCKETS) + 1
-    min: int
-    max: int
-
-
-@dataclass(frozen=True, slots=True)
-class TraceBatch:
-    """What one step of the builder produced."""
-
-    spans: tuple[SpanRecord, ...] = ()
-    token_usage: tuple[HistogramPoint, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.spans or self.token_usage)
-
-    def __add__(self, other: TraceBatch) -> TraceBatch:
-        return TraceBatch(self.spans + other.spans, self.token_usage + other.token_usage)
-
-
-# --- ids and small conversions -----------------------------------------------------------------
-
-
-def trace_id(run: str) -> str:
-    """The trace id of a run: 128 bits of a hash of its id, never all zero."""
-    return _nonzero(hashlib.sha256(f"loopctl-trace/{run}".encode()).hexdigest()[:32])
-
-
-def span_id(run: str, *key: object) -> str:
-    """The id of the span `key` names within `run` (e.g. ("attempt", task, 2))."""
-    text = "/".join(("loopctl-span", run, *(str(part) for part in key)))
-    return _nonzero(hashlib.sha256(text.encode()).hexdigest()[:16])
-
-
-def _nonzero(digits: str) -> str:
-    # An all-zero id is invalid in OTLP; a hash gives one with odds of 2**-64, but never mind.
-    return digits if digits.strip("0") else digits[:-1] + "1"
-
-
-def time_ns(ts: str) -> int:
-    """An event's ISO timestamp as integer nanoseconds since the epoch (exact, no floats)."""
-    moment = datetime.fromisoformat(ts)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return ((moment - _EPOCH) // timedelta(microseconds=1)) * 1000
-
-
-def _seconds_ns(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    try:
-        nanos = float(value) * 1e9
-    except OverflowError:  # a 400-digit integer
-        return 0
-    # NaN or infinity would make `round` raise: a hostile log must not break an export.
-    return round(nanos) if math.isfinite(nanos) and nanos >= 0 else 0
-
-
-def _started_ns(value: object, default: int) -> int:
-    """A check command's `started` timestamp in nanoseconds; `default` when unreadable."""
-    if not isinstance(value, str):
-        return default
-    try:
-        return time_ns(value)
-    except (ValueError, OverflowError):
-        return default
-
-
-def provider_name(backend: str, model: str | None) -> str:
-    """`gen_ai.provider.name` for an agent: well-known values where loopctl can tell."""
-    if backend in _BACKEND_PROVIDERS:
-        return _BACKEND_PROVIDERS[backend]
-    if model and "/" in model:
-        prefix = model.split("/", 1)[0].lower()
-        return _MODEL_PREFIXES.get(prefix, prefix)
-    return backend or "unknown"
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def tool_name(argv: Sequence[str]) -> str:
-    """A short, stable name for a check command: `python -m pytest -q` -> "pytest"."""
-    if not argv:
-        return "check"
-    words = list(argv)
-    program = words[0].rsplit("/", 1)[-1]
-    if program.startswith("python") and len(words) > 2 and words[1] == "-m":
-        return words[2]
-    if program.startswith("python") and len(words) > 1 and not words[1].startswith("-"):
-        return words[1].rsplit("/", 1)[-1]
-    return program
-
-
-# --- the builder -------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Open:
-    """A span whose start has been seen and whose end has not."""
-
-    span_id: str
-    parent_id: str | None
-    name: str
-    start_ns: int
-    attributes: dict[str, object]  # raw: redacted when the span closes
-    events: list[SpanEventRecord] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Run:
-    run: str
-    loop: str | None
-    first_ns: int
-    last_ns: int
-    tick: _Open | None = None
-    tasks: dict[str, _Open] = field(default_factory=dict)
-    attempts: dict[tuple[str, int], _Open] = field(default_factory=dict)
-    actions: dict[tuple[str | None, int], _Open] = field(default_factory=dict)
-    usage: dict[tuple[tuple[str, AttrValue], ...], list[int]] = field(default_factory=dict)
-    finished: bool = False
-
-
-class TraceBuilder:
+class TraceBuilder(SpanBuilder):
     """Turns events, in log order, into finished spans and per-run token histograms."""
 
     def __init__(
@@ -254,10 +63,9 @@ class TraceBuilder:
         redact: Callable[[str], str] = str,
         prompts: PromptReader | None = None,
     ) -> None:
-        self.capture_content = capture_content
-        self._redact = redact
+        super().__init__(capture_content=capture_content, redact=redact)
         self._prompts = prompts
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, RunSpans] = {}
 
     def feed(self, event: Event) -> TraceBatch:
         """Take one event; return the spans (and metrics) it completes."""
@@ -266,7 +74,7 @@ class TraceBuilder:
         at = time_ns(event.ts)
         run = self._runs.get(event.run)
         if run is None:
-            run = self._runs[event.run] = _Run(event.run, event.loop, at, at)
+            run = self._runs[event.run] = RunSpans(event.run, event.loop, at, at)
         run.last_ns = max(run.last_ns, at)
         handler = _HANDLERS.get(event.type)
         if handler is None:
@@ -295,175 +103,14 @@ class TraceBuilder:
         self._runs.clear()
         return batch
 
-    # --- helpers -------------------------------------------------------------------------------
-
-    def _attrs(self, values: Mapping[str, object]) -> dict[str, AttrValue]:
-        """Attribute values as OTLP takes them: None dropped, strings redacted, lists as tuples."""
-        out: dict[str, AttrValue] = {}
-        for key, value in values.items():
-            if value is None:
-                continue
-            if isinstance(value, str):
-                out[key] = self._redact(value)
-            elif isinstance(value, bool | int | float):
-                out[key] = value
-            elif isinstance(value, list | tuple):
-                out[key] = tuple(self._redact(str(item)) for item in value)
-            else:
-                out[key] = self._redact(json.dumps(value, sort_keys=True, default=str))
-        return out
-
-    def _content(self, text: object, *, keep_end: bool = False) -> str | None:
-        """Text for a span only when content capture is on; bounded."""
-        if not self.capture_content or not isinstance(text, str) or not text:
-            return None
-        if len(text) > MAX_CONTENT:
-            text = text[-MAX_CONTENT:] if keep_end else text[:MAX_CONTENT]
-        return text
-
-    def _base(self, run: _Run) -> dict[str, object]:
-        return {"loopctl.run.id": run.run, "loopctl.loop": run.loop}
-
-    def _span(
-        self,
-        run: _Run,
-        span: str,
-        parent: str | None,
-        name: str,
-        start: int,
-        end: int,
-        attributes: Mapping[str, object],
-        *,
-        error: str | None = None,
-        events: Sequence[SpanEventRecord] = (),
-    ) -> SpanRecord:
-        attrs = self._attrs({**self._base(run), **attributes})
-        if error is not None:
-            attrs["error.type"] = self._redact(error)
-        return SpanRecord(
-            trace_id=trace_id(run.run),
-            span_id=span,
-            parent_id=parent,
-            name=name,
-            start_ns=start,
-            end_ns=max(end, start),
-            attributes=attrs,
-            status=SpanStatus.ERROR if error is not None else SpanStatus.UNSET,
-            status_message=error or "",
-            events=tuple(events),
-        )
-
-    def _close(
-        self,
-        run: _Run,
-        item: _Open,
-        end: int,
-        extra: Mapping[str, object],
-        error: str | None = None,
-    ) -> SpanRecord:
-        return self._span(
-            run,
-            item.span_id,
-            item.parent_id,
-            item.name,
-            item.start_ns,
-            end,
-            {**item.attributes, **extra},
-            error=error,
-            events=item.events,
-        )
-
-    def _tick_id(self, run: _Run) -> str:
-        return span_id(run.run, "tick")
-
-    def _open_workflow(self, run: _Run, loop: str | None, at: int) -> _Open:
-        name = loop or "loop"
-        return _Open(
-            self._tick_id(run),
-            None,
-            f"invoke_workflow {name}",
-            at,
-            {
-                "gen_ai.operation.name": "invoke_workflow",
-                "gen_ai.workflow.name": name,
-                "gen_ai.conversation.id": run.run,
-            },
-        )
-
-    def _open_task(self, run: _Run, task: str, at: int) -> _Open:
-        return _Open(
-            self._task_id(run, task), self._tick_id(run), "task", at, {"loopctl.task.id": task}
-        )
-
-    def _open_attempt(self, run: _Run, task: str, number: int, at: int) -> _Open:
-        return _Open(
-            span_id(run.run, "attempt", task, number),
-            self._task_id(run, task),
-            "attempt",
-            at,
-            {"loopctl.task.id": task, "loopctl.attempt.number": number},
-        )
-
-    def _open_action(self, run: _Run, event: Event, step: int, at: int) -> _Open:
-        action = _text(event.data.get("action")) or "action"
-        return _Open(
-            span_id(run.run, "action", event.task, event.seq),
-            self._task_id(run, event.task),
-            f"execute_tool {action}",
-            at,
-            {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": action,
-                "gen_ai.tool.type": "function",
-                "gen_ai.conversation.id": run.run,
-                "loopctl.task.id": event.task,
-                "loopctl.action.step": step,
-            },
-        )
-
-    def _task_id(self, run: _Run, task: str | None) -> str:
-        return span_id(run.run, "task", task) if task is not None else self._tick_id(run)
-
-    def _holder(self, run: _Run, task: str | None) -> _Open | None:
-        """The open span a point-in-time event belongs on: its task's, else the tick's."""
-        if task is not None and task in run.tasks:
-            return run.tasks[task]
-        return run.tick
-
-    def _mark(self, run: _Run, event: Event, at: int, attrs: Mapping[str, object]) -> None:
-        holder = self._holder(run, event.task)
-        if holder is not None:
-            holder.events.append(SpanEventRecord(event.type, at, self._attrs(attrs)))
-
-    def _forget_if_idle(self, run: _Run) -> None:
+    def _forget_if_idle(self, run: RunSpans) -> None:
         """Drop a run with nothing open, so a long-lived process does not grow (see `flush`)."""
         if run.tick is None and not (run.tasks or run.attempts or run.actions or run.usage):
             self._runs.pop(run.run, None)
 
-    def _token_points(self, run: _Run, end: int) -> tuple[HistogramPoint, ...]:
-        points = []
-        for key, values in sorted(run.usage.items()):
-            counts = [0] * (len(TOKEN_BUCKETS) + 1)
-            for value in values:
-                counts[_bucket(value)] += 1
-            points.append(
-                HistogramPoint(
-                    attributes=dict(key),
-                    start_ns=run.first_ns,
-                    end_ns=max(end, run.first_ns),
-                    count=len(values),
-                    sum=sum(values),
-                    bucket_counts=tuple(counts),
-                    min=min(values),
-                    max=max(values),
-                )
-            )
-        run.usage.clear()
-        return tuple(points)
-
     # --- one handler per event type ------------------------------------------------------------
 
-    def _tick_started(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _tick_started(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         started = schema.tick_started(event)
         loop = event.loop or "loop"
         run.first_ns = at
@@ -471,7 +118,7 @@ class TraceBuilder:
         run.tick.attributes.update(
             {
                 "loopctl.tick.kind": started.kind,
-                "loopctl.trigger": _text(started.trigger.get("fired")),
+                "loopctl.trigger": as_text(started.trigger.get("fired")),
                 "loopctl.maker": started.maker,
                 "loopctl.checker": started.judge,
                 "loopctl.in_place": started.in_place or None,
@@ -483,18 +130,18 @@ class TraceBuilder:
         )
         return TraceBatch()
 
-    def _run_resumed(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _run_resumed(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         if run.tick is None:  # its start is not in what we were given: start here
             run.tick = self._open_workflow(run, event.loop, at)
         self._mark(run, event, at, {})
         return TraceBatch()
 
-    def _tasks_listed(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        if run.tick is not None and _int(event.data.get("count")) is not None:
+    def _tasks_listed(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
+        if run.tick is not None and as_int(event.data.get("count")) is not None:
             run.tick.attributes["loopctl.tasks.found"] = event.data["count"]
         return TraceBatch()
 
-    def _task_found(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _task_found(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         task = event.task
         if task is None or task in run.tasks:
             return TraceBatch()
@@ -504,7 +151,7 @@ class TraceBuilder:
         item.attributes["loopctl.task.prompt"] = self._content(found.prompt)
         return TraceBatch()
 
-    def _attempt_started(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _attempt_started(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         number = schema.attempt_started(event).attempt
         if event.task is None or number is None:
             return TraceBatch()
@@ -515,7 +162,7 @@ class TraceBuilder:
         run.attempts[key] = self._open_attempt(run, event.task, number, at)
         return TraceBatch()
 
-    def _agent_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _agent_finished(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         turn = schema.agent_finished(event)  # counts clamped: OTLP counts are int64
         agent = turn.agent or "agent"
         backend = turn.backend or "unknown"
@@ -524,7 +171,7 @@ class TraceBuilder:
         provider = provider_name(backend, request_model)
         number = turn.attempt
         role = turn.role
-        start = at - _seconds_ns(turn.duration_s)
+        start = at - seconds_ns(turn.duration_s)
         parent = (
             span_id(run.run, "attempt", event.task, number)
             if event.task is not None and number
@@ -592,33 +239,33 @@ class TraceBuilder:
 
     def _tool_call(
         self,
-        run: _Run,
+        run: RunSpans,
         event: Event,
         parent: str,
         agent_start: int,
         index: int,
         call: dict[str, Any],
     ) -> SpanRecord:
-        name = _text(call.get("name")) or "tool"
-        start = agent_start + _seconds_ns(call.get("start_s"))
+        name = as_text(call.get("name")) or "tool"
+        start = agent_start + seconds_ns(call.get("start_s"))
         return self._span(
             run,
             span_id(run.run, "tool", event.seq, index),
             parent,
             f"execute_tool {name}",
             start,
-            start + _seconds_ns(call.get("duration_s")),
+            start + seconds_ns(call.get("duration_s")),
             {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": name,
                 "gen_ai.tool.type": "function",
-                "gen_ai.tool.call.id": _text(call.get("id")),
+                "gen_ai.tool.call.id": as_text(call.get("id")),
                 "gen_ai.conversation.id": run.run,
             },
             error="tool_error" if call.get("error") is True else None,
         )
 
-    def _check_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _check_finished(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         checked = schema.check_finished(event)
         number = checked.attempt
         if event.task is None or number is None:
@@ -639,8 +286,8 @@ class TraceBuilder:
             argv = (
                 [str(a) for a in ran.get("argv", [])] if isinstance(ran.get("argv"), list) else []
             )
-            start = _started_ns(ran.get("started"), at)
-            code = _int(ran.get("exit_code"))
+            start = started_ns(ran.get("started"), at)
+            code = as_int(ran.get("exit_code"))
             error = None
             if ran.get("timed_out") is True:
                 error = "timeout"
@@ -656,7 +303,7 @@ class TraceBuilder:
                     parent,
                     f"execute_tool {name}",
                     start,
-                    start + _seconds_ns(ran.get("duration_s")),
+                    start + seconds_ns(ran.get("duration_s")),
                     {
                         "gen_ai.operation.name": "execute_tool",
                         "gen_ai.tool.name": name,
@@ -673,7 +320,7 @@ class TraceBuilder:
             )
         return TraceBatch(tuple(spans))
 
-    def _attempt_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _attempt_finished(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         ended = schema.attempt_finished(event)
         number = ended.attempt
         if event.task is None or number is None:
@@ -690,7 +337,7 @@ class TraceBuilder:
         error = verdict if verdict == "failed" else None
         return TraceBatch((self._close(run, item, at, extra, error),))
 
-    def _task_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _task_finished(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         if event.task is None:
             return TraceBatch()
         item = run.tasks.pop(event.task, None)
@@ -707,7 +354,7 @@ class TraceBuilder:
         error = status if status in ("failed", "stopped") else None
         return TraceBatch((self._close(run, item, at, extra, error),))
 
-    def _tick_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _tick_finished(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         ended = schema.tick_finished(event)
         status = ended.status or "unknown"
         extra: dict[str, object] = {
@@ -729,33 +376,33 @@ class TraceBuilder:
         self._forget_if_idle(run)
         return TraceBatch((span,), points)
 
-    def _action_started(self, run: _Run, event: Event, at: int) -> TraceBatch:
-        step = _int(event.data.get("step")) or 0
+    def _action_started(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
+        step = as_int(event.data.get("step")) or 0
         item = run.actions[(event.task, step)] = self._open_action(run, event, step, at)
         item.attributes.update(
             {
                 "loopctl.action.gated": event.data.get("gated") is True,
-                "loopctl.action.approval": _text(event.data.get("approval")),
-                "loopctl.action.commit": _text(event.data.get("commit")),
+                "loopctl.action.approval": as_text(event.data.get("approval")),
+                "loopctl.action.commit": as_text(event.data.get("commit")),
             }
         )
         return TraceBatch()
 
-    def _action_finished(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _action_finished(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         data = event.data
-        step = _int(data.get("step")) or 0
+        step = as_int(data.get("step")) or 0
         item = run.actions.pop((event.task, step), None)
         if item is None:
             item = self._open_action(run, event, step, at)
         extra = {
-            "loopctl.action.url": _text(data.get("url")),
+            "loopctl.action.url": as_text(data.get("url")),
             "gen_ai.tool.call.result": self._content(data.get("detail"), keep_end=True),
         }
         span = self._close(run, item, at, extra, None if data.get("ok") is True else "failed")
         self._forget_if_idle(run)
         return TraceBatch((span,))
 
-    def _point_event(self, run: _Run, event: Event, at: int) -> TraceBatch:
+    def _point_event(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
         data = event.data
         attrs: dict[str, object] = {}
         if event.type == "commit_created":
@@ -773,7 +420,7 @@ class TraceBuilder:
         return TraceBatch()
 
 
-_Handler = Callable[[TraceBuilder, _Run, Event, int], TraceBatch]
+_Handler = Callable[[TraceBuilder, RunSpans, Event, int], TraceBatch]
 _HANDLERS: dict[str, _Handler] = {
     "tick_started": TraceBuilder._tick_started,
     "run_resumed": TraceBuilder._run_resumed,
@@ -792,14 +439,6 @@ _HANDLERS: dict[str, _Handler] = {
     "inbox_opened": TraceBuilder._point_event,
     "budget_stopped": TraceBuilder._point_event,
 }
-
-
-def _bucket(value: int) -> int:
-    """Index of the histogram bucket `value` falls in (bounds are inclusive upper limits)."""
-    for index, bound in enumerate(TOKEN_BUCKETS):
-        if value <= bound:
-            return index
-    return len(TOKEN_BUCKETS)
 
 
 def _messages(role: str, text: str) -> str:

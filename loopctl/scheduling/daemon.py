@@ -8,6 +8,7 @@ last valid version when a new one does not parse. `down` signals it and waits fo
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -22,7 +23,7 @@ from typing import Any
 
 from loopctl.definitions import Project, Trigger, load_project
 from loopctl.definitions.project import DefinitionKind
-from loopctl.errors import LockHeld, LoopctlError, UsageError
+from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Observer, Recorder
@@ -30,6 +31,8 @@ from loopctl.lock import RunnerLock, read_holder
 from loopctl.paths import ProjectPaths
 from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
 from loopctl.scheduling.timing import Schedule
+
+logger = logging.getLogger(__name__)
 
 # The lock `up` holds: a leading "_" is not allowed in a loop name, so no loop's lock collides.
 UP_LOCK = "_up"
@@ -197,7 +200,7 @@ def _started(
 
 def _stopped(recorder: Recorder, by: str, scheduler: Scheduler) -> None:
     # Stopping must not fail because the log cannot take one more line.
-    with contextlib.suppress(Exception):
+    with swallowed(logger, "recording that the scheduler stopped"):
         recorder.emit(
             EventType.SCHEDULER_STOPPED,
             run=None,

@@ -9,7 +9,7 @@ reason), which is what a restarted scheduler reads back.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import threading
 import time
 from collections import deque
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from loopctl.definitions import Loop, Project
 from loopctl.engine.runner import Engine, RunOutcome
-from loopctl.errors import LockHeld, LoopctlError
+from loopctl.errors import LockHeld, LoopctlError, swallowed
 from loopctl.journal import fuse
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
@@ -38,6 +38,8 @@ from loopctl.scheduling.timing import (
     zone,
 )
 from loopctl.scheduling.watch import RepoWatcher, changed_for
+
+logger = logging.getLogger(__name__)
 
 # Sleep at most this long between looks: a suspended laptop's monotonic clock stops, the wall
 # clock (which slots are in) does not.
@@ -316,7 +318,8 @@ class Scheduler:
             if not entry.reported or entry.planned != wake:
                 entry.planned, entry.reported = wake, True
                 if self.listener is not None:
-                    with contextlib.suppress(Exception):  # a broken view must never stop us
+                    # A broken view must never stop us.
+                    with swallowed(logger, "the view's planned()"):
                         self.listener.planned(name, wake)
         return earliest
 
@@ -347,7 +350,7 @@ class Scheduler:
             result = TickResult(name, slot, (decision.fired or Fired.SCHEDULE).value, skipped=blown)
             self._record_result(result)
             if self.listener is not None:
-                with contextlib.suppress(Exception):
+                with swallowed(logger, "the view's finished()"):
                     self.listener.finished(result)
             return True
         thread = threading.Thread(
@@ -457,7 +460,7 @@ class Scheduler:
                 reason = f"could not start: {exc}"
                 self._emit_skip(name, trigger, reason)
                 # The log itself failing is reported by the next tick.
-                with contextlib.suppress(Exception):
+                with swallowed(logger, f"opening the inbox item of loop {name}"):
                     self._open_item_once(name, f"loop {name} cannot tick: {exc}", reason)
             result = TickResult(name, slot, fired, skipped=str(exc))
         except Exception as exc:  # a bug in one tick must not take the other loops down
@@ -474,12 +477,14 @@ class Scheduler:
                     entry.thread = None
                 self._record_result(result)
             if self.listener is not None:
-                with contextlib.suppress(Exception):  # a broken view must never stop us
+                # A broken view must never stop us.
+                with swallowed(logger, "the view's finished()"):
                     self.listener.finished(result)
             self._wake.set()
 
     def _emit_skip(self, name: str, trigger: dict[str, Any], reason: str) -> None:
-        with contextlib.suppress(Exception):  # a failing log is reported by the next tick
+        # A failing log is reported by the next tick.
+        with swallowed(logger, f"recording a skipped tick of loop {name}"):
             self._recorder.emit(
                 EventType.TICK_SKIPPED, run=None, loop=name, reason=reason, trigger=trigger
             )

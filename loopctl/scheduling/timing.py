@@ -3,7 +3,8 @@
 No clock, no threads, no I/O. `loopctl run`, `loopctl up` and `loopctl status` all ask the same
 question here ("what should happen to this loop at time T?"), and the answer only depends on
 what the event log says, so a restart after a crash decides exactly as the process that died
-would have (DESIGN §2, issue 4). APScheduler is used as a cron calculator only.
+would have (invariant 1, docs/INVARIANTS.md; issue 4). APScheduler is used as a cron
+calculator only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One model-API call over httpx, with loopctl's own retries.
 
-httpx retries only failed connections (dependencies.md §7), so 408/409/429/5xx/529 answers
+httpx retries only failed connections (its transport's `retries`), so 408/409/429/5xx/529 answers
 are retried here: `retry-after-ms` / `retry-after` are honoured, otherwise the wait doubles
 from `base_s`, and every wait is capped at `cap_s`. The API key only ever travels in the
 request headers this module is handed; error messages are redacted before anyone sees them.

@@ -131,7 +131,7 @@ class ToolContext:
     deadline: float | None = None  # time.monotonic() by which the session must end
     run_log: Callable[[int], tuple[Path, Path]] | None = None  # numbered output files per run
     runs: int = 0
-    remote: Any = None  # loopctl.mcp_tools.ConnectorTools: the agent's MCP connectors' tools
+    remote: Any = None  # loopctl.toolagent.mcp.ConnectorTools: the agent's MCP connectors' tools
     sandbox: Sandbox | None = None  # where `run` commands execute confined
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """What each page shows, gathered from the log and the project with the CLI's own folds.
 
 No rendering here: `pages` turns these into HTML. The folds are the CLI's (`commands.status`,
-`journal.spending`, `journal.history`, `commands.inbox.show`), so the page and the terminal
+`journal.spending`, `journal.history`, `commands.inbox_show.show`), so the page and the terminal
 agree.
 """
 
@@ -20,7 +20,7 @@ from loopctl.journal.inbox import InboxItem
 from loopctl.journal.spending import GroupBy, SpendRow, spend_report
 
 if TYPE_CHECKING:
-    from loopctl.commands.inbox import ItemDetail
+    from loopctl.commands.inbox_show import ItemDetail
     from loopctl.definitions import Project
 
 CHART_DAYS = 14
@@ -113,7 +113,7 @@ class ItemView:
 
 def item_view(project: Project, ref: str) -> ItemView:
     """`loopctl inbox show ID`: the evidence, and an approval's whole patch (`inbox diff`)."""
-    from loopctl.commands.inbox import InboxError, patch, show
+    from loopctl.commands.inbox_show import InboxError, patch, show
     from loopctl.errors import LoopctlError
     from loopctl.journal.inbox import ItemKind
 

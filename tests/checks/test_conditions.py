@@ -10,17 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from loopctl.checks.conditions import (
-    ResolvedCondition,
-    TestCounts,
-    is_builtin,
-    parse_test_counts,
-    resolve_condition,
-    runner_of,
-    runner_protect,
-    unproven_pass,
-    weakened,
-)
+from loopctl.checks.conditions import ResolvedCondition, is_builtin, resolve_condition
+from loopctl.checks.counts import TestCounts, parse_test_counts, unproven_pass, weakened
+from loopctl.checks.runner_detection import runner_of, runner_protect
 from loopctl.errors import UsageError
 
 

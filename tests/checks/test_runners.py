@@ -16,13 +16,8 @@ from pathlib import Path
 import pytest
 
 from loopctl.checks import runners
-from loopctl.checks.conditions import (
-    TestCounts,
-    parse_test_counts,
-    report_counts,
-    runner_protect,
-    unproven_pass,
-)
+from loopctl.checks.counts import TestCounts, parse_test_counts, report_counts, unproven_pass
+from loopctl.checks.runner_detection import runner_protect
 
 PY = sys.executable
 

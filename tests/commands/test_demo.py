@@ -160,3 +160,41 @@ def test_demo_without_keep_leaves_nothing_behind(venv: Path, tmp_path: Path) -> 
     assert left == [], left
     assert list((tmp_path / "scratch").iterdir()) == []
     assert_clean_exit(done, 0)
+
+
+def test_the_demos_test_runner_needs_only_the_standard_library(tmp_path: Path) -> None:
+    """The generated tests/run_tests.py runs under any Python 3 (`-I -S`: no site-packages, so
+    no loopctl): it imports nothing of loopctl's, and reports add()'s bug as a test failure."""
+    from loopctl.commands.demo import make_demo_repo
+
+    root = make_demo_repo(tmp_path, None)
+
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "tests/run_tests.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED tests/test_calc.py::test_add" in done.stdout
+    assert done.stdout.rstrip().endswith("1 failed, 1 passed"), done.stdout
+    assert "ModuleNotFoundError" not in done.stderr
+
+
+def test_the_demo_agents_usage_line_names_a_module_that_runs(tmp_path: Path) -> None:
+    def usage(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, cwd=tmp_path, input="", capture_output=True, text=True, timeout=300, check=False
+        )
+
+    done = usage([sys.executable, "-m", "loopctl.commands.demo_agent"])
+    printed = re.fullmatch(r"usage: python -m (\S+) TEST-COMMAND \[ARG\.\.\.\]\n", done.stderr)
+    assert done.returncode == 2
+    assert printed is not None, done.stderr
+
+    again = usage([sys.executable, "-m", printed[1]])
+
+    assert (again.returncode, again.stderr) == (2, done.stderr)

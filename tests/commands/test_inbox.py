@@ -13,7 +13,7 @@ from support.fake_gh import fake_gh, gh_calls, gh_state
 from support.journal import events
 from support.repos import add_remote, git, make_project, remote_refs, write_agent, write_loop
 
-from loopctl.commands.inbox import InboxError, find_item
+from loopctl.commands.inbox_show import InboxError, find_item
 from loopctl.definitions import load_project
 from loopctl.delivery.gates import asked_question
 from loopctl.journal.events import EventLog

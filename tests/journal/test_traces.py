@@ -24,7 +24,8 @@ from support.model_server import Reply, Request, ScriptedModelServer
 from support.processes import wait_for
 from support.repos import FAST_CHECK, make_project, toml_value, write_agent, write_config
 
-from loopctl.journal.traces import TOKEN_BUCKETS, build_trace, span_id, trace_id
+from loopctl.journal.spans import TOKEN_BUCKETS, span_id, time_ns, trace_id
+from loopctl.journal.traces import TraceBuilder, build_trace
 
 TASK = "tests-green"
 CANARY = "trace-canary-7f3a9c1e5b2d4f6a"
@@ -410,8 +411,6 @@ def test_a_resumed_run_is_one_trace_whose_live_spans_match_the_rebuilt_ones(
 
 
 def _ns(ts: str) -> int:
-    from loopctl.journal.traces import time_ns
-
     return time_ns(ts)
 
 
@@ -454,7 +453,6 @@ def test_an_unfinished_run_exports_its_open_spans_marked_unfinished(repo: Path) 
 
 def test_a_delivery_step_approved_after_the_tick_is_a_span_of_its_task(tmp_path: Path) -> None:
     from loopctl.journal.events import EventLog
-    from loopctl.journal.traces import TraceBuilder
 
     log = EventLog(tmp_path / "events.jsonl")
     run = "20261130T000000-beef"

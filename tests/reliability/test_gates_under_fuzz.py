@@ -27,7 +27,7 @@ from support.journal import events
 from support.repos import add_remote, git, make_project
 
 from loopctl.commands import inbox as inbox_actions
-from loopctl.commands.inbox import InboxError
+from loopctl.commands.inbox_show import InboxError
 from loopctl.definitions import Loop, load_project
 from loopctl.definitions.config import KeepPolicy
 from loopctl.definitions.loops import Action, DeliverSpec, WorktreeSpec

@@ -1,0 +1,241 @@
+"""What a person reads of an inbox item: find it by id, show its evidence, and its patch.
+
+Reading only: nothing here writes an event or takes a lock. The decisions (approve, reject,
+retry, dismiss, reply) are in `commands/inbox.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from loopctl import git
+from loopctl.delivery.gates import GateView, Plan, delivery_view
+from loopctl.errors import LoopctlError
+from loopctl.journal import history
+from loopctl.journal.claimed import ClaimedView
+from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.paths import attempt_folder
+
+if TYPE_CHECKING:
+    from loopctl.definitions import Project
+
+
+class InboxError(LoopctlError):
+    """An inbox action that cannot be done: unknown, ambiguous or closed id, wrong kind (exit 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemDetail:
+    """The evidence behind an item, for `loopctl inbox show`."""
+
+    item: InboxItem
+    branch: str | None = None
+    commit: str | None = None
+    base_sha: str | None = None
+    diff_stat: str = ""
+    check_output: str = ""
+    fingerprint: str | None = None
+    attempts: tuple[dict[str, Any], ...] = ()
+    tokens: int = 0
+    cost_usd: float = 0.0
+    action: str | None = None  # the exact action awaiting approval
+    then: tuple[str, ...] = ()
+    question: str | None = None
+    task_status: str | None = None
+    history: tuple[str, ...] = field(default_factory=tuple)  # what was done to the item
+    # The whole patch of an approval (commit against base), undecodable bytes as U+FFFD; None
+    # when not asked for or when the item has none.
+    patch: str | None = None
+    # The last readable lines of the last attempt's agent, how its turn ended, and the folder
+    # holding that attempt's prompt and whole output.
+    agent_output: str = ""
+    agent_status: str | None = None
+    attempt_dir: str | None = None
+    # host:port the egress proxy refused the task's agents and checks (issue 25)
+    network_refused: tuple[str, ...] = ()
+    # What the maker said it did beside what loopctl measured, for its latest attempt.
+    claims: ClaimedView | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.item.to_json(),
+            "branch": self.branch,
+            "commit": self.commit,
+            "base_sha": self.base_sha,
+            "diff_stat": self.diff_stat,
+            "check_output": self.check_output,
+            "fingerprint": self.fingerprint,
+            "attempts": list(self.attempts),
+            "spend": {"tokens": self.tokens, "usd": round(self.cost_usd, 6)},
+            "action_awaiting_approval": self.action,
+            "then": list(self.then),
+            "question": self.question,
+            "task_status": self.task_status,
+            "history": list(self.history),
+            "patch": self.patch,
+            "agent_output": self.agent_output,
+            "agent_status": self.agent_status,
+            "attempt_dir": self.attempt_dir,
+            "network_refused": list(self.network_refused),
+            "claims": self.claims.to_json() if self.claims is not None else None,
+        }
+
+
+# --- finding an item -----------------------------------------------------------------------------
+
+
+def find_item(found: Sequence[InboxItem], ref: str, *, open_only: bool = True) -> InboxItem:
+    """The item `ref` names (its id or a unique prefix of it)."""
+    ref = ref.strip().lower()
+    exact = [i for i in found if i.id == ref]
+    matches = exact or ([i for i in found if i.id.startswith(ref)] if ref else [])
+    if not matches:
+        open_ids = [i.id for i in found if i.is_open][-8:]
+        listing = ", ".join(open_ids) if open_ids else "none"
+        raise InboxError(f"no inbox item {ref!r} (open items: {listing}; see `loopctl inbox`)")
+    if len(matches) > 1:
+        shown = ", ".join(i.id for i in matches[:6])
+        raise InboxError(f"inbox id {ref!r} is ambiguous: it starts {shown}; type more of it")
+    item = matches[0]
+    if open_only and not item.is_open:
+        raise InboxError(
+            f"inbox item {item.id} is already closed ({item.resolution}, {str(item.closed)[:19]})"
+        )
+    return item
+
+
+# --- show ---------------------------------------------------------------------------------------
+
+
+def show(project: Project, ref: str, *, with_patch: bool = False) -> ItemDetail:
+    """The evidence of an item, open or closed; `with_patch`: an approval's whole patch too."""
+    events = EventLog(project.paths.events_file).read()
+    item = find_item(items(events), ref, open_only=False)
+    evidence = item.evidence
+    task = _task_view(events, item)
+    plan: Plan | None = None
+    gate: GateView | None = None
+    if item.run and item.task:
+        view = delivery_view(events, item.run, item.task)
+        plan = view.plan
+        gate = next((g for g in view.gates.values() if g.item == item.id), None)
+    commit = evidence.get("commit") or (task.commit if task else None)
+    branch = evidence.get("branch") or (task.branch if task else None)
+    base_sha = plan.base_sha if plan else (task.base_sha if task else None)
+    diff_stat = ""
+    if commit and base_sha and commit != base_sha:
+        try:
+            diff_stat = git.diff_stat_between(project.root, base_sha, str(commit)).rstrip()
+        except LoopctlError as exc:
+            diff_stat = f"(unavailable: {exc})"
+    attempts = tuple(
+        {
+            "number": a.number,
+            "verdict": a.verdict or "interrupted",
+            "reason": a.reason,
+            "fingerprint": a.fingerprint,
+            "tokens": a.tokens,
+        }
+        for a in (task.attempts if task else [])
+    )
+    last = task.attempts[-1] if task and task.attempts else None
+    check_output = str(evidence.get("check_tail") or (last.output_tail if last else "") or "")
+    fingerprint = evidence.get("fingerprint") or next(
+        (a.fingerprint for a in reversed(task.attempts if task else []) if a.fingerprint), None
+    )
+    action = None
+    then: tuple[str, ...] = ()
+    if item.kind == ItemKind.APPROVAL:
+        step = plan.step(gate.step) if plan and gate else None
+        action = plan.describe(step) if plan and step else evidence.get("describe")
+        if evidence.get("replaces"):
+            action = evidence.get("describe")  # it says the push is forced, and over what
+        then = tuple(str(t) for t in evidence.get("then") or ())
+    return ItemDetail(
+        item=item,
+        branch=branch,
+        commit=commit,
+        base_sha=base_sha,
+        diff_stat=diff_stat,
+        check_output=check_output,
+        fingerprint=fingerprint,
+        attempts=attempts,
+        tokens=task.tokens if task else 0,
+        cost_usd=task.cost_usd if task else 0.0,
+        action=action,
+        then=then,
+        question=evidence.get("question"),
+        task_status=task.status if task else None,
+        history=tuple(_item_history(events, item.id)),
+        patch=_patch_text(project, item, base_sha, commit) if with_patch else None,
+        agent_output=last.agent_tail if last else "",
+        agent_status=last.agent_status if last else None,
+        attempt_dir=attempt_folder(item.run, item.task, last.number)
+        if last and item.run and item.task
+        else None,
+        network_refused=tuple(task.refused) if task else (),
+        claims=next((a.claims for a in reversed(task.attempts) if a.claims), None)
+        if task
+        else None,
+    )
+
+
+def _patch_text(project: Project, item: InboxItem, base: str | None, commit: Any) -> str | None:
+    if item.kind != ItemKind.APPROVAL or not commit or not base or commit == base:
+        return None
+    try:
+        data = git.patch_between(project.root, base, str(commit))
+    except LoopctlError as exc:
+        return f"(unavailable: {exc})\n"
+    return data.decode("utf-8", "replace")
+
+
+def patch(project: Project, ref: str) -> bytes:
+    """An approval's patch (the commit it is bound to against its base), exact bytes for
+    `git apply`; InboxError for any other item."""
+    detail = show(project, ref)
+    item = detail.item
+    if item.kind != ItemKind.APPROVAL:
+        raise InboxError(f"inbox item {item.id} is {item.kind}, not an approval: it has no diff")
+    if not detail.commit or not detail.base_sha:
+        raise InboxError(
+            f"approval {item.id} is bound to no commit (an agent asked to run a command): no diff"
+        )
+    if detail.commit == detail.base_sha:
+        return b""
+    return git.patch_between(project.root, detail.base_sha, str(detail.commit))
+
+
+def _task_view(events: Sequence[Event], item: InboxItem) -> history.TaskView | None:
+    if not item.run or not item.task:
+        return None
+    run = history.fold(events).get(item.run)
+    return run.tasks.get(item.task) if run else None
+
+
+def _item_history(events: Sequence[Event], item_id: str) -> list[str]:
+    lines = []
+    for event in events:
+        data = event.data
+        if data.get("id") != item_id and data.get("item") != item_id:
+            continue
+        when = event.ts[:19]
+        if event.type == EventType.INBOX_OPENED:
+            lines.append(f"{when} opened")
+        elif event.type == EventType.APPROVED:
+            note = f": {data.get('note')}" if data.get("note") else ""
+            lines.append(f"{when} approved at {str(data.get('sha'))[:12]}{note}")
+        elif event.type == EventType.APPROVAL_REFUSED:
+            lines.append(f"{when} approval refused: {data.get('reason')}")
+        elif event.type == EventType.INBOX_CLOSED:
+            why = data.get("reason") or data.get("outcome")
+            lines.append(f"{when} closed: {data.get('resolution')}" + (f" ({why})" if why else ""))
+        elif event.type == EventType.TASK_REQUEUED:
+            lines.append(f"{when} task re-queued ({data.get('reason')})")
+        elif event.type in (EventType.NOTIFIED, EventType.NOTIFY_FAILED):
+            state = "notified" if event.type == EventType.NOTIFIED else "notification failed"
+            lines.append(f"{when} {state} via {data.get('channel')}")
+    return lines
