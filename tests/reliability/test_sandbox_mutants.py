@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import json
 import os
 import secrets
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.accounts import as_user, give_to, unprivileged_python
+from support.accounts import as_user, give_to, nobody_runtime, runtime
 from support.outside_tmp import Place, outside_tmp, under_tmp
 from support.repos import git, make_repo
 
@@ -42,25 +41,6 @@ SECRET = "credential-material-2727"
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
 )
-
-
-@functools.lru_cache(maxsize=1)
-def _nobody_runtime() -> tuple[str, str | None] | None:
-    return unprivileged_python()
-
-
-def runtime(user: str | None) -> tuple[str, dict[str, str]]:
-    """The interpreter that runs loopctl as `user`, and the PYTHONPATH it needs. A PYTHONPATH
-    of the test's own (a mutant copy of loopctl) comes first either way."""
-    own = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
-    if user is None:
-        return PY, {"PYTHONPATH": os.pathsep.join(own)} if own else {}
-    found = _nobody_runtime()
-    if found is None:
-        pytest.skip("needs root and an interpreter the account `nobody` can run")
-    python, path = found
-    paths = [*own, *([path] if path else [])]
-    return python, {"PYTHONPATH": os.pathsep.join(paths)} if paths else {}
 
 
 def confined(
@@ -382,7 +362,7 @@ def test_an_account_without_a_passwd_entry_still_gets_a_sandbox() -> None:
     then made no sandbox at all (pwd.getpwuid raises KeyError)."""
     import pwd
 
-    if os.geteuid() != 0 or _nobody_runtime() is None:
+    if os.geteuid() != 0 or nobody_runtime() is None:
         pytest.skip("needs root to run as a uid without a passwd entry")
     uid = next(u for u in range(54321, 54421) if not _known_uid(u, pwd))
     python, pythonpath = runtime("nobody")
@@ -559,7 +539,7 @@ def test_a_path_entry_the_account_cannot_enter_does_not_stop_the_agent(under: st
     `nobody`): under /tmp it was looked at with Path.exists, which raised PermissionError, and
     no agent started at all. It is passed over (the private /tmp hides it anyway); outside
     /tmp it is never looked at."""
-    if os.geteuid() != 0 or _nobody_runtime() is None:
+    if os.geteuid() != 0 or nobody_runtime() is None:
         pytest.skip("needs root and the account `nobody`")
     made = under_tmp("closed") if under == "tmp" else outside_tmp("closed")
     with made as base:
@@ -812,7 +792,7 @@ def test_the_private_copy_of_a_cli_state_is_the_callers_alone(place: Place) -> N
     CLI state (`~/.claude.json` is world-readable in many homes, and holds MCP servers'
     tokens), and the copy of the home above it keeps the home's own mode; another account
     on the machine must not read them there."""
-    if os.geteuid() != 0 or _nobody_runtime() is None:
+    if os.geteuid() != 0 or nobody_runtime() is None:
         pytest.skip("needs root and the account `nobody` to try the other side")
     from loopctl import process
 

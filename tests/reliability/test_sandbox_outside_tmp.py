@@ -11,7 +11,6 @@ package put first on PYTHONPATH, and the test failed (see the issue's report).
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.accounts import as_user, give_to, unprivileged_python
+from support.accounts import as_user, give_to, runtime
 from support.outside_tmp import Place
 from support.repos import git, make_repo
 
@@ -43,25 +42,6 @@ SECRET = "credential-material-2727"
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
 )
-
-
-@functools.lru_cache(maxsize=1)
-def _nobody_runtime() -> tuple[str, str | None] | None:
-    return unprivileged_python()
-
-
-def runtime(user: str | None) -> tuple[str, dict[str, str]]:
-    """The interpreter that runs loopctl as `user`, and the PYTHONPATH it needs. A PYTHONPATH
-    of the test's own (a mutant copy of loopctl) comes first either way."""
-    own = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
-    if user is None:
-        return PY, {"PYTHONPATH": os.pathsep.join(own)} if own else {}
-    found = _nobody_runtime()
-    if found is None:
-        pytest.skip("needs root and an interpreter the account `nobody` can run")
-    python, path = found
-    paths = [*own, *([path] if path else [])]
-    return python, {"PYTHONPATH": os.pathsep.join(paths)} if paths else {}
 
 
 def driver(

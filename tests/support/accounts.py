@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import site
@@ -55,3 +56,24 @@ def give_to(user: str, top: Path) -> None:
     entry = pwd.getpwnam(user)
     for path in [top, *top.rglob("*")]:
         os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+
+
+@functools.lru_cache(maxsize=1)
+def nobody_runtime() -> tuple[str, str | None] | None:
+    return unprivileged_python()
+
+
+def runtime(user: str | None) -> tuple[str, dict[str, str]]:
+    """The interpreter that runs loopctl as `user`, and the PYTHONPATH it needs. A PYTHONPATH
+    of the test's own (a mutant copy of loopctl) comes first either way."""
+    import pytest
+
+    own = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    if user is None:
+        return sys.executable, {"PYTHONPATH": os.pathsep.join(own)} if own else {}
+    found = nobody_runtime()
+    if found is None:
+        pytest.skip("needs root and an interpreter the account `nobody` can run")
+    python, path = found
+    paths = [*own, *([path] if path else [])]
+    return python, {"PYTHONPATH": os.pathsep.join(paths)} if paths else {}
