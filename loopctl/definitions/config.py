@@ -41,7 +41,7 @@ class KeepPolicy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """Limits a loop's ticks must stay within (DESIGN §5 invariant 4)."""
+    """Limits a loop's ticks must stay within (invariant 4, docs/INVARIANTS.md)."""
 
     max_iterations: int = 5
     max_tasks: int = 10
@@ -63,7 +63,7 @@ class Price:
 
 @dataclass(frozen=True, slots=True)
 class Notify:
-    """Where to tell a human that the inbox needs them (see loopctl.notify)."""
+    """Where to tell a human that the inbox needs them (see loopctl.journal.notify)."""
 
     command: tuple[str, ...] | None = None
     webhook: str | None = None

@@ -2,7 +2,7 @@
 
 The filter values come from the loop file (the user's own words), yet they still reach `gh` only
 as `--flag=value`, so none can turn into an option; issue and PR text never reaches a template
-(see loopctl.github_tasks).
+(see loopctl.tasks.github).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sandbox settings a project and an agent file may give (DESIGN §5 invariant 11)."""
+"""The sandbox settings a project and an agent file may give (invariant 11, docs/INVARIANTS.md)."""
 
 from __future__ import annotations
 
