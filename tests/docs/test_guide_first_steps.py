@@ -27,9 +27,16 @@ print('{"result": "add() adds now"}')
 
 
 def section(text: str, heading: str) -> str:
-    start = text.index(f"\n## {heading}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+    """The text under `## heading`, up to the next heading of any level (not a `#` comment in
+    a code block)."""
+    lines = text[text.index(f"\n## {heading}\n") + 1 :].splitlines(keepends=True)
+    taken, fenced = [lines[0]], False
+    for line in lines[1:]:
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(r"#{1,6} ", line):
+            break
+        taken.append(line)
+    return "".join(taken)
 
 
 def blocks(text: str, language: str) -> list[str]:
