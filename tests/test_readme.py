@@ -1,4 +1,8 @@
-"""README.md opens with the two commands a new user needs, and CI runs exactly those."""
+"""README.md opens with the two commands a new user needs, and CI runs exactly those.
+
+README is one screen: what loopctl is, the two commands, a short tour and links into the guide
+(docs/, built and checked by tests/docs/). Facts it used to hold are pinned where they moved.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,25 @@ def test_readme_opens_with_install_and_test_commands() -> None:
     assert "pip install" in install
     assert install.endswith("loopctl demo")
     assert "pytest" in test
+
+
+def test_the_first_line_installs_only_what_a_user_needs() -> None:
+    """No extra (no test, lint or docs tools) before the demo; the test line adds them."""
+    install, test = first_commands()
+    assert "[" not in install, install
+    extras = re.search(r"pip install[^&]*'\.\[([a-z,]+)\]'", test)
+    assert extras is not None, test
+    assert {"dev", "docs"} <= set(extras.group(1).split(","))
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    docs = " ".join(pyproject["project"]["optional-dependencies"]["docs"])
+    assert "mkdocs-material" in docs
+
+
+def test_readme_fits_one_screen_and_points_into_the_guide() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 60
+    for page in ("getting-started", "delivery", "troubleshooting", "reference"):
+        assert f"(docs/{page}.md)" in text, page
 
 
 def test_ci_runs_exactly_the_readme_commands() -> None:

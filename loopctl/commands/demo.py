@@ -1,4 +1,5 @@
-"""`loopctl demo`: a goal loop end to end in a throwaway repository with a failing test."""
+"""`loopctl demo`: a loop end to end in a throwaway repository: a fix, its diff, a gated push
+approved and landed on a remote of its own, nothing left behind with `--no-keep`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from loopctl import git
 
 if TYPE_CHECKING:
+    from loopctl.definitions import Project
     from loopctl.journal.events import Event
 
 CALC = """def add(a, b):
@@ -85,6 +87,15 @@ maker = "{maker}"
 [worktree]
 root = {worktrees}
 """
+# The loop the demo ticks once: the goal, then a push that waits for a human (push is gated
+# unless a loop lists its own `approve`).
+LOOP = """description = "Fix the failing test, then push the fix once a human approved it"
+goal = "tests green"
+prompt = "Make the failing test pass. Fix the code, not the tests."
+
+[deliver]
+actions = ["commit", "push"]
+"""
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -118,9 +129,18 @@ def make_demo_repo(parent: Path, maker_cli: str | None) -> Path:
     (root / ".loop" / "config.toml").write_text(
         CONFIG.format(maker=maker, python=python, worktrees=worktrees)
     )
+    (root / ".loop" / "loops").mkdir()
+    (root / ".loop" / "loops" / "fix.toml").write_text(LOOP)
+    # STATE.md and INBOX.md are rebuilt from the log: not part of the project.
+    (root / ".loop" / ".gitignore").write_text("log/\nlocks/\nruns/\ncache/\nSTATE.md\nINBOX.md\n")
     _git(root, "init", "-q", "-b", "main")
     _git(root, "add", "-A")
     _git(root, "commit", "-q", "-m", "calc with a bug in add()")
+    # A remote of its own, inside the demo's folder, for the gated push to land in.
+    origin = parent / "origin.git"
+    _git(parent, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(root, "remote", "add", "origin", str(origin))
+    _git(root, "push", "-q", "origin", "main")
     return root
 
 
@@ -152,7 +172,7 @@ def _run_demo(
     from loopctl.backends import backend_for
     from loopctl.commands.init import detect_agent_clis
     from loopctl.definitions import load_project
-    from loopctl.engine.runner import Engine, GoalOptions
+    from loopctl.engine.runner import Engine
     from loopctl.errors import AgentUnavailable
     from loopctl.journal.recorder import Recorder
 
@@ -165,28 +185,67 @@ def _run_demo(
     except AgentUnavailable:
         say(f"{detected[0]} is on PATH, but this loopctl cannot drive it yet; using the demo agent")
         maker = "demo-fixer"
+        (root / ".loop" / "config.toml").write_text(
+            CONFIG.format(
+                maker=maker,
+                python=_toml_string(sys.executable),
+                worktrees=_toml_string(str(parent / "worktrees")),
+            )
+        )
+        _git(root, "commit", "-q", "-a", "-m", "the demo agent does the work")
+        project = load_project(root)
     say(f"demo repository: {root}")
     say("calc.py has a bug: add() subtracts. Its tests (tests/run_tests.py) fail.")
     agent = project.agent(maker)
     say(f"maker: {agent.name} — {agent.description}")
-    say('running: loopctl goal "tests green"\n')
-    outcome = Engine(Recorder(project, observer=observer)).run_goal(
-        GoalOptions("tests green", agent=maker)
-    )
+    say('loop .loop/loops/fix.toml: goal "tests green", then push, which waits for a human\n')
+    say("$ loopctl run fix --once")
+    outcome = Engine(Recorder(project, observer=observer)).run_loop_once(project.loop("fix"))
     say("")
     for task in outcome.tasks:
         say(f"task {task.task}: {task.status} after {task.attempts} attempt(s)")
-        if task.commit:
-            say(f"commit {task.commit[:12]} on branch {task.branch}:")
-            say(_git(root, "show", "--stat", "--format=  %s", task.commit).rstrip())
-    say("\n--- .loop/STATE.md ---")
-    say((root / ".loop" / "STATE.md").read_text().split("## Notes")[0].rstrip())
-    say("\n--- loopctl inbox ---")
-    say((root / ".loop" / "INBOX.md").read_text().rstrip())
+    return _review_and_approve(project, root, loopctl, keep=keep, parent=parent, say=say)
+
+
+def _review_and_approve(
+    project: Project,
+    root: Path,
+    loopctl: str,
+    *,
+    keep: bool,
+    parent: Path,
+    say: Callable[[str], None],
+) -> bool:
+    """Show the fix as a person reviews it (the approval's diff), approve it, show it landed."""
+    from loopctl.commands.inbox import approve
+    from loopctl.commands.inbox_show import patch
+    from loopctl.journal.inbox import ItemKind, open_items
+    from loopctl.journal.recorder import Recorder
+    from loopctl.text import strip_controls
+
+    waiting = [
+        item for item in open_items(Recorder(project).log.read()) if item.kind == ItemKind.APPROVAL
+    ]
+    if not waiting:
+        say("no approval is waiting: the fix did not pass its checks")
+        return False
+    item = waiting[0]
+    say(f"needs you: {item.summary}")
+    say(f"\n$ loopctl inbox diff {item.id}")
+    say(strip_controls(patch(project, item.id).decode("utf-8", "replace")).rstrip())
+    say(f'\n$ loopctl inbox approve {item.id} --note "reviewed the diff"')
+    result = approve(project, item.id, note="reviewed the diff")
+    say(result.message)
+    branch = str(item.evidence.get("branch") or "")
+    landed = _git(root, "ls-remote", "origin", f"refs/heads/{branch}").split()
+    if landed:
+        say(f"\norigin now has {branch} at {landed[0][:12]}: the approved commit, pushed once")
     if keep:
         say(f"\nexplore it: cd {shlex.quote(str(root))} && {loopctl} status && {loopctl} log")
         say(f"remove it:  rm -rf {shlex.quote(str(parent))}")
-    return outcome.ok
+    else:
+        say("\nnothing is left behind: the demo's folder, worktree and remote are removed")
+    return result.ok and bool(landed)
 
 
 def _loopctl_command() -> str:

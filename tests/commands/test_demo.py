@@ -129,7 +129,13 @@ def test_demo_from_a_plain_install_and_its_hint_works_as_printed(
     )
 
     assert_clean_exit(done, 0)
-    assert "task tests-green: done after 1 attempt(s)" in done.stdout
+    # A fix, its diff, a gated push approved and landed: the product, not a state file.
+    assert "task main: awaiting_approval after 1 attempt(s)" in done.stdout
+    assert "-    return a - b\n+    return a + b" in done.stdout
+    assert re.search(r"^approved \w+: `push` and the rest of the delivery ran", done.stdout, re.M)
+    landed = re.search(r"^origin now has loop/fix/main at ([0-9a-f]{12})", done.stdout, re.M)
+    assert landed is not None, done.stdout
+    assert "# Loop state" not in done.stdout  # no raw STATE.md markdown
     hint = re.search(r"^explore it: (.+)$", done.stdout, re.M)
     assert hint is not None, done.stdout
     command = hint.group(1)
@@ -138,8 +144,27 @@ def test_demo_from_a_plain_install_and_its_hint_works_as_printed(
         ["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60
     )
     assert followed.returncode == 0, f"{command}\n{followed.stderr}"
-    assert "goal" in followed.stdout
-    assert "tick_started" in followed.stdout or "goal started" in followed.stdout
+    assert "fix" in followed.stdout
+    assert "tick_started" in followed.stdout or "run" in followed.stdout
+    assert "approved" in followed.stdout
+    root = Path(shlex.split(command)[1])
+    pushed = subprocess.run(
+        ["git", "ls-remote", "origin", "refs/heads/loop/fix/main"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert pushed.stdout.startswith(
+        subprocess.run(
+            ["git", "rev-parse", landed.group(1)], cwd=root, capture_output=True, text=True, env=env
+        ).stdout.strip()
+    )
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, env=env
+    )
+    assert status.stdout == "", status.stdout  # the checkout stays clean
 
 
 def test_demo_without_keep_leaves_nothing_behind(venv: Path, tmp_path: Path) -> None:
