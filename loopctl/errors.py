@@ -1,5 +1,5 @@
-"""The error types a caller branches on, and the exit codes they map to (README.md, "Commands
-and exit codes")."""
+"""The error types a caller branches on, and the exit codes they map to
+(docs/reference.md, "Commands and exit codes")."""
 
 from __future__ import annotations
 

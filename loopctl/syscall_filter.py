@@ -6,8 +6,8 @@ doors that need no capability at all: another process's memory (`ptrace` attach,
 `process_vm_readv`, `pidfd_getfd`: a tool the CLI starts could otherwise read the CLI that
 holds the model connection), the kernel keyring, `bpf`, `perf_event_open`, `userfaultfd`,
 TIOCSTI/TIOCLINUX keystroke injection, and the 32-bit ABIs whose syscall numbers a filter
-for the native one does not see. The list follows Flatpak's and Codex's; the README's sandbox
-table gives the reason for each.
+for the native one does not see. The list follows Flatpak's and Codex's; docs/sandbox.md's
+seccomp table gives the reason for each.
 
 A denied call returns EPERM (never a kill), so a tool that tries one degrades as it would on a
 locked-down host. A few return ENOSYS instead: callers fall back to an older call the filter

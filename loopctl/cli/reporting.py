@@ -1,4 +1,4 @@
-"""Turning exceptions into one clear line and a documented exit code (README.md, "Commands
+"""Turning exceptions into one clear line and a documented exit code (docs/reference.md, "Commands
 and exit codes").
 
 Kept free of typer so the fast paths in `__main__` can use it too.
