@@ -196,6 +196,40 @@ def test_request_changes_rejects_the_delivery_and_the_note_reaches_the_next_atte
         assert f"sent back {item}: run" in page.inner_text("#notice")
         page.wait_for_selector("form.act", state="detached")
         screenshot(page, "changes-requested")
+    assert_sent_back(monkeypatch, repo, remote, prompts, item, note)
+
+
+def test_request_changes_from_the_cli_records_what_the_page_records(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`loopctl inbox reject ID --changes NOTE` is the page's "Request changes": the same
+    function, the same events, the same prompt."""
+    prompts = tmp_path / "prompts.txt"
+    make_project(repo, "records_prompt.py", prompts)
+    remote = add_remote(repo, tmp_path)
+    ship_loop(repo, 'actions = ["commit", "push"]')
+    assert invoke(monkeypatch, repo, "run", "ship", "--once").exit_code == 0
+    item = the_approval(monkeypatch, repo)["id"]
+    note = "also keep the old name as an alias"
+    both = invoke(monkeypatch, repo, "inbox", "reject", item, "--reason", "x", "--changes", note)
+    assert both.exit_code == 2
+    sent = invoke(monkeypatch, repo, "inbox", "reject", item, "--changes", note)
+    assert sent.exit_code == 0, sent.output
+    assert sent.stdout.startswith(f"sent back {item}: run "), sent.stdout
+    assert_sent_back(monkeypatch, repo, remote, prompts, item, note)
+    again = invoke(monkeypatch, repo, "inbox", "reject", item, "--changes", note)
+    assert again.exit_code == 1  # closed: once
+    empty = invoke(monkeypatch, repo, "inbox", "reject", the_approval(monkeypatch, repo)["id"],
+                   "--changes", " ")  # fmt: skip
+    assert empty.exit_code == 1
+    assert "the note is empty" in empty.output
+
+
+def assert_sent_back(
+    monkeypatch: pytest.MonkeyPatch, repo: Path, remote: Path, prompts: Path, item: str, note: str
+) -> None:
+    """The delivery was rejected with the note as its reason, nothing was pushed, and the
+    task ran again with the note in its prompt, as a reply's answer travels."""
     closed = {e.data["id"]: e.data for e in events(repo, "inbox_closed")}
     assert closed[item]["resolution"] == "rejected"
     assert closed[item]["reason"] == f"changes requested: {note}"
