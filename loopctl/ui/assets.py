@@ -75,6 +75,7 @@ ol.timeline { list-style:none; padding:0; margin:0; background:#fff; border:1px 
   font-family:ui-monospace, monospace; font-size:12.5px; }
 ol.timeline li { padding:3px 10px; border-bottom:1px solid #f3f4f6; white-space:pre-wrap; }
 ol.timeline li.new { background:#eff6ff; }
+#agent-output { max-height:50vh; overflow-y:auto; }
 ol.timeline .off { color:var(--muted); display:inline-block; min-width:60px; text-align:right;
   margin-right:6px; }
 ul.plain, ol.plain { padding-left:20px; }
@@ -216,9 +217,26 @@ JS = """
         if (status) status.dataset.status = finalStatus;
       });
   }
+  const output = document.getElementById("agent-output");
+  // Where each capture file was already shown up to: a reconnected stream sends it again.
+  const shownUpTo = {};
+  function printed(event) {
+    if (!output || (shownUpTo[event.file] || 0) >= event.end) return;
+    shownUpTo[event.file] = event.end;
+    const waiting = output.querySelector("li.muted");
+    if (waiting) waiting.remove();
+    const line = document.createElement("li");
+    line.className = "new";
+    line.textContent = event.text;
+    output.appendChild(line);
+  }
   const source = new EventSource(timeline.dataset.stream);
   source.onmessage = function (message) {
     const event = JSON.parse(message.data);
+    if (event.kind === "output") {
+      printed(event);
+      return;
+    }
     const line = document.createElement("li");
     line.dataset.seq = String(event.seq);
     line.className = "new";

@@ -504,7 +504,15 @@ def run_page(view: RunPage, project: str) -> str:
         + (" <span class=live-dot>updating live</span>" if live else "")
         + f"</p><section id=tasks><h2>Tasks</h2><ul class=plain>{tasks or '<li>none yet</li>'}"
         f"</ul></section><section><h2>Timeline</h2><ol id=timeline class=timeline{stream}>"
-        f"{lines}</ol></section><div id=attempts>{_attempts(view.folders)}</div>"
+        f"{lines}</ol></section>"
+        + (
+            # What the running agents print, as `-v` shows it (filled by the page's script).
+            "<section id=agent-live><h2>Agent output, live</h2><ol id=agent-output"
+            " class=timeline><li class=muted>waiting for an agent to print…</li></ol></section>"
+            if live
+            else ""
+        )
+        + f"<div id=attempts>{_attempts(view.folders)}</div>"
     )
     return layout(f"run {run.run}", body, active="runs", project=project)
 

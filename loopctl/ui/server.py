@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 import threading
 import time
@@ -36,8 +35,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loopctl.definitions.fields import format_duration
 from loopctl.errors import LoopctlError
-from loopctl.journal.events import EventLog, EventType
-from loopctl.ui import assets, pages, views
+from loopctl.journal.events import EventLog
+from loopctl.ui import assets, live, pages, views
 from loopctl.ui.jobs import ACTIONS, Jobs, JobState, runner
 from loopctl.ui.jobs import state as job_state
 from loopctl.ui.security import Guard, Sessions, is_loopback, query_token
@@ -373,31 +372,26 @@ def _notice(board: Dashboard, job: str | None) -> JobState | None:
 
 
 def _follow(board: Dashboard, run: str, start: str, after: int) -> Iterator[str]:
-    """Server-sent events: each new event of `run` as a timeline line, until it finishes."""
+    """Server-sent events of `run` (`live.follow`) for one stream's time."""
     from loopctl.paths import ProjectPaths
 
+    paths = ProjectPaths(board.root)
+    try:
+        agents = board.project().agents
+    except LoopctlError:
+        agents = {}
+
+    def backend_of(name: str) -> str:
+        agent = agents.get(name)
+        return str(agent.backend) if agent is not None else "command"
+
     deadline = time.monotonic() + STREAM_S
-    log = EventLog(ProjectPaths(board.root).events_file)
-    yield "retry: 1000\n\n"
 
     def stop() -> bool:
         return board.stopping() or time.monotonic() > deadline
 
-    for event in log.follow(after, stop=stop):
-        if event.run != run:
-            continue
-        line = views.timeline_line(event, start)
-        finished = event.type == EventType.TICK_FINISHED
-        payload = {
-            "seq": line.seq,
-            "offset": line.offset_s,
-            "text": line.text,
-            "finished": finished,
-            "status": str(event.data.get("status") or "") if finished else "",
-        }
-        yield f"id: {event.seq}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
-        if finished:
-            return
+    output = live.AgentOutput(paths.runs_dir / run, backend_of)
+    yield from live.follow(paths.events_file, run, start, after, output, stop)
 
 
 # --- serving --------------------------------------------------------------------------------

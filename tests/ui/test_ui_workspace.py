@@ -5,11 +5,12 @@ Chromium driven by Playwright."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli import invoke
+from support.cli import invoke, spawn_loopctl
 from support.delivery import inbox_items, ship_loop, the_approval
 from support.journal import events
 from support.processes import wait_for
@@ -242,3 +243,45 @@ def assert_sent_back(
     # The new attempt's delivery waits for approval again, as a new item.
     again = the_approval(monkeypatch, repo)["id"]
     assert again != item
+
+
+def test_a_running_agents_own_output_streams_to_its_runs_page(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the agent prints shows on the run's page while it works (as `-v` shows it): the
+    lines from before the page opened, then each new one, once, without a reload."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    make_project(repo, "talks_and_waits.py", signals)
+    ship_loop(repo, 'actions = ["commit"]')
+    runner = spawn_loopctl(repo, "run", "ship", "--once")
+    try:
+        wait_for((signals / "said-1").exists, "the agent's first line", timeout=60)
+        (started,) = events(repo, "tick_started")
+        with dashboard(repo) as ui, browser() as chromium:
+            page = sign_in(chromium, ui.url, 390)
+            page.goto(f"{ui.base}/runs/{started.run}")
+            page.evaluate("window.sameDocument = true")
+            output = page.locator("#agent-output li:not(.muted)")
+            page.wait_for_selector("#agent-output li:has-text('reading calc.py')")
+            (signals / "go-1").write_text("go")
+            wait_for((signals / "said-2").exists, "the agent's second line", timeout=60)
+            said = float((signals / "said-2").read_text())
+            page.wait_for_selector("#agent-output li:has-text('editing calc.py')")
+            # Measured, not asserted (the machine is shared): how long a printed line took.
+            print(f"agent line on the page {time.time() - said:.2f}s after it was printed")
+            scroll, inner = overflow(page)
+            assert scroll <= inner
+            screenshot(page, "run-agent-output")
+            (signals / "go-2").write_text("go")
+            page.wait_for_selector("#run-status[data-status=done]", timeout=60_000)
+            assert page.evaluate("window.sameDocument") is True
+            texts = output.all_inner_texts()
+            assert texts[:2] == ["main maker| reading calc.py", "main maker| editing calc.py"]
+            assert len(texts) == len(set(texts))  # each line once
+        out, err = runner.communicate(timeout=60)
+        assert runner.returncode == 0, out + err
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate(timeout=10)
