@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from anyio import to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import (
@@ -176,7 +177,8 @@ def build_app(board: Dashboard) -> ASGIApp:
         if len(body) > MAX_FORM_BYTES:
             return _refused("the form is too large", 413)
         form = dict(parse_qsl(body.decode("utf-8", "replace")))
-        job = _start(board, ref, action, form)
+        # Off the event loop: finding the item reads the log.
+        job = await to_thread.run_sync(_start, board, ref, action, form)
         # At once: the work goes on in a worker thread. The page's script asked for JSON and
         # follows the job; a plain form (no script) lands on the item's page, which does.
         if "application/json" in request.headers.get("accept", ""):
@@ -193,10 +195,9 @@ def build_app(board: Dashboard) -> ASGIApp:
         wait = min(float(raw), JOB_WAIT_S) if raw.isdigit() else 0.0
         if wait and not found.future.done():
             # Wakes when the job ends; the future is the worker's, shielded from our timeout.
-            with contextlib.suppress(asyncio.TimeoutError, Exception):
+            # (Its failure is the state's to report, below.)
+            with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(found.future)), wait)
-        from anyio import to_thread
-
         events = await to_thread.run_sync(board.events)
         return JSONResponse(job_state(found, events).to_json())
 
