@@ -87,6 +87,16 @@ details { margin:4px 0; } summary { cursor:pointer; }
   header { padding:8px 12px; } main { padding:12px 12px 40px; }
   table.facts th { width:auto; white-space:nowrap; padding-right:6px; }
   form.act input, form.act textarea { min-width:0; flex:1 1 12em; }
+  /* Rows as cards: the cells flow on a line, a wide one (a summary, a chart) takes its own. */
+  table.stack thead { display:none; }
+  table.stack tbody { display:block; }
+  table.stack tr { display:flex; flex-wrap:wrap; align-items:center; gap:4px 12px;
+    padding:8px 10px; border-bottom:1px solid var(--line); }
+  table.stack td { display:block; padding:0; border:none; overflow-wrap:anywhere; }
+  table.stack td.wide { flex-basis:100%; }
+  table.stack td.nil { display:none; }
+  table.stack td[data-label]::before { content:attr(data-label) " "; color:var(--muted); }
+  table.loops td:first-child { white-space:normal; font-size:15px; }
 }
 """
 

@@ -56,9 +56,11 @@ def layout(title: str, body: str, *, active: str = "", project: str = "") -> str
 
 
 def boxed_table(head: Sequence[str], rows: str, cls: str = "") -> str:
-    """A table in a box of its own that scrolls sideways on a narrow screen (never the page)."""
+    """A table in a box of its own: on a narrow screen each row becomes a card (cells flow,
+    a `wide` cell takes a line of its own), and what still does not fit scrolls inside the box,
+    never the page."""
     heads = "".join(f"<th>{h}</th>" for h in head)
-    klass = f" class={cls}" if cls else ""
+    klass = f" class='stack {cls}'" if cls else " class=stack"
     return (
         f"<div class=table-wrap><table{klass}><thead><tr>{heads}</tr></thead>"
         f"<tbody>{rows}</tbody></table></div>"
@@ -144,10 +146,11 @@ def loops_page(view: LoopsView, project: str) -> str:
             f'<tr data-loop="{esc(s.loop)}"><td><b>{esc(s.loop)}</b></td>'
             f"<td>{esc(s.trigger)}</td><td>{badge(state)}</td>"
             f"<td>{_when(s.next_tick) if s.next_tick != 'on change' else 'on change'}</td>"
-            f"<td class=runs>{runs or '<span class=muted>none</span>'}</td>"
-            f"<td>{chart(card.days, width=180, height=44)}</td>"
+            f"<td class='runs wide'>{runs or '<span class=muted>none</span>'}</td>"
+            f"<td class=wide>{chart(card.days, width=180, height=44)}</td>"
             f"{warm_cell(s.warm)}"
-            f'<td><a href="/inbox?loop={quote(s.loop)}">{s.open_items}</a></td></tr>'
+            f'<td data-label=inbox><a href="/inbox?loop={quote(s.loop)}">{s.open_items}</a></td>'
+            "</tr>"
         )
     up = f"up: running ({esc(view.up)})" if view.up else "up: not running"
     table = (
@@ -193,7 +196,7 @@ def inbox_page(view: InboxView, project: str, now: datetime) -> str:
         f'<tr data-item="{esc(i.id)}"><td><a href="{url("inbox", i.id)}"><code>{esc(i.id)}'
         f"</code></a></td><td>{badge(i.kind)}</td><td>{badge(item_state(i))}</td>"
         f"<td>{esc(i.loop or '-')}</td><td>{esc(i.task or '-')}</td>"
-        f"<td>{_age(i.opened, now)}</td><td>{esc(i.summary[:140])}</td></tr>"
+        f"<td>{_age(i.opened, now)}</td><td class=wide>{esc(i.summary[:140])}</td></tr>"
         for i in view.shown
     )
     what = "items" if view.closed else "open items"
@@ -440,19 +443,20 @@ def runs_page(listing: RunsList, project: str) -> str:
             if len(entry.runs) > 1:
                 span += f" → {_when(last.started)}"
             rows.append(
-                f'<tr class=skipped data-skipped="{len(entry.runs)}"><td colspan=2>'
+                f'<tr class=skipped data-skipped="{len(entry.runs)}"><td colspan=2 class=wide>'
                 f'<a href="/runs?skipped=1">{len(entry.runs)} skipped</a>'
                 f" <span class=muted>({esc(entry.reason)})</span></td>"
                 f"<td>{esc(entry.loop)}</td><td>{badge('skipped')}</td><td>{span}</td>"
-                "<td>-</td><td>-</td></tr>"
+                "<td class=nil>-</td><td class=nil>-</td></tr>"
             )
             continue
         r = entry
         rows.append(
             f'<tr data-run="{esc(r.run)}"><td><a href="{url("runs", r.run)}"><code>{esc(r.run)}'
-            f"</code></a></td><td>{esc(_reason(r))}</td>"
+            f"</code></a></td><td class=wide>{esc(_reason(r))}</td>"
             f"<td>{esc(r.loop)}</td><td>{badge(run_state(r))}</td>"
-            f"<td>{_when(r.started)}</td><td>{len(r.tasks)}</td><td>{r.tokens}</td></tr>"
+            f"<td>{_when(r.started)}</td><td data-label=tasks>{len(r.tasks)}</td>"
+            f"<td data-label=tokens>{r.tokens}</td></tr>"
         )
     shown = (
         '<a href="/runs">fold skipped ticks</a>'
