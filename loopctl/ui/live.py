@@ -111,9 +111,13 @@ def follow(
     log = EventLog(events_file)
     yield "retry: 1000\n\n"
     seen = 0  # events of the log already looked at
+    stamp: tuple[int, ...] | None = None
     while True:
-        events = log.read()
-        if len(events) < seen:  # the log was rewritten: look again from its start
+        # The log is read again only when it changed: reading copies every event.
+        now = _stamp(events_file)
+        events = log.read() if now != stamp else []
+        stamp = now
+        if events and len(events) < seen:  # the log was rewritten: look again from its start
             seen = 0
         for event in events[seen:]:
             if event.run != run:
@@ -140,12 +144,20 @@ def follow(
             yield f"id: {event.seq}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
             if finished:
                 return
-        seen = len(events)
+        seen = len(events) if events else seen
         for capture, end, text in output.poll():
             yield _output(capture, end, text)
         if stop():
             return
         time.sleep(POLL_S)
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def _output(capture: _Capture, end: int, text: str) -> str:
