@@ -290,3 +290,61 @@ def test_a_running_agents_own_output_streams_to_its_runs_page(
         if runner.poll() is None:
             runner.kill()
             runner.communicate(timeout=10)
+
+
+def test_skipped_ticks_fold_by_loop_and_reason_and_a_real_run_breaks_a_streak() -> None:
+    from loopctl.journal.history import RunView, TaskView
+    from loopctl.ui.views import SkippedRuns, runs_list
+
+    def run(name: str, loop: str, status: str, reason: str = "") -> RunView:
+        task = TaskView(run=name, loop=loop, task="main", status=status, reason=reason)
+        return RunView(name, loop, "tick", name, status="done", tasks={"main": task})
+
+    waits = "waits for a human: inbox approval abc123"
+    base = "base 0123456789ab unchanged since the task last succeeded"
+    newest_first = [
+        run("r8", "ship", "skipped", waits),
+        run("r7", "ship", "skipped", waits),
+        run("r6", "tidy", "skipped", base),
+        run("r5", "tidy", "skipped", base.replace("0123456789ab", "ba9876543210")),
+        run("r4", "ship", "done"),
+        run("r3", "ship", "skipped", waits),
+        RunView("r2", "ship", "tick", "r2", status="done"),  # found no task: not a skip
+        run("r1", "ship", "failed"),
+    ]
+    listing = runs_list(newest_first)
+    shown = [
+        (r.loop, r.reason, [x.run for x in r.runs]) if isinstance(r, SkippedRuns) else r.run
+        for r in listing.rows
+    ]
+    assert shown == [
+        ("ship", waits, ["r8", "r7"]),
+        ("tidy", "base … unchanged since the task last succeeded", ["r6", "r5"]),
+        "r4",
+        ("ship", waits, ["r3"]),
+        "r2",
+        "r1",
+    ]
+    assert listing.skipped == 5
+    every = runs_list(newest_first, show_skipped=True)
+    assert [r.run for r in every.rows if not isinstance(r, SkippedRuns)] == [
+        f"r{n}" for n in range(8, 0, -1)
+    ]
+
+
+def test_following_a_job_keeps_no_session_alive(repo: Path) -> None:
+    """A page polling the action it started is not a human's activity (as a live stream is
+    not): the session still ends after its idle time."""
+    import httpx
+    from support.ui import served
+
+    from loopctl.ui.security import Sessions
+
+    now = [0.0]
+    sessions = Sessions(idle_s=60, max_age_s=3600, clock=lambda: now[0])
+    with served(repo, sessions) as base, httpx.Client(timeout=60) as client:
+        assert client.get(f"{base}/?token={sessions.new_link()}").status_code == 303
+        now[0] = 50
+        assert client.get(f"{base}/jobs/nosuchjob").status_code == 404  # let through, untouched
+        now[0] = 61
+        assert client.get(f"{base}/loops").status_code == 401
