@@ -76,7 +76,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "inbox show": ("loopctl inbox show a1b2", "loopctl inbox show a1b2 --stat"),
     "inbox diff": ("loopctl inbox diff a1b2 | git apply --check",),
     "inbox approve": ("loopctl inbox approve a1b2", 'loopctl inbox approve a1b2 --note "read it"'),
-    "inbox reject": ('loopctl inbox reject a1b2 --reason "wrong approach"',),
+    "inbox reject": (
+        'loopctl inbox reject a1b2 --reason "wrong approach"',
+        'loopctl inbox reject a1b2 --changes "keep the old name as an alias"',
+    ),
     "inbox retry": ("loopctl inbox retry a1b2",),
     "inbox reply": ('loopctl inbox reply a1b2 "use the v2 API"',),
     "inbox dismiss": ("loopctl inbox dismiss a1b2",),

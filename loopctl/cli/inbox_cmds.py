@@ -248,12 +248,28 @@ def approve(
 def reject(
     item_id: ItemId,
     reason: Annotated[str | None, typer.Option("--reason", help="Why, for the record.")] = None,
+    changes: Annotated[
+        str | None,
+        typer.Option(
+            "--changes",
+            metavar="NOTE",
+            help="Request changes: the task runs again with NOTE in its next attempt's prompt.",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Reject an approval: nothing is delivered and the task ends rejected."""
+    """Reject an approval: nothing is delivered and the task ends rejected (or, with
+    --changes, runs again with your note)."""
     from loopctl.commands.inbox import reject as reject_item
+    from loopctl.commands.inbox import request_changes
+    from loopctl.errors import UsageError
 
     _human_only("reject")
+    if changes is not None:
+        if reason is not None:
+            raise UsageError("give --reason or --changes, not both (the note is the reason)")
+        _finish(request_changes(load_here(strict=False), item_id, changes), json_out)
+        return
     _finish(reject_item(load_here(strict=False), item_id, reason), json_out)
 
 

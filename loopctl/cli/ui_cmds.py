@@ -4,6 +4,7 @@ inside the command, so every other command starts as fast as before."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -68,8 +69,9 @@ def ui(
 
         missing = (exc.name or "its web stack").split(".")[0]
         raise LoopctlError(
-            f"`loopctl ui` needs the ui extra ({missing} is missing):"
-            " pip install 'loopctl-runtime[ui]'"
+            f"`loopctl ui` needs the ui extra ({missing} is missing): pip install "
+            + " ".join(f"'{requirement}'" for requirement in _ui_requirements())
+            + " (or pip install -e '.[ui]' in a clone)"
         ) from None
     from loopctl.ui.security import Sessions, is_loopback
 
@@ -159,3 +161,20 @@ def _each_line(show: Callable[[], None]) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command()(boundary(ui))
+
+
+def _ui_requirements() -> list[str]:
+    """The ui extra's requirements as the installed distribution declares them.
+
+    loopctl-runtime is not on the package index, so `pip install 'loopctl-runtime[ui]'` would
+    fail: the hint names the packages themselves.
+    """
+    from importlib import metadata
+
+    try:
+        declared = metadata.requires("loopctl-runtime") or []
+    except metadata.PackageNotFoundError:
+        declared = []
+    marker = re.compile(r"""\s*;\s*extra\s*==\s*["']ui["']\s*$""")
+    found = [marker.sub("", line) for line in declared if marker.search(line)]
+    return found or ["starlette>=0.41,<2", "uvicorn>=0.30,<1"]

@@ -7,6 +7,8 @@ and delivery by the loop's RunnerLock: when a tick of the loop holds it, an appr
 and that tick delivers it when it ends; otherwise the approving process delivers it itself.
 `retry` and `reply` re-queue the task (`task_requeued`) and run it at once as a new run of the
 loop limited to that task, or, while the loop is running, leave it to the loop's next tick.
+`request_changes` rejects a delivery and re-queues its task the way `reply` does, the note as
+the answer the next attempt's prompt carries.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class ActionResult:
     """What an inbox action did, for the CLI to print (`ok` False exits 1)."""
 
     item: str
-    action: str  # approve | reject | retry | dismiss | reply
+    action: str  # approve | reject | retry | dismiss | reply | changes
     message: str
     ok: bool = True
     queued: bool = False
@@ -359,12 +361,14 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
         # A command an agent asked to run, once decided, is what the paused task waits for:
         # `retry` runs the task again with the decision (the pause message says so).
         decided_ask = action == "retry" and _is_ask(item) and item.resolution in _DECIDED
-        if not item.is_open and not decided_ask:
+        # A delivery `request_changes` has just rejected: its task runs again with the note.
+        sent_back = action == "changes" and item.resolution == "rejected"
+        if not item.is_open and not decided_ask and not sent_back:
             find_item(listed, ref)  # raises: the item is already closed
         wanted = (
             (ItemKind.ESCALATION,) if action == "reply" else (ItemKind.FAILED, ItemKind.UNHANDLED)
         )
-        if item.kind not in wanted and not decided_ask:
+        if item.kind not in wanted and not decided_ask and not sent_back:
             hint = "reply to it" if item.kind == ItemKind.ESCALATION else "approve or reject it"
             if action == "retry" and _is_ask(item):
                 hint = f"approve or reject it first; then `loopctl inbox retry {item.id}`"
@@ -418,6 +422,30 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
 _DECIDED = ("approved", "rejected")
 
 
+def request_changes(project: Project, ref: str, note: str) -> ActionResult:
+    """Reject a delivery and run its task again with `note` as the next attempt's guidance
+    (carried as `reply` carries an answer: `task_requeued`, then the maker's prompt)."""
+    if not note.strip():
+        raise InboxError("the note is empty: say what the next attempt should change")
+    rec = Recorder(project)
+    events = rec.log.read()
+    item = find_item(items(events), ref)
+    if item.kind != ItemKind.APPROVAL or not _is_gate(item) or not item.task:
+        raise InboxError(
+            f"{item.id} is not a task's delivery: changes are requested of a delivery awaiting"
+            " approval (reject or dismiss this one)"
+        )
+    if item.loop != GOAL_LOOP and item.loop not in project.loops:
+        raise InboxError(f"loop {item.loop!r} no longer exists (.loop/loops/{item.loop}.toml)")
+    allowance = _allowance(rec, project, events, item)
+    if allowance.refused is not None:
+        return ActionResult(
+            item.id, "changes", f"not sent back: {allowance.refused}; {item.id} stays open", False
+        )
+    reject(project, item.id, f"changes requested: {note}")
+    return _requeue(project, item.id, "changes", note)
+
+
 def _is_ask(item: InboxItem) -> bool:
     """An approval of a command an agent asked to run (not a delivery gate)."""
     return item.kind == ItemKind.APPROVAL and not _is_gate(item) and "argv" in item.evidence
@@ -469,7 +497,7 @@ def _run_again(
             f" running ({who}) and works the task in its next tick",
             queued=True,
         )
-    verb = "answered" if action == "reply" else "retried"
+    verb = {"reply": "answered", "changes": "sent back"}.get(action, "retried")
     return ActionResult(
         item.id,
         action,

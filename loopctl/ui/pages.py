@@ -8,7 +8,7 @@ markup, a link or a script. The pages load only /static/ files of this server (t
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from urllib.parse import quote
 
@@ -18,12 +18,16 @@ from loopctl.journal.inbox import InboxItem, ItemKind
 from loopctl.journal.spending import SpendRow
 from loopctl.journal.warmth import WARM_COUNTS
 from loopctl.text import strip_controls
+from loopctl.ui.jobs import JobState
 from loopctl.ui.views import (
     AttemptFolder,
     InboxView,
     ItemView,
     LoopsView,
     RunPage,
+    RunsList,
+    SkippedRuns,
+    is_skipped,
 )
 
 
@@ -48,6 +52,18 @@ def layout(title: str, body: str, *, active: str = "", project: str = "") -> str
         '<link rel=stylesheet href="/static/app.css"><script defer src="/static/app.js"></script>'
         f"</head><body><header><b>loopctl</b> <span class=proj>{esc(project)}</span>"
         f"<nav>{nav}</nav></header><main>{body}</main></body></html>"
+    )
+
+
+def boxed_table(head: Sequence[str], rows: str, cls: str = "") -> str:
+    """A table in a box of its own: on a narrow screen each row becomes a card (cells flow,
+    a `wide` cell takes a line of its own), and what still does not fit scrolls inside the box,
+    never the page."""
+    heads = "".join(f"<th>{h}</th>" for h in head)
+    klass = f" class='stack {cls}'" if cls else " class=stack"
+    return (
+        f"<div class=table-wrap><table{klass}><thead><tr>{heads}</tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>"
     )
 
 
@@ -92,11 +108,28 @@ def chart(days: Sequence[SpendRow], *, width: int = 280, height: int = 60) -> st
     )
 
 
+def run_state(run: RunView) -> str:
+    """A run's status, but "skipped" for a tick that found nothing to do (not a green done)."""
+    return "skipped" if is_skipped(run) else run.status
+
+
 def _when(ts: str | None) -> str:
     return esc((ts or "-")[:19].replace("T", " "))
 
 
 # --- loops ----------------------------------------------------------------------------------
+
+
+LOOP_COLUMNS = (
+    "Loop",
+    "Trigger",
+    "State",
+    "Next tick",
+    "Last runs",
+    "Spend per day",
+    "Warm workspaces",
+    "Inbox",
+)
 
 
 def loops_page(view: LoopsView, project: str) -> str:
@@ -105,7 +138,7 @@ def loops_page(view: LoopsView, project: str) -> str:
         s = card.status
         state = f"running (pid {s.running_pid})" if s.running_pid else s.last_status
         runs = " ".join(
-            f'<a href="{url("runs", r.run)}" title="{esc(r.run)}">{badge(r.status)}'
+            f'<a href="{url("runs", r.run)}" title="{esc(r.run)}">{badge(run_state(r))}'
             f"<small>{_when(r.started)[5:16]}</small></a>"
             for r in card.recent
         )
@@ -113,17 +146,15 @@ def loops_page(view: LoopsView, project: str) -> str:
             f'<tr data-loop="{esc(s.loop)}"><td><b>{esc(s.loop)}</b></td>'
             f"<td>{esc(s.trigger)}</td><td>{badge(state)}</td>"
             f"<td>{_when(s.next_tick) if s.next_tick != 'on change' else 'on change'}</td>"
-            f"<td class=runs>{runs or '<span class=muted>none</span>'}</td>"
-            f"<td>{chart(card.days, width=180, height=44)}</td>"
+            f"<td class='runs wide'>{runs or '<span class=muted>none</span>'}</td>"
+            f"<td class=wide>{chart(card.days, width=180, height=44)}</td>"
             f"{warm_cell(s.warm)}"
-            f'<td><a href="/inbox?loop={quote(s.loop)}">{s.open_items}</a></td></tr>'
+            f'<td data-label=inbox><a href="/inbox?loop={quote(s.loop)}">{s.open_items}</a></td>'
+            "</tr>"
         )
     up = f"up: running ({esc(view.up)})" if view.up else "up: not running"
     table = (
-        "<table class=loops><thead><tr><th>Loop</th><th>Trigger</th><th>State</th>"
-        "<th>Next tick</th><th>Last runs</th><th>Spend per day</th><th>Warm workspaces</th>"
-        "<th>Inbox</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        boxed_table(LOOP_COLUMNS, "".join(rows), "loops")
         if rows
         else "<p class=muted>no loops yet: <code>loopctl init</code>, or <code>loopctl goal"
         ' "tests green"</code></p>'
@@ -165,7 +196,7 @@ def inbox_page(view: InboxView, project: str, now: datetime) -> str:
         f'<tr data-item="{esc(i.id)}"><td><a href="{url("inbox", i.id)}"><code>{esc(i.id)}'
         f"</code></a></td><td>{badge(i.kind)}</td><td>{badge(item_state(i))}</td>"
         f"<td>{esc(i.loop or '-')}</td><td>{esc(i.task or '-')}</td>"
-        f"<td>{_age(i.opened, now)}</td><td>{esc(i.summary[:140])}</td></tr>"
+        f"<td>{_age(i.opened, now)}</td><td class=wide>{esc(i.summary[:140])}</td></tr>"
         for i in view.shown
     )
     what = "items" if view.closed else "open items"
@@ -186,8 +217,7 @@ def inbox_page(view: InboxView, project: str, now: datetime) -> str:
             links.append(f'<a href="/inbox?page={view.page + 1}{extra}">older →</a>')
         pager = f"<p class=pager>{' · '.join(links)}</p>"
     table = (
-        "<table class=inbox><thead><tr><th>ID</th><th>Kind</th><th>State</th><th>Loop</th>"
-        f"<th>Task</th><th>Age</th><th>Summary</th></tr></thead><tbody>{rows}</tbody></table>"
+        boxed_table(("ID", "Kind", "State", "Loop", "Task", "Age", "Summary"), rows, "inbox")
         if rows
         else "<p class=muted>nothing waits for you</p>"
     )
@@ -228,9 +258,11 @@ def _form(item: str, action: str, label: str, field: tuple[str, str] | None = No
     extra = ""
     if field is not None:
         name, hint = field
-        tag = "textarea" if name == "answer" else "input"
+        # What the agent reads next (an answer, the changes asked for) is a required text.
+        needed = action in ("reply", "changes")
+        tag = "textarea" if needed else "input"
         close = "</textarea>" if tag == "textarea" else ""
-        required = " required" if name == "answer" else ""
+        required = " required" if needed else ""
         extra = f'<{tag} name="{name}" placeholder="{esc(hint)}"{required}>{close}'
     return (
         f'<form method=post action="{url("inbox", item, action)}" class="act {action}">'
@@ -240,12 +272,22 @@ def _form(item: str, action: str, label: str, field: tuple[str, str] | None = No
 
 def item_actions(item: InboxItem) -> str:
     if not item.is_open:
-        return ""
+        return "<section id=actions class=actions hidden></section>"
     if item.kind == ItemKind.APPROVAL:
         forms = [
             _form(item.id, "approve", "Approve", ("note", "note (optional)")),
             _form(item.id, "reject", "Reject", ("reason", "reason (optional)")),
         ]
+        if isinstance(item.evidence.get("step"), int) and item.task:
+            # A delivery gate: reject it and run the task again with this as its guidance.
+            forms.append(
+                _form(
+                    item.id,
+                    "changes",
+                    "Request changes",
+                    ("note", "what to change: the agent's next attempt reads it"),
+                )
+            )
     elif item.kind == ItemKind.ESCALATION:
         forms = [
             _form(item.id, "reply", "Reply", ("answer", "your answer to the agent")),
@@ -255,7 +297,30 @@ def item_actions(item: InboxItem) -> str:
         forms = [_form(item.id, "retry", "Retry"), _form(item.id, "dismiss", "Dismiss")]
     else:
         forms = [_form(item.id, "dismiss", "Dismiss")]
-    return f"<section class=actions>{''.join(forms)}</section>"
+    return f"<section id=actions class=actions>{''.join(forms)}</section>"
+
+
+def notice(job: JobState | None) -> str:
+    """An action's progress and result, in place: the page's script follows a running job
+    (`data-job`) and rewrites this; without a script, a reload shows where it is."""
+    if job is None:
+        return "<p id=notice class=notice hidden></p>"
+    if not job.done:
+        run = (
+            f' · run <a href="{url("runs", job.run)}">{esc(job.run)}</a>: {esc(job.progress)}'
+            if job.run
+            else ""
+        )
+        return (
+            f'<p id=notice class="notice live" data-state=running data-job="/jobs/{esc(job.job)}">'
+            f"<span class=msg>{esc(job.action)} is running…</span>{run}</p>"
+        )
+    tone = "ok" if job.ok else "bad"
+    run = f' · <a href="{url("runs", job.run)}">run {esc(job.run)}</a>' if job.run else ""
+    return (
+        f'<p id=notice class="notice {tone}" data-state=done>'
+        f"<span class=msg>{esc(job.message)}</span>{run}</p>"
+    )
 
 
 def review_section(found: object, claims: ClaimedView | None) -> str:
@@ -286,18 +351,17 @@ def review_section(found: object, claims: ClaimedView | None) -> str:
     return "<section><h2>Claimed vs measured</h2>" + "".join(parts) + "</section>"
 
 
-def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> str:
+def item_page(view: ItemView, project: str, job: JobState | None) -> str:
     d = view.detail
     item = d.item
     where = "/".join(p for p in (item.loop, item.task) if p) or "-"
     parts = [
-        f"<h1><code>{esc(item.id)}</code> {badge(item.kind)} {badge(item_state(item))}</h1>",
+        f"<h1 id=item-head><code>{esc(item.id)}</code> {badge(item.kind)}"
+        f" {badge(item_state(item))}</h1>",
         f"<p class=summary>{esc(item.summary)}</p>",
+        notice(job),
+        item_actions(item),
     ]
-    if notice is not None:
-        ok, message = notice
-        parts.append(f'<p class="notice {"ok" if ok else "bad"}">{esc(message)}</p>')
-    parts.append(item_actions(item))
     if d.action:
         then = "".join(f"<li>then: {esc(t)}</li>" for t in d.then)
         heading = "Awaiting approval" if item.is_open and not item.approved else "The action"
@@ -307,7 +371,9 @@ def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> 
             + "</section>"
         )
     if d.question:
-        parts.append(f"<section><h2>The agent asks</h2><pre>{esc(d.question)}</pre></section>")
+        parts.append(
+            f"<section><h2>The agent asks</h2><pre class=output>{esc(d.question)}</pre></section>"
+        )
     parts.append(review_section(item.evidence.get("sabotage"), d.claims))
     facts = [
         ("Loop / task", where),
@@ -334,7 +400,9 @@ def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> 
         for label, value in facts
         if value
     )
-    parts.append(f"<section><h2>Evidence</h2><table class=facts>{rows}</table></section>")
+    parts.append(
+        f"<section id=evidence><h2>Evidence</h2><table class=facts>{rows}</table></section>"
+    )
     if d.attempts:
         lis = "".join(
             f"<li>{esc(a['number'])}: {badge(str(a['verdict']))} {esc(a.get('reason') or '')}"
@@ -356,27 +424,59 @@ def item_page(view: ItemView, project: str, notice: tuple[bool, str] | None) -> 
         )
     if d.history:
         lis = "".join(f"<li>{esc(h)}</li>" for h in d.history)
-        parts.append(f"<section><h2>History</h2><ul class=plain>{lis}</ul></section>")
+        parts.append(f"<section id=history><h2>History</h2><ul class=plain>{lis}</ul></section>")
     return layout(f"inbox {item.id}", "".join(parts), active="inbox", project=project)
 
 
 # --- runs -----------------------------------------------------------------------------------
 
 
-def runs_page(runs: Iterable[RunView], project: str) -> str:
-    rows = "".join(
-        f'<tr><td><a href="{url("runs", r.run)}"><code>{esc(r.run)}</code></a></td>'
-        f"<td>{esc(r.loop)}</td><td>{badge(r.status)}</td>"
-        f"<td>{_when(r.started)}</td><td>{len(r.tasks)}</td><td>{r.tokens}</td></tr>"
-        for r in runs
+RUN_COLUMNS = ("Run", "Why", "Loop", "Status", "Started", "Tasks", "Tokens")
+
+
+def runs_page(listing: RunsList, project: str) -> str:
+    rows = []
+    for entry in listing.rows:
+        if isinstance(entry, SkippedRuns):
+            first, last = entry.runs[-1], entry.runs[0]
+            span = _when(first.started)
+            if len(entry.runs) > 1:
+                span += f" → {_when(last.started)}"
+            rows.append(
+                f'<tr class=skipped data-skipped="{len(entry.runs)}"><td colspan=2 class=wide>'
+                f'<a href="/runs?skipped=1">{len(entry.runs)} skipped</a>'
+                f" <span class=muted>({esc(entry.reason)})</span></td>"
+                f"<td>{esc(entry.loop)}</td><td>{badge('skipped')}</td><td>{span}</td>"
+                "<td class=nil>-</td><td class=nil>-</td></tr>"
+            )
+            continue
+        r = entry
+        rows.append(
+            f'<tr data-run="{esc(r.run)}"><td><a href="{url("runs", r.run)}"><code>{esc(r.run)}'
+            f"</code></a></td><td class=wide>{esc(_reason(r))}</td>"
+            f"<td>{esc(r.loop)}</td><td>{badge(run_state(r))}</td>"
+            f"<td>{_when(r.started)}</td><td data-label=tasks>{len(r.tasks)}</td>"
+            f"<td data-label=tokens>{r.tokens}</td></tr>"
+        )
+    shown = (
+        '<a href="/runs">fold skipped ticks</a>'
+        if listing.skipped_shown
+        else f'<a href="/runs?skipped=1">show skipped ticks ({listing.skipped})</a>'
     )
-    table = (
-        "<table><thead><tr><th>Run</th><th>Loop</th><th>Status</th><th>Started</th>"
-        f"<th>Tasks</th><th>Tokens</th></tr></thead><tbody>{rows}</tbody></table>"
-        if rows
-        else "<p class=muted>no runs yet</p>"
+    body = (
+        f"<h1>Runs</h1><p class=muted>ticks that found nothing to do are"
+        f" {'shown' if listing.skipped_shown else 'folded'} · {shown}</p>"
+        + (boxed_table(RUN_COLUMNS, "".join(rows)) if rows else "<p class=muted>no runs yet</p>")
     )
-    return layout("Runs", f"<h1>Runs</h1>{table}", active="runs", project=project)
+    return layout("Runs", body, active="runs", project=project)
+
+
+def _reason(run: RunView) -> str:
+    """A short why: the run's reason, or its one task's."""
+    if run.reason:
+        return run.reason[:120]
+    reasons = {t.reason for t in run.tasks.values() if t.reason}
+    return next(iter(reasons))[:120] if len(reasons) == 1 else ""
 
 
 def run_page(view: RunPage, project: str) -> str:
@@ -408,7 +508,15 @@ def run_page(view: RunPage, project: str) -> str:
         + (" <span class=live-dot>updating live</span>" if live else "")
         + f"</p><section id=tasks><h2>Tasks</h2><ul class=plain>{tasks or '<li>none yet</li>'}"
         f"</ul></section><section><h2>Timeline</h2><ol id=timeline class=timeline{stream}>"
-        f"{lines}</ol></section><div id=attempts>{_attempts(view.folders)}</div>"
+        f"{lines}</ol></section>"
+        + (
+            # What the running agents print, as `-v` shows it (filled by the page's script).
+            "<section id=agent-live><h2>Agent output, live</h2><ol id=agent-output"
+            " class=timeline><li class=muted>waiting for an agent to print…</li></ol></section>"
+            if live
+            else ""
+        )
+        + f"<div id=attempts>{_attempts(view.folders)}</div>"
     )
     return layout(f"run {run.run}", body, active="runs", project=project)
 

@@ -4,41 +4,46 @@ Starlette routes render `pages` from `views`; one ASGI layer in front (`guarded`
 Host, trades a one-time link for a session cookie, checks that session and, for a change, the
 origin (see `security`). Inbox actions run
 `loopctl.commands.inbox` — the functions `loopctl inbox approve/…` call — in a worker thread, so
-a delivery or a retried run does not hold the page.
+a delivery or a retried run does not hold the page: the POST answers at once with the job's id
+and the page follows the job (`jobs`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
-import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from anyio import to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loopctl.definitions.fields import format_duration
 from loopctl.errors import LoopctlError
-from loopctl.journal.events import EventLog, EventType
-from loopctl.ui import assets, pages, views
+from loopctl.journal.events import EventLog
+from loopctl.ui import assets, live, pages, views
+from loopctl.ui.jobs import ACTIONS, Jobs, JobState, runner
+from loopctl.ui.jobs import state as job_state
 from loopctl.ui.security import Guard, Sessions, is_loopback, query_token
 
-ACTIONS = ("approve", "reject", "retry", "reply", "dismiss")
-# How long a POST waits for its action before the page says it is still working.
-ACTION_WAIT_S = 10.0
+# How long one poll of a job's state waits for it to end before answering "still running".
+JOB_WAIT_S = 20.0
 # One server-sent-events response lasts this long; the browser reconnects (Last-Event-ID) after.
 STREAM_S = 60.0
 MAX_FORM_BYTES = 64 * 1024
@@ -71,15 +76,16 @@ class Dashboard:
     guard: Guard
     sessions: Sessions
     stopping: Callable[[], bool] = lambda: False
-    jobs: dict[str, tuple[str, str, Future[Any]]] = field(default_factory=dict)
+    jobs: Jobs = field(default_factory=Jobs)
     # One reader for the server's life: it parses only what was appended since the last read.
     log: EventLog | None = None
     # The inbox projection of the log as of its last seq (a pure function of the events).
     _items: tuple[int, list[Any]] = (-1, [])
     _runs: tuple[int, dict[str, Any]] = (-1, {})
-    workers: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="ui-action")
-    )
+
+    @property
+    def workers(self) -> Any:
+        return self.jobs.workers
 
     def project(self) -> Any:
         from loopctl.definitions import load_project
@@ -160,7 +166,7 @@ def build_app(board: Dashboard) -> ASGIApp:
             view = views.item_view(board.project(), ref)
         except LoopctlError as exc:
             return _html(pages.layout("not found", f"<p>{pages.esc(exc)}</p>"), 404)
-        notice = _notice(board, request.query_params.get("job"), view.detail.item.id)
+        notice = _notice(board, request.query_params.get("job"))
         return _html(pages.item_page(view, board.name, notice))
 
     async def act(request: Request) -> Response:
@@ -171,16 +177,36 @@ def build_app(board: Dashboard) -> ASGIApp:
         if len(body) > MAX_FORM_BYTES:
             return _refused("the form is too large", 413)
         form = dict(parse_qsl(body.decode("utf-8", "replace")))
-        job = _start(board, ref, action, form)
-        from anyio import to_thread
+        # Off the event loop: finding the item reads the log.
+        job = await to_thread.run_sync(_start, board, ref, action, form)
+        # At once: the work goes on in a worker thread. The page's script asked for JSON and
+        # follows the job; a plain form (no script) lands on the item's page, which does.
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse(
+                {"job": job, "item": ref, "action": action, "state": f"/jobs/{job}"}, 202
+            )
+        return RedirectResponse(pages.url("inbox", ref) + "?" + urlencode({"job": job}), 303)
 
-        await to_thread.run_sync(_wait, board.jobs[job][2])
-        return RedirectResponse(
-            pages.url("inbox", board.jobs[job][0]) + "?" + urlencode({"job": job}), 303
-        )
+    async def job(request: Request) -> Response:
+        found = board.jobs.get(request.path_params["job"])
+        if found is None:
+            return _refused("no such job (they end with the server)", 404)
+        raw = request.query_params.get("wait", "0")
+        wait = min(float(raw), JOB_WAIT_S) if raw.isdigit() else 0.0
+        if wait and not found.future.done():
+            # Wakes when the job ends; the future is the worker's, shielded from our timeout.
+            # (Its failure is the state's to report, below.)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(found.future)), wait)
+        events = await to_thread.run_sync(board.events)
+        return JSONResponse(job_state(found, events).to_json())
 
     def runs(request: Request) -> Response:
-        return _html(pages.runs_page(views.recent_runs(board.events()), board.name))
+        listing = views.runs_list(
+            views.recent_runs(board.events()),
+            show_skipped=request.query_params.get("skipped") == "1",
+        )
+        return _html(pages.runs_page(listing, board.name))
 
     def run(request: Request) -> Response:
         try:
@@ -221,6 +247,7 @@ def build_app(board: Dashboard) -> ASGIApp:
             Route("/inbox", inbox),
             Route("/inbox/{item}", item),
             Route("/inbox/{item}/{action}", act, methods=["POST"]),
+            Route("/jobs/{job}", job),
             Route("/runs", runs),
             Route("/runs/{run}", run),
             Route("/runs/{run}/stream", stream),
@@ -295,7 +322,10 @@ def _check(request: Request, guard: Guard, sessions: Sessions) -> Response | Non
             f" dashboard's: {NEW_LINK}"
         )
     # A page's own live stream is not a human's activity: it must not keep a session alive.
-    stream = request.url.path.startswith("/runs/") and request.url.path.endswith("/stream")
+    path = request.url.path
+    stream = path.startswith("/runs/") and path.endswith("/stream")
+    # Nor is a page following the action it started (the click was the activity).
+    stream = stream or path.startswith("/jobs/")
     if not sessions.valid(current, touch=not stream):
         return _refused(
             "no session, or it ended (after"
@@ -326,81 +356,43 @@ def _without_token(request: Request) -> Response:
 
 
 def _start(board: Dashboard, ref: str, action: str, form: dict[str, str]) -> str:
-    """Run an inbox action as `loopctl inbox ACTION` does; returns the job's id."""
-    from loopctl.commands import inbox as commands
-
-    def run() -> Any:
-        project = board.project()
-        if action == "approve":
-            return commands.approve(project, ref, form.get("note") or None)
-        if action == "reject":
-            return commands.reject(project, ref, form.get("reason") or None)
-        if action == "retry":
-            return commands.retry(project, ref)
-        if action == "reply":
-            return commands.reply(project, ref, form.get("answer", ""))
-        return commands.dismiss(project, ref)
-
-    job = secrets.token_hex(8)
-    board.jobs[job] = (ref, action, board.workers.submit(run))
-    return job
+    """Start `loopctl inbox ACTION` on a worker thread; returns the job's id."""
+    loop = next((i.loop for i in board.items() if i.id == ref or i.id.startswith(ref)), None)
+    events = board.events()
+    after = events[-1].seq if events else 0
+    return board.jobs.start(ref, action, loop, after, runner(board.project, ref, action, form)).id
 
 
-def _wait(future: Future[Any]) -> None:
-    try:
-        future.result(timeout=ACTION_WAIT_S)
-    except FutureTimeout:
-        pass
-    except Exception:
-        pass  # reported on the item's page by _notice
-
-
-def _notice(board: Dashboard, job: str | None, item: str) -> tuple[bool, str] | None:
-    found = board.jobs.get(job or "")
-    if found is None:
-        return None
-    ref, action, future = found
-    if not future.done():
-        return True, f"{action} is still running (a delivery or a run takes a while); reload"
-    error = future.exception()
-    if isinstance(error, LoopctlError):
-        return False, str(error)
-    if error is not None:
-        print(f"loopctl ui: {action} {ref} failed unexpectedly: {error!r}", file=sys.stderr)
-        return False, f"{action} failed unexpectedly: {error!r}"
-    result = future.result()
-    return bool(result.ok), str(result.message)
+def _notice(board: Dashboard, job: str | None) -> JobState | None:
+    """Where the job `?job=` names stands, for the item's page (which follows it if running)."""
+    found = board.jobs.get(job)
+    return None if found is None else job_state(found, board.events())
 
 
 # --- live run -------------------------------------------------------------------------------
 
 
 def _follow(board: Dashboard, run: str, start: str, after: int) -> Iterator[str]:
-    """Server-sent events: each new event of `run` as a timeline line, until it finishes."""
+    """Server-sent events of `run` (`live.follow`) for one stream's time."""
     from loopctl.paths import ProjectPaths
 
+    paths = ProjectPaths(board.root)
+    try:
+        agents = board.project().agents
+    except LoopctlError:
+        agents = {}
+
+    def backend_of(name: str) -> str:
+        agent = agents.get(name)
+        return str(agent.backend) if agent is not None else "command"
+
     deadline = time.monotonic() + STREAM_S
-    log = EventLog(ProjectPaths(board.root).events_file)
-    yield "retry: 1000\n\n"
 
     def stop() -> bool:
         return board.stopping() or time.monotonic() > deadline
 
-    for event in log.follow(after, stop=stop):
-        if event.run != run:
-            continue
-        line = views.timeline_line(event, start)
-        finished = event.type == EventType.TICK_FINISHED
-        payload = {
-            "seq": line.seq,
-            "offset": line.offset_s,
-            "text": line.text,
-            "finished": finished,
-            "status": str(event.data.get("status") or "") if finished else "",
-        }
-        yield f"id: {event.seq}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
-        if finished:
-            return
+    output = live.AgentOutput(paths.runs_dir / run, backend_of)
+    yield from live.follow(paths.events_file, run, start, after, output, stop)
 
 
 # --- serving --------------------------------------------------------------------------------
@@ -464,7 +456,7 @@ def serve(
     try:
         server.run(sockets=[sock])
     finally:
-        board.workers.shutdown(wait=False, cancel_futures=True)
+        board.jobs.shutdown()
         sock.close()
 
 

@@ -18,6 +18,7 @@ from loopctl.journal.events import Event, EventType
 from loopctl.journal.history import find_run
 from loopctl.journal.inbox import InboxItem
 from loopctl.journal.spending import GroupBy, SpendRow, spend_report
+from loopctl.journal.statuses import RunStatus, TaskStatus
 
 if TYPE_CHECKING:
     from loopctl.commands.inbox_show import ItemDetail
@@ -210,6 +211,66 @@ def recent_runs(events: list[Event], limit: int = 50) -> list[history.RunView]:
     """The latest runs, newest first."""
     runs = sorted(history.fold(events).values(), key=lambda r: r.started)
     return list(reversed(runs[-limit:]))
+
+
+def is_skipped(run: history.RunView) -> bool:
+    """A tick that found nothing to do: it ended done and every task it found was skipped
+    (base unchanged, already delivered, waiting for a human)."""
+    return (
+        run.status == RunStatus.DONE
+        and bool(run.tasks)
+        and all(t.status == TaskStatus.SKIPPED for t in run.tasks.values())
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRuns:
+    """Consecutive skipped ticks of one loop, for the same reason: one row."""
+
+    loop: str
+    reason: str
+    runs: tuple[history.RunView, ...]  # newest first
+
+
+@dataclass(frozen=True, slots=True)
+class RunsList:
+    rows: tuple[history.RunView | SkippedRuns, ...]
+    skipped: int  # skipped ticks among the runs listed
+    skipped_shown: bool  # each as a row of its own, not folded
+
+
+def runs_list(runs: list[history.RunView], *, show_skipped: bool = False) -> RunsList:
+    """`runs` (newest first) with each streak of skipped ticks of a loop folded into one row,
+    unless `show_skipped`."""
+    rows: list[history.RunView | SkippedRuns] = []
+    skipped = 0
+    for run in runs:
+        if not is_skipped(run):
+            rows.append(run)
+            continue
+        skipped += 1
+        reason = _skip_reason(run)
+        last = rows[-1] if rows else None
+        if show_skipped:
+            rows.append(run)
+        elif isinstance(last, SkippedRuns) and (last.loop, last.reason) == (run.loop, reason):
+            rows[-1] = SkippedRuns(last.loop, last.reason, (*last.runs, run))
+        else:
+            rows.append(SkippedRuns(run.loop, reason, (run,)))
+    return RunsList(tuple(rows), skipped, show_skipped)
+
+
+def _skip_reason(run: history.RunView) -> str:
+    reasons = sorted({t.reason for t in run.tasks.values() if t.reason})
+    if not reasons:
+        return "nothing to do"
+    # A base's sha differs from tick to tick; the words around it do not.
+    words = [" ".join("…" if _is_sha(w) else w for w in r.split()) for r in reasons]
+    return "; ".join(sorted(set(words)))
+
+
+def _is_sha(word: str) -> bool:
+    return len(word) >= 7 and all(c in "0123456789abcdef" for c in word)
 
 
 def now_utc() -> datetime:

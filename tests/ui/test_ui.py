@@ -280,16 +280,15 @@ def test_page_actions_record_what_the_cli_records(
         origin = {"Origin": ui.base, "Sec-Fetch-Site": "same-origin"}
         with ui.session(timeout=60, follow_redirects=True) as session:
             # The CLI's own refusal, word for word, and nothing recorded.
-            wrong = session.post(f"{ui.base}/inbox/{question}/approve", headers=origin)
-            assert wrong.status_code == 200
-            assert "is a escalation item, not an approval" in wrong.text
-            assert 'class="notice bad"' in wrong.text
-            dismissed = session.post(f"{ui.base}/inbox/{question}/dismiss", headers=origin)
-            assert f"dismissed {question}" in dismissed.text
-            rejected = session.post(
-                f"{ui.base}/inbox/{item}/reject", headers=origin, data={"reason": "not today"}
-            )
-            assert f"rejected {item}: nothing was delivered" in rejected.text
+            wrong = act(session, ui.base, question, "approve", origin)
+            assert not wrong["ok"]
+            assert "is a escalation item, not an approval" in wrong["message"]
+            shown = session.get(f"{ui.base}/inbox/{question}?job={wrong['job']}")
+            assert 'class="notice bad"' in shown.text
+            dismissed = act(session, ui.base, question, "dismiss", origin)
+            assert dismissed["message"] == f"dismissed {question}"
+            rejected = act(session, ui.base, item, "reject", origin, reason="not today")
+            assert rejected["message"] == f"rejected {item}: nothing was delivered"
             listing = session.get(f"{ui.base}/inbox?loop=ship&all=1")
             assert listing.text.count("<tr data-item=") == 2
     assert events(repo, "approved") == []
@@ -319,8 +318,8 @@ def test_retry_from_the_page_runs_the_task_again(
         with ui.session(timeout=120, follow_redirects=True) as session:
             page = session.get(f"{ui.base}/inbox/{item['id']}")
             assert 'action="/inbox/' + item["id"] + '/retry"' in page.text
-            done = session.post(f"{ui.base}/inbox/{item['id']}/retry", headers={"Origin": ui.base})
-            assert "retried" in done.text, done.text
+            done = act(session, ui.base, item["id"], "retry", {"Origin": ui.base})
+            assert done["message"].startswith(f"retried {item['id']}: run "), done
     assert [r.data["kind"] for r in events(repo, "tick_started")] == ["tick", "requeue"]
     (requeued,) = events(repo, "task_requeued")
     assert requeued.data["reason"] == "retry"
@@ -339,8 +338,28 @@ def test_without_the_ui_extra_it_says_how_to_install_it(repo: Path) -> None:
     assert_clean_exit(done, 1)
     assert done.stderr.strip() == (
         "loopctl: `loopctl ui` needs the ui extra (starlette is missing):"
-        " pip install 'loopctl-runtime[ui]'"
+        " pip install 'starlette<2,>=0.41' 'uvicorn<1,>=0.30'"
+        " (or pip install -e '.[ui]' in a clone)"
     )
+
+
+def act(
+    session: httpx.Client, base: str, item: str, action: str, headers: dict[str, str], **form: str
+) -> dict[str, Any]:
+    """An action as the page's script sends it: answered at once (202 and a job), then its
+    state, followed until it ends."""
+    started = session.post(
+        f"{base}/inbox/{item}/{action}",
+        headers={**headers, "Accept": "application/json"},
+        data=form,
+    )
+    assert started.status_code == 202, started.text
+    job = started.json()
+    assert (job["item"], job["action"]) == (item, action)
+    while True:
+        state: dict[str, Any] = session.get(f"{base}{job['state']}?wait=20").json()
+        if state["done"]:
+            return state
 
 
 def free_port() -> int:
@@ -621,15 +640,20 @@ def test_the_inbox_page_lists_what_the_cli_lists_and_approving_delivers_once(
         screenshot(page, "approval")
         page.fill("form.approve input[name=note]", "looks right")
         page.click("form.approve button")
-        page.wait_for_selector("p.notice")
-        assert "approved" in page.inner_text("p.notice")
+        page.wait_for_selector("#notice[data-state=done]")
+        assert "approved" in page.inner_text("#notice")
         screenshot(page, "approved")
         # The browser's back-and-resubmit, or a second click, must not deliver twice.
         again = page.request.post(
-            f"{ui.base}/inbox/{item}/approve", headers={"Origin": ui.base}, form={"note": "again"}
+            f"{ui.base}/inbox/{item}/approve",
+            headers={"Origin": ui.base, "Accept": "application/json"},
+            form={"note": "again"},
         )
-        assert again.status == 200
-        assert "already closed" in again.text()
+        assert again.status == 202
+        state = page.request.get(f"{ui.base}{again.json()['state']}?wait=20").json()
+        assert state["done"]
+        assert not state["ok"]
+        assert "already closed" in state["message"]
 
         page.goto(f"{ui.base}/runs")
         screenshot(page, "runs")
