@@ -1,0 +1,53 @@
+"""The delivery steps, by name: each one object in one module (see steps.base.DeliveryStep).
+
+A step a loop names (`push`) is the registered one; any other name is the loop's own custom
+action. `definitions.loops.BUILTIN_ACTIONS` lists the names a loop may use without an argv
+(definitions sit below delivery and cannot ask this registry); tests/delivery/test_step_registry.py
+fails when the two disagree.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loopctl.delivery.steps import commit, custom, merge, pr, push, review
+from loopctl.delivery.steps.base import DeliveryStep, StepOutcome, Tool
+
+if TYPE_CHECKING:
+    from loopctl.definitions.loops import Action
+    from loopctl.delivery.gates import Step
+
+__all__ = [
+    "CUSTOM",
+    "STEPS",
+    "DeliveryStep",
+    "StepOutcome",
+    "Tool",
+    "delivers",
+    "register",
+    "step_for",
+]
+
+STEPS: dict[str, DeliveryStep] = {}
+CUSTOM: DeliveryStep = custom.STEP
+
+
+def register(step: DeliveryStep) -> DeliveryStep:
+    """Make `step` the object for its name (a test registers a fake one this way)."""
+    STEPS[step.name] = step
+    return step
+
+
+for _module in (commit, review, push, pr, merge):
+    register(_module.STEP)
+
+
+def step_for(step: Step | Action) -> DeliveryStep:
+    """The object that runs, reconciles, checks and describes `step`."""
+    return STEPS.get(step.name, CUSTOM)
+
+
+def delivers(name: object) -> bool:
+    """Whether the step named `name`, once it succeeded, handed the task's work to someone."""
+    found = STEPS.get(name) if isinstance(name, str) else None
+    return found is not None and found.delivering
