@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopctl.backends.base import escalation, trailing_json
 from loopctl.definitions.loops import DeliverSpec
 from loopctl.delivery import steps as registry
 from loopctl.delivery.steps import review as review_step
@@ -384,7 +385,5 @@ def asked_question(escalate: object, text: str) -> str | None:
     """
     if isinstance(escalate, str) and escalate.strip():
         return escalate.strip()
-    from loopctl.backends.base import escalation, trailing_json
-
     payload = trailing_json(text or "")
     return escalation(payload) if payload is not None else None
