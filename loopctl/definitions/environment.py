@@ -19,6 +19,7 @@ from loopctl.errors import Problem
 if TYPE_CHECKING:
     from loopctl.definitions.project import Project
 
+
 def agent_file_problems(project: Project) -> list[Problem]:
     """`validate`: command agents whose argv names a file the repository's HEAD does not hold.
 
