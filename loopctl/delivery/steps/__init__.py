@@ -1,16 +1,19 @@
 """The delivery steps, by name: each one object in one module (see steps.base.DeliveryStep).
 
-A step a loop names (`push`) is the registered one; any other name is the loop's own custom
-action. `definitions.loops.BUILTIN_ACTIONS` lists the names a loop may use without an argv
-(definitions sit below delivery and cannot ask this registry); tests/delivery/test_step_registry.py
-fails when the two disagree.
+Every module of this package that defines `STEP` (a DeliveryStep) is imported and registered
+here, so a new step is one new module. A step a loop names (`push`) is the registered one; any
+other name is the loop's own custom action. `definitions.loops.BUILTIN_ACTIONS` lists the names
+a loop may use without an argv (definitions sit below delivery and cannot ask this registry);
+tests/delivery/test_step_registry.py fails when the two disagree.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import TYPE_CHECKING
 
-from loopctl.delivery.steps import commit, custom, merge, pr, push, review
+from loopctl.delivery.steps import custom
 from loopctl.delivery.steps.base import DeliveryStep, StepOutcome, Tool
 
 if TYPE_CHECKING:
@@ -38,8 +41,16 @@ def register(step: DeliveryStep) -> DeliveryStep:
     return step
 
 
-for _module in (commit, review, push, pr, merge):
-    register(_module.STEP)
+def _discover() -> None:
+    """Register the `STEP` of every module in this package (helpers such as `base` have none)."""
+    for found in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{found.name}")
+        step = getattr(module, "STEP", None)
+        if isinstance(step, DeliveryStep) and step is not CUSTOM:
+            register(step)
+
+
+_discover()
 
 
 def step_for(step: Step | Action) -> DeliveryStep:
