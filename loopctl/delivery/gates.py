@@ -295,14 +295,7 @@ class Delivered:
 
     def describe(self) -> str:
         """How the result was delivered, in a few words ("pushed to origin loop/x/y")."""
-        said = []
-        for name in self.actions:
-            if name == "push":
-                said.append(f"pushed to {self.remote} {self.push_branch or self.branch}")
-            elif name == "pr":
-                said.append(f"pull request {self.url}" if self.url else "pull request opened")
-            elif name == "merge":
-                said.append(f"merged into {self.base_branch}" if self.base_branch else "merged")
+        said = [registry.step_for_name(name).delivered(self) for name in self.actions]
         approved = f", approved in inbox {', '.join(self.approvals)}" if self.approvals else ""
         return f"{', '.join(said)} in run {self.run}{approved}"
 

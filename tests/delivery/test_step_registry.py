@@ -22,7 +22,7 @@ from support.repos import make_project
 from loopctl.definitions import loops
 from loopctl.definitions.loops import Action
 from loopctl.delivery import tools
-from loopctl.delivery.gates import GateView, Plan, Step, plan_steps
+from loopctl.delivery.gates import Delivered, GateView, Plan, Step, plan_steps
 from loopctl.delivery.steps import CUSTOM, STEPS, DeliveryStep, StepOutcome, Tool, step_for
 from loopctl.journal.recorder import Recorder
 
@@ -69,6 +69,12 @@ def test_every_step_declares_its_tools_and_describes_itself(name: str) -> None:
     assert type(step).run is not DeliveryStep.run  # each step runs itself
     if step.planned:
         assert said == PLAN.describe(Step(4, name, argv))  # the approver reads the same
+    if step.delivering:
+        result = Delivered(
+            "r1", 9, SHA, PLAN.base_sha, PLAN.branch, "origin", "main", None, (name,)
+        )
+        assert result.describe() == f"{step.delivered(result)} in run r1"
+        assert step.delivered(result).strip()
 
 
 def test_the_tools_each_step_declares_are_what_the_preflight_looks_for() -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "delivers",
     "register",
     "step_for",
+    "step_for_name",
 ]
 
 STEPS: dict[str, DeliveryStep] = {}
@@ -55,7 +56,12 @@ _discover()
 
 def step_for(step: Step | Action) -> DeliveryStep:
     """The object that runs, reconciles, checks and describes `step`."""
-    return STEPS.get(step.name, CUSTOM)
+    return step_for_name(step.name)
+
+
+def step_for_name(name: str) -> DeliveryStep:
+    """The registered step named `name`; a custom action's object for any other name."""
+    return STEPS.get(name, CUSTOM)
 
 
 def delivers(name: object) -> bool:

@@ -16,7 +16,7 @@ from loopctl.journal.inbox import items
 
 if TYPE_CHECKING:
     from loopctl.definitions.loops import Action
-    from loopctl.delivery.gates import GateView, Plan, Step
+    from loopctl.delivery.gates import Delivered, GateView, Plan, Step
     from loopctl.journal.events import Event
     from loopctl.journal.recorder import Recorder
 
@@ -58,6 +58,10 @@ class DeliveryStep:
     def describe(self, plan: Plan, step: Step) -> str:
         """The exact action, as a person approving it should read it."""
         raise NotImplementedError
+
+    def delivered(self, result: Delivered) -> str:
+        """How a delivering step's success reads in a delivered result ("pushed to …")."""
+        return f"`{self.name}` ran"
 
     def asks(self, step: Step) -> str:
         """What an approval of the step lets through, in a sentence's middle."""

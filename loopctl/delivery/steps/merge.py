@@ -17,7 +17,7 @@ from loopctl.delivery.steps.pr import NAME as PR
 
 if TYPE_CHECKING:
     from loopctl.definitions.loops import Action
-    from loopctl.delivery.gates import GateView, Plan, Step
+    from loopctl.delivery.gates import Delivered, GateView, Plan, Step
     from loopctl.journal.recorder import Recorder
 
 
@@ -34,6 +34,9 @@ class Merge(DeliveryStep):
         if plan.has(PR):
             return f"merge the pull request of {plan.branch} (head must be {short})"
         return f"fast-forward {plan.base_branch} to {short}"
+
+    def delivered(self, result: Delivered) -> str:
+        return f"merged into {result.base_branch}" if result.base_branch else "merged"
 
     def run(self, rec: Recorder, plan: Plan, step: Step, gate: GateView | None) -> StepOutcome:
         if plan.has(PR):

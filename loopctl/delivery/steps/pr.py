@@ -15,7 +15,7 @@ from loopctl.journal import history
 
 if TYPE_CHECKING:
     from loopctl.definitions.loops import Action
-    from loopctl.delivery.gates import GateView, Plan, Step
+    from loopctl.delivery.gates import Delivered, GateView, Plan, Step
     from loopctl.journal.events import Event
     from loopctl.journal.recorder import Recorder
 
@@ -31,6 +31,9 @@ class PullRequest(DeliveryStep):
 
     def describe(self, plan: Plan, step: Step) -> str:
         return f"open or update a pull request from {plan.branch} into {plan.base_branch}"
+
+    def delivered(self, result: Delivered) -> str:
+        return f"pull request {result.url}" if result.url else "pull request opened"
 
     def run(self, rec: Recorder, plan: Plan, step: Step, gate: GateView | None) -> StepOutcome:
         title, body = pr_text(rec.log.read(), plan)

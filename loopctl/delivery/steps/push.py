@@ -16,7 +16,7 @@ from loopctl.delivery.steps.base import DeliveryStep, StepOutcome, shown_replace
 from loopctl.errors import LoopctlError
 
 if TYPE_CHECKING:
-    from loopctl.delivery.gates import GateView, Plan, Step
+    from loopctl.delivery.gates import Delivered, GateView, Plan, Step
     from loopctl.journal.events import Event
     from loopctl.journal.recorder import Recorder
 
@@ -33,6 +33,9 @@ class Push(DeliveryStep):
                 f" head), only if it is still at {plan.base_sha[:12]}"
             )
         return f"push {short} to {plan.remote} as branch {plan.branch}"
+
+    def delivered(self, result: Delivered) -> str:
+        return f"pushed to {result.remote} {result.push_branch or result.branch}"
 
     def summary(self, plan: Plan, step: Step) -> str:
         summary = super().summary(plan, step)
