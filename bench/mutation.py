@@ -239,7 +239,8 @@ TARGETS: dict[str, Target] = {
         why="invariant 13: the session cookie is HttpOnly and SameSite=Strict; a change needs"
         " a session and this server's Origin",
     ),
-    # What runs between an approval's check and the action it approved (issue 27).
+    # What runs between an approval's check and the action it approved (issue 27): the pipeline
+    # asks again, then the step checks again right before it acts (delivery/steps/).
     "delivery-windows": Target(
         "loopctl/delivery/pipeline.py",
         (
@@ -251,18 +252,40 @@ TARGETS: dict[str, Target] = {
             "test_the_push_never_overwrites_what_someone_pushed_to_the_pr_meanwhile",
             "tests/commands/test_inbox.py",
         ),
-        only=(
-            "advance",
-            "_retire_gate",
-            "_force_target",
-            "_push",
-            "_approved_replaces",
-            "_push_to_pr_head",
-            "_custom",
-        ),
+        only=("advance", "_retire_gate"),
         timeout=300.0,
-        why="invariants 3 and 9: a force push only when approved as one; a deploy only of the"
-        " approved commit; nothing after a step whose outcome is unknown",
+        why="invariants 3 and 9: nothing after a step whose outcome is unknown; a push that"
+        " replaces something always asks",
+    ),
+    "delivery-push": Target(
+        "loopctl/delivery/steps/push.py",
+        (
+            "tests/delivery/test_delivery_windows.py",
+            "tests/delivery/test_delivery_mutants.py",
+            "tests/delivery/test_delivery_checks.py",
+            "tests/delivery/test_approval_binding.py",
+            "tests/tasks/test_github_tasks.py::"
+            "test_the_push_never_overwrites_what_someone_pushed_to_the_pr_meanwhile",
+            "tests/commands/test_inbox.py",
+        ),
+        only=("overwrites", "run", "_approved_replaces", "_push_to_pr_head"),
+        timeout=300.0,
+        why="invariants 3 and 9: a force push only when approved as one",
+    ),
+    "delivery-custom": Target(
+        "loopctl/delivery/steps/custom.py",
+        (
+            "tests/delivery/test_delivery_windows.py",
+            "tests/delivery/test_delivery_mutants.py",
+            "tests/delivery/test_delivery_checks.py",
+            "tests/delivery/test_approval_binding.py",
+            "tests/tasks/test_github_tasks.py::"
+            "test_the_push_never_overwrites_what_someone_pushed_to_the_pr_meanwhile",
+            "tests/commands/test_inbox.py",
+        ),
+        only=("run",),
+        timeout=300.0,
+        why="invariant 3: a deploy only of the approved commit",
     ),
     "schedule": Target(
         "loopctl/scheduling/timing.py",
@@ -376,12 +399,14 @@ FAST = ("protected", "changed-paths")
 # Every module behind a guarantee (issue 27): `--full` mutates each of them whole (a target's
 # `only` is ignored), with cosmic-ray's operators and the AST ones. Hours on 2 cores: run a few
 # at a time, the results add up in bench/mutation.json. The checks are protected (verdicts.py),
-# integrity and fingerprint; the delivery is gates and pipeline.
+# integrity and fingerprint; the delivery is gates, pipeline and the push and custom steps.
 GUARANTEES = (
     "sandbox",
     "git",
     "gates",
     "pipeline",
+    "delivery-push",
+    "delivery-custom",
     "agent-context",
     "recorder",
     "atomicfile",
@@ -1529,10 +1554,10 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
     ),
     Equivalent(
-        "delivery-windows",
+        "delivery-push",
         "ast/IfFalse",
         "if gate is None or not gate.approved:",
-        "_push forces only after advance asked (a push that replaces something always asks)"
+        "Push.run forces only after advance asked (a push that replaces something always asks)"
         " and _gate_check let that approved gate through: the gate is there and approved"
         " whenever this runs (the shown `replaces` it reads is what the tests move)",
     ),

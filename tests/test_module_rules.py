@@ -343,9 +343,6 @@ OVER_MAX_LINES = {
     # Another helper is rewriting the sandbox in this session; splitting it under them would
     # collide with their edits.
     "sandbox.py": "the bwrap sandbox, rewritten by another helper",
-    # Delivery steps become one object each (issue 28 item 2) and the task-finishing routine is
-    # shared with the engine (item 4), both by another helper: that rework splits this module.
-    "delivery/pipeline.py": "the delivery pipeline, before its steps become one object each",
 }
 
 

@@ -43,11 +43,11 @@ def _validate(root: Path, json_out: bool) -> Answer:
     from loopctl.cli.render import format_json
     from loopctl.cli.validation_cache import Answer
     from loopctl.definitions import load_project
-    from loopctl.definitions.environment import environment_problems
+    from loopctl.delivery.tools import machine_problems
 
     project = load_project(root)
     # What this machine and the commit lack (delivery tools, agent scripts): warnings only.
-    project = replace(project, problems=(*project.problems, *environment_problems(project)))
+    project = replace(project, problems=(*project.problems, *machine_problems(project)))
     # Which source tree a check in a worktree imports, where the checkout's node_modules says.
     python = checkout_note(root, os.environ)
     node = node_links.describe(root, setup=False)

@@ -39,6 +39,9 @@ from loopctl.definitions.source import Problems, parse_toml
 from loopctl.egress import HostPort, NetworkMode
 
 LOOP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# The delivery steps a loop names without an argv. Each is one object in loopctl/delivery/steps/
+# (delivery sits above definitions, so the names are listed here too); a test fails when the
+# two disagree (tests/delivery/test_step_registry.py).
 BUILTIN_ACTIONS = ("commit", "push", "pr", "merge")
 
 

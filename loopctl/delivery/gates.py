@@ -10,16 +10,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopctl.backends.base import escalation, trailing_json
 from loopctl.definitions.loops import DeliverSpec
+from loopctl.delivery import steps as registry
+from loopctl.delivery.steps import review as review_step
 from loopctl.journal.events import Event, EventType
 
 PLAN_FORMAT = 1
-BUILTIN_STEPS = ("push", "pr", "merge")
 # The step a change that looks like it tampers with the test run waits at (checks.sabotage):
 # first in the plan, gated, and doing nothing once a human approved it.
-REVIEW_STEP = "review"
-# The steps that hand a result to someone: once one of them ran, the task's work is out there.
-DELIVERING_STEPS = BUILTIN_STEPS
+REVIEW_STEP = review_step.NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,33 +113,15 @@ class Plan:
 
     def describe(self, step: Step) -> str:
         """The exact action, as a person approving it should read it."""
-        short = self.commit[:12]
-        if step.name == REVIEW_STEP:
-            return (
-                f"let {short} through although the change looks like it tampers with the test"
-                f" run ({len(self.review)} line{'' if len(self.review) == 1 else 's'} quoted)"
-            )
-        if step.name == "push" and self.push_branch:
-            return (
-                f"push {short} to {self.remote} as branch {self.push_branch} (the pull request's"
-                f" head), only if it is still at {self.base_sha[:12]}"
-            )
-        if step.name == "push":
-            return f"push {short} to {self.remote} as branch {self.branch}"
-        if step.name == "pr":
-            return f"open or update a pull request from {self.branch} into {self.base_branch}"
-        if step.name == "merge":
-            if self.has("pr"):
-                return f"merge the pull request of {self.branch} (head must be {short})"
-            return f"fast-forward {self.base_branch} to {short}"
-        argv = " ".join(step.argv or ())
-        return f"run `{argv}` in the task's worktree (at {short})"
+        return registry.step_for(step).describe(self, step)
 
 
 def gated_names(deliver: DeliverSpec) -> tuple[str, ...]:
     """The actions that must wait for a human."""
     return tuple(
-        a.name for a in deliver.actions if a.name != "commit" and a.name in deliver.approve
+        a.name
+        for a in deliver.actions
+        if registry.step_for(a).planned and a.name in deliver.approve
     )
 
 
@@ -147,7 +129,7 @@ def plan_steps(deliver: DeliverSpec, *, review: bool = False) -> tuple[Step, ...
     """The delivery steps after `commit`, in order, each marked gated or not; `review`: the
     change waits for a human first (step 0), as the sabotage scan flagged it."""
     gated = set(gated_names(deliver))
-    steps = [a for a in deliver.actions if a.name != "commit"]
+    steps = [a for a in deliver.actions if registry.step_for(a).planned]
     first = (Step(0, REVIEW_STEP, None, True),) if review else ()
     return first + tuple(
         Step(index, a.name, a.argv, a.name in gated) for index, a in enumerate(steps, start=1)
@@ -313,14 +295,7 @@ class Delivered:
 
     def describe(self) -> str:
         """How the result was delivered, in a few words ("pushed to origin loop/x/y")."""
-        said = []
-        for name in self.actions:
-            if name == "push":
-                said.append(f"pushed to {self.remote} {self.push_branch or self.branch}")
-            elif name == "pr":
-                said.append(f"pull request {self.url}" if self.url else "pull request opened")
-            elif name == "merge":
-                said.append(f"merged into {self.base_branch}" if self.base_branch else "merged")
+        said = [registry.step_for_name(name).delivered(self) for name in self.actions]
         approved = f", approved in inbox {', '.join(self.approvals)}" if self.approvals else ""
         return f"{', '.join(said)} in run {self.run}{approved}"
 
@@ -364,7 +339,7 @@ def _fold_deliveries(events: Iterable[Event], loop: str, task: str) -> tuple[lis
         elif (
             event.type == EventType.ACTION_FINISHED
             and data.get("ok") is True
-            and data.get("action") in DELIVERING_STEPS
+            and registry.delivers(data.get("action"))
             and event.run in plans
         ):
             plan = plans[event.run]
@@ -403,7 +378,5 @@ def asked_question(escalate: object, text: str) -> str | None:
     """
     if isinstance(escalate, str) and escalate.strip():
         return escalate.strip()
-    from loopctl.backends.base import escalation, trailing_json
-
     payload = trailing_json(text or "")
     return escalation(payload) if payload is not None else None

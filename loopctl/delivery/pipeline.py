@@ -11,15 +11,12 @@ The caller holds the loop's RunnerLock, so two processes never deliver the same 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopctl import git
-from loopctl.checks.sabotage import Finding
-from loopctl.checks.sabotage import summary as sabotage_summary
 from loopctl.definitions import Loop, Project
 from loopctl.definitions.loops import Action
 from loopctl.delivery.ending import (
@@ -30,7 +27,6 @@ from loopctl.delivery.ending import (
     pool_capacity,
 )
 from loopctl.delivery.gates import (
-    REVIEW_STEP,
     Delivered,
     DeliveryView,
     GateView,
@@ -41,17 +37,14 @@ from loopctl.delivery.gates import (
     delivery_view,
     plan_steps,
 )
+from loopctl.delivery.steps import StepOutcome, step_for
+from loopctl.delivery.steps.base import shown_replaces
+from loopctl.delivery.tools import delivery_path, missing_tools
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.statuses import TaskStatus
-
-if TYPE_CHECKING:
-    from loopctl.process import Completed
-
-GH_TIMEOUT = 120.0
-CUSTOM_TIMEOUT = 1800.0
 
 Checkpoint = Callable[[str, Step], None]
 
@@ -63,13 +56,6 @@ class DeliveryResult:
     status: TaskStatus
     reason: str
     item: str | None = None  # the approval item it waits for
-
-
-@dataclass(frozen=True, slots=True)
-class StepOutcome:
-    ok: bool | None  # None: the outcome is unknown (a custom action that was interrupted)
-    detail: str
-    url: str | None = None
 
 
 # --- preflight -----------------------------------------------------------------------------------
@@ -88,12 +74,10 @@ def _refuse_missing(
     loop: str,
     actions: Iterable[Action],
     where: Path | None,
-    pull_request: bool | None = None,
+    among: Collection[str] | None = None,
 ) -> None:
-    from loopctl.definitions.environment import delivery_path, missing_delivery_tools
-
     path = delivery_path(project)
-    missing = missing_delivery_tools(actions, path, where, pull_request=pull_request)
+    missing = missing_tools(actions, path, where, among=among)
     if missing:
         more = f" (and {len(missing) - 1} more: `loopctl validate`)" if len(missing) > 1 else ""
         raise LoopctlError(f"loop {loop!r} cannot deliver: {missing[0]}{more}; nothing ran")
@@ -104,8 +88,8 @@ def _check_plan_tools(rec: Recorder, plan: Plan, view: DeliveryView) -> None:
     left = [
         Action(step.name, step.argv) for step in plan.steps if not view.state(step.index).finished
     ]
-    # A merge after a pull request needs gh even when `pr` itself already ran.
-    _refuse_missing(rec.project, plan.loop, left, None, pull_request=plan.has("pr"))
+    # A step may need a tool because of one that already ran (a merge after a pull request).
+    _refuse_missing(rec.project, plan.loop, left, None, among=[s.name for s in plan.steps])
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -238,10 +222,10 @@ def advance(
         gate = view.gates.get(step.index)
         # A push that would replace what the remote has (a re-run's new commit on a branch an
         # earlier run pushed) is a force push: it always waits for a human who was told so.
-        replaces = _force_target(rec, plan) if step.name == "push" else None
+        replaces = step_for(step).overwrites(rec, plan)
         asks = step.gated or replaces is not None
         if asks:
-            if gate is not None and replaces != _shown_replaces(rec, gate):
+            if gate is not None and replaces != shown_replaces(rec, gate):
                 _retire_gate(rec, plan, gate, "the remote branch changed since it was shown")
                 gate = None
             waiting = _gate_check(rec, plan, step, gate, replaces)
@@ -261,37 +245,12 @@ def advance(
         )
         if checkpoint is not None:
             checkpoint("started", step)
-        outcome = run_step(rec, plan, step)
+        outcome = run_step(rec, plan, step, gate)
         if checkpoint is not None:
             checkpoint("ran", step)
         _finish_step(rec, plan, step, outcome, gate if asks else None)
         if not outcome.ok:
             return DeliveryResult(TaskStatus.FAILED, f"{step.name} failed: {outcome.detail}")
-
-
-def _force_target(rec: Recorder, plan: Plan) -> str | None:
-    """The commit a push of the plan would replace on the remote, or None (a fast-forward).
-
-    A pull request's branch is never forced (its push leases the head it started from). A
-    remote that cannot be read is left to the push itself, which reads it again.
-    """
-    if plan.push_branch:
-        return None
-    root = rec.paths.root
-    try:
-        current = git.remote_branch_sha(root, _push_url(rec, plan), plan.branch)
-    except LoopctlError:
-        return None
-    if current is None or current == plan.commit or git.is_ancestor(root, current, plan.commit):
-        return None
-    return current
-
-
-def _shown_replaces(rec: Recorder, gate: GateView) -> str | None:
-    """The remote commit the approval item said its push replaces (None: a plain push)."""
-    item = next((i for i in items(rec.log.read()) if i.id == gate.item), None)
-    shown = item.evidence.get("replaces") if item is not None else None
-    return shown if isinstance(shown, str) else None
 
 
 def _retire_gate(rec: Recorder, plan: Plan, gate: GateView, why: str) -> None:
@@ -312,9 +271,7 @@ def _gate_check(
     rec: Recorder, plan: Plan, step: Step, gate: GateView | None, replaces: str | None = None
 ) -> DeliveryResult | None:
     """None when the gated `step` may run now; otherwise why the pipeline stops here."""
-    what = f"`{step.name}`"
-    if step.name == REVIEW_STEP:
-        what = "a change that looks like it tampers with the test run"
+    what = step_for(step).asks(step)
     if gate is None or gate.sha != plan.commit:
         item = open_gate(rec, plan, step, replaces=replaces)
         return DeliveryResult(
@@ -411,12 +368,8 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
             following.append(f"then `{later.name}` waits for another approval")
             break
         following.append(plan.describe(later))
-    summary = f"approve `{step.name}` of {plan.branch} at {plan.commit[:12]}"
-    if step.name == REVIEW_STEP:
-        findings = [Finding.from_json(r) for r in plan.review]
-        summary = f"{sabotage_summary(findings)} (approve to let {plan.commit[:12]} through)"
-    if step.name == "push" and plan.push_branch:
-        summary += f" onto {plan.push_branch}, the pull request's branch"
+    kind = step_for(step)
+    summary = kind.summary(plan, step)
     describe = plan.describe(step)
     overwritten = _delivery_of(events, plan, replaces) if replaces is not None else None
     if overwritten is not None:
@@ -463,14 +416,7 @@ def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = N
         "remote": plan.remote,
         "worktree": plan.worktree,
     }
-    if step.name == REVIEW_STEP:
-        evidence["sabotage"] = list(plan.review)
-    if step.name == "push":
-        from loopctl.delivery import remotes
-
-        # The approver sees where the push goes: the URL recorded before the agent ran.
-        pin = remotes.run_pin(events, plan.run)
-        evidence["remote_url"] = pin.url if pin is not None and pin.name == plan.remote else None
+    evidence.update(kind.evidence(events, plan))
     item_id = rec.open_item(
         ItemKind.APPROVAL, summary, evidence, run=plan.run, loop=plan.loop, task=plan.task
     )
@@ -587,281 +533,22 @@ def resume(
     return result
 
 
-# --- the steps -----------------------------------------------------------------------------------
+# --- the steps ----------------------------------------------------------------------------------
 
 
-def run_step(rec: Recorder, plan: Plan, step: Step) -> StepOutcome:
+def run_step(rec: Recorder, plan: Plan, step: Step, gate: GateView | None = None) -> StepOutcome:
     """Run one step; every failure is an outcome, not an exception."""
     try:
-        if step.name == REVIEW_STEP:
-            return StepOutcome(True, "a human let the change through")
-        if step.name == "push":
-            return _push(rec, plan)
-        if step.name == "pr":
-            return _pr(rec, plan)
-        if step.name == "merge":
-            return _merge(rec, plan)
-        return _custom(rec, plan, step)
+        return step_for(step).run(rec, plan, step, gate)
     except LoopctlError as exc:
         return StepOutcome(False, str(exc))
 
 
 def _reconcile(rec: Recorder, plan: Plan, step: Step) -> StepOutcome | None:
     """The outcome of a step that was interrupted, when it can be known; None: not done, redo."""
-    if step.name == REVIEW_STEP:
-        return None  # it does nothing: run it again
     try:
-        if step.name == "push":
-            target = plan.push_branch or plan.branch
-            url = _push_url(rec, plan)
-            remote = git.remote_branch_sha(rec.paths.root, url, target)
-            if remote == plan.commit:
-                return StepOutcome(True, "found on the remote after an interruption")
-            return None
-        if step.name == "pr":
-            found = _find_pr(rec, plan)
-            if found is not None:
-                return StepOutcome(True, "found after an interruption", found.get("url"))
-            return None
-        if step.name == "merge":
-            if plan.has("pr"):
-                found = _find_pr(rec, plan, state="merged")
-                if found is not None:
-                    return StepOutcome(
-                        True, "merged (found after an interruption)", found.get("url")
-                    )
-                return None
-            if plan.base_branch is None:
-                return None
-            head = git.branch_head(rec.paths.root, plan.base_branch)
-            if head is not None and git.is_ancestor(rec.paths.root, plan.commit, head):
-                return StepOutcome(True, f"{plan.base_branch} already contains the commit")
-            return None
+        return step_for(step).reconcile(rec, plan, step)
     except LoopctlError as exc:
         return StepOutcome(
             False, f"cannot tell whether the interrupted {step.name} happened: {exc}"
         )
-    # A custom action's effect is invisible to loopctl: at most once means never again.
-    return StepOutcome(
-        None,
-        f"`{' '.join(step.argv or ())}` was interrupted and its outcome is unknown; loopctl does"
-        " not run it again — check by hand",
-    )
-
-
-def _push_url(rec: Recorder, plan: Plan) -> str:
-    """Where the plan's pushes go: the URL its run recorded before any agent ran, never the
-    remote's name, which an agent could have repointed since (see loopctl.delivery.remotes)."""
-    from loopctl.delivery import remotes
-
-    return remotes.push_url(rec.paths.root, rec.log.read(), plan.run, plan.remote)
-
-
-def _push(rec: Recorder, plan: Plan) -> StepOutcome:
-    root = rec.paths.root
-    url = _push_url(rec, plan)
-    if plan.push_branch:
-        return _push_to_pr_head(rec, plan, plan.push_branch, url)
-    current = git.remote_branch_sha(root, url, plan.branch)
-    if current == plan.commit:
-        return StepOutcome(True, f"{plan.remote} already has {plan.branch} at {plan.commit[:12]}")
-    forced = current is not None and not git.is_ancestor(root, current, plan.commit)
-    if forced and _approved_replaces(rec, plan) != current:
-        assert current is not None
-        # The remote moved after the approval was shown: this force push was never approved.
-        return StepOutcome(
-            False,
-            f"{plan.remote} has {plan.branch} at {current[:12]}, which pushing"
-            f" {plan.commit[:12]} would replace (a force push no approval showed); nothing was"
-            " pushed",
-        )
-    git.push_commit(root, url, plan.commit, plan.branch, expect=current)
-    shown = git.display_url(url)
-    verb = f"force-pushed (replacing {str(current)[:12]})" if forced else "pushed"
-    return StepOutcome(True, f"{verb} {plan.commit[:12]} to {plan.remote} ({shown}) {plan.branch}")
-
-
-def _approved_replaces(rec: Recorder, plan: Plan) -> str | None:
-    """The remote commit the approved `push` item of this plan said it replaces."""
-    view = delivery_view(rec.log.read(), plan.run, plan.task)
-    step = next((s for s in plan.steps if s.name == "push"), None)
-    gate = view.gates.get(step.index) if step is not None else None
-    if gate is None or not gate.approved:
-        return None
-    return _shown_replaces(rec, gate)
-
-
-def _push_to_pr_head(rec: Recorder, plan: Plan, target: str, url: str) -> StepOutcome:
-    """Add the task's commits to a pull request's branch; never replace what others pushed.
-
-    The work was built on the PR head as it was (base_sha): the push leases exactly that, so a
-    commit someone pushed meanwhile is never overwritten, and the task is found again next tick.
-    """
-    root = rec.paths.root
-    current = git.remote_branch_sha(root, url, target)
-    if current == plan.commit:
-        return StepOutcome(True, f"{plan.remote} already has {target} at {plan.commit[:12]}")
-    if current != plan.base_sha:
-        now = current[:12] if current else "deleted"
-        return StepOutcome(
-            False,
-            f"the pull request's branch {target} moved from {plan.base_sha[:12]} to {now}"
-            " since the task started; nothing was pushed (the next tick works on the new head)",
-        )
-    git.push_commit(root, url, plan.commit, target, expect=plan.base_sha)
-    shown = git.display_url(url)
-    return StepOutcome(True, f"pushed {plan.commit[:12]} to {plan.remote} ({shown}) {target}")
-
-
-def _gh(rec: Recorder, plan: Plan, args: list[str], stdin: str | None = None) -> Completed:
-    from loopctl import gh
-
-    folder = rec.paths.runs_dir / plan.run / plan.task
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        done = gh.run(
-            args,
-            cwd=rec.paths.root,
-            allow=rec.project.config.env_allow,
-            timeout=GH_TIMEOUT,
-            stdin=stdin,
-            stdout_path=folder / "deliver-gh.out",
-            stderr_path=folder / "deliver-gh.err",
-            redactor=rec.redactor,
-        )
-    except gh.ProgramNotFound as exc:
-        raise LoopctlError(
-            "the `gh` CLI is not installed or not on PATH (https://cli.github.com), and the"
-            f" `pr`/`merge` actions need it: {exc}"
-        ) from None
-    if not done.ok:
-        tail = " ".join(done.stderr_tail.split())[-300:] or f"exit {done.exit_code}"
-        raise LoopctlError(f"gh {' '.join(args[:2])} failed: {tail}")
-    return done
-
-
-def _find_pr(rec: Recorder, plan: Plan, state: str = "open") -> dict[str, Any] | None:
-    done = _gh(
-        rec,
-        plan,
-        [
-            "pr",
-            "list",
-            f"--head={plan.branch}",
-            f"--state={state}",
-            "--json=number,url,headRefOid,state",
-            "--limit=5",
-        ],
-    )
-    try:
-        found = json.loads(done.stdout_tail or "[]")
-    except ValueError:
-        raise LoopctlError("gh pr list printed something that is not JSON") from None
-    if not isinstance(found, list):
-        return None
-    for pr in found:
-        if isinstance(pr, dict) and isinstance(pr.get("number"), int):
-            return pr
-    return None
-
-
-def pr_text(events: list[Event], plan: Plan) -> tuple[str, str]:
-    """A pull request's title and body, from the task and its attempts."""
-    from loopctl.journal import history
-
-    run = history.fold(events).get(plan.run)
-    view = run.tasks.get(plan.task) if run else None
-    prompt = view.prompt.strip() if view else ""
-    subject = (view.title if view and view.title else "") or (prompt.splitlines() or [""])[0]
-    title = " ".join((subject or f"{plan.loop}: {plan.task}").split())
-    if len(title) > 72:
-        title = title[:71] + "…"
-    lines = ["## Task", "", prompt[:2000] or plan.task, "", "## How it was checked", ""]
-    for attempt in view.attempts if view else []:
-        fp = f" `{attempt.fingerprint}`" if attempt.fingerprint else ""
-        reason = " ".join(attempt.reason.split())[:200]
-        lines.append(
-            f"- attempt {attempt.number}: {attempt.verdict or 'interrupted'}{fp}: {reason}"
-        )
-    lines += [
-        "",
-        f"Made by loopctl: loop `{plan.loop}`, task `{plan.task}`, run `{plan.run}`,"
-        f" commit `{plan.commit[:12]}`.",
-        f"<!-- loopctl:{plan.loop}/{plan.task} -->",
-    ]
-    return title, "\n".join(lines) + "\n"
-
-
-def _pr(rec: Recorder, plan: Plan) -> StepOutcome:
-    title, body = pr_text(rec.log.read(), plan)
-    existing = _find_pr(rec, plan)
-    if existing is not None:
-        number = str(existing["number"])
-        _gh(rec, plan, ["pr", "edit", number, f"--title={title}", "--body-file=-"], stdin=body)
-        return StepOutcome(True, f"updated pull request #{number}", existing.get("url"))
-    args = ["pr", "create", f"--head={plan.branch}", f"--title={title}", "--body-file=-"]
-    if plan.base_branch:
-        args.insert(3, f"--base={plan.base_branch}")
-    done = _gh(rec, plan, args, stdin=body)
-    url = next((ln.strip() for ln in reversed(done.stdout_tail.splitlines()) if ln.strip()), "")
-    return StepOutcome(True, "opened a pull request", url or None)
-
-
-def _merge(rec: Recorder, plan: Plan) -> StepOutcome:
-    if plan.has("pr"):
-        found = _find_pr(rec, plan)
-        if found is None:
-            return StepOutcome(False, f"no open pull request for {plan.branch} to merge")
-        number = str(found["number"])
-        _gh(rec, plan, ["pr", "merge", number, "--merge", f"--match-head-commit={plan.commit}"])
-        return StepOutcome(True, f"merged pull request #{number}", found.get("url"))
-    if plan.base_branch is None:
-        return StepOutcome(False, "no base branch to fast-forward (HEAD was detached)")
-    moved = git.fast_forward(rec.paths.root, plan.base_branch, plan.commit)
-    if not moved:
-        return StepOutcome(True, f"{plan.base_branch} already contains {plan.commit[:12]}")
-    return StepOutcome(True, f"fast-forwarded {plan.base_branch} to {plan.commit[:12]}")
-
-
-def _custom(rec: Recorder, plan: Plan, step: Step) -> StepOutcome:
-    from loopctl import process
-    from loopctl.secrets import build_env
-    from loopctl.worktrees import ensure_worktree
-
-    config = rec.project.config
-    worktree_root = config.worktree_root or rec.paths.default_worktree_root()
-    workspace = ensure_worktree(rec.paths.root, worktree_root, plan.loop, plan.task, plan.commit)
-    head = git.head_sha(workspace.path)
-    if head != plan.commit:
-        return StepOutcome(
-            False, f"the worktree is at {head[:12]}, not the approved {plan.commit[:12]}"
-        )
-    env = build_env(
-        allow=config.env_allow,
-        extra={
-            "LOOPCTL_LOOP": plan.loop,
-            "LOOPCTL_TASK": plan.task,
-            "LOOPCTL_RUN": plan.run,
-            "LOOPCTL_COMMIT": plan.commit,
-            "LOOPCTL_BRANCH": plan.branch,
-            "LOOPCTL_WORKTREE": str(workspace.path),
-            "LOOPCTL_ACTION": step.name,
-            "PYTHONDONTWRITEBYTECODE": "1",
-        },
-    )
-    folder = rec.paths.runs_dir / plan.run / plan.task
-    assert step.argv is not None
-    done = process.run(
-        list(step.argv),
-        cwd=workspace.path,
-        env=env,
-        timeout=CUSTOM_TIMEOUT,
-        stdout_path=folder / f"deliver-{step.index}-{step.name}.out",
-        stderr_path=folder / f"deliver-{step.index}-{step.name}.err",
-        redactor=rec.redactor,
-    )
-    tail = done.output_tail(600).strip()
-    if done.ok:
-        return StepOutcome(True, f"`{step.name}` exited 0" + (f": {tail[-300:]}" if tail else ""))
-    why = "timed out" if done.timed_out else f"exited {done.exit_code}"
-    return StepOutcome(False, f"`{step.name}` {why}" + (f": {tail}" if tail else ""))

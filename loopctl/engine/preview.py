@@ -290,9 +290,9 @@ def build_preview(
 def validate_warnings(rec: Recorder) -> tuple[str, ...]:
     """Every warning `loopctl validate` prints, as it prints it: a dry run is where a user
     looks before a run, and a warning seen only after the run cost attempts."""
-    from loopctl.definitions.environment import environment_problems
+    from loopctl.delivery.tools import machine_problems
 
-    found = (*rec.project.warnings, *environment_problems(rec.project))
+    found = (*rec.project.warnings, *machine_problems(rec.project))
     return tuple(dict.fromkeys(p.render(rec.paths.root) for p in found if not p.is_error))
 
 

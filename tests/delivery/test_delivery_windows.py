@@ -5,7 +5,7 @@ Something can move in between: a person pushes to the branch, the kept worktree 
 commit. Each action checks again right before it acts, and these tests move things in exactly
 that window (a hook on the first thing the action does, in this process; everything else is a
 real `loopctl` run against real repositories and a real bare remote). Each test names the
-one-line mutant of loopctl/delivery/pipeline.py it kills.
+one-line mutant of loopctl/delivery/ (the pipeline or a step in steps/) it kills.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from support.journal import events
 from support.repos import add_remote, git, make_project, remote_refs
 
 from loopctl import worktrees
-from loopctl.delivery import pipeline
+from loopctl.delivery.steps import StepOutcome
+from loopctl.delivery.steps.push import Push
 
 BRANCH = "loop/ship/main"
 
@@ -28,7 +29,7 @@ BRANCH = "loop/ship/main"
 def test_a_commit_pushed_after_the_gate_check_is_never_forced_away(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Kills the unapproved-force-push guard in `_push` turned off: the approval showed a
+    """Kills the unapproved-force-push guard in `Push.run` turned off: the approval showed a
     branch that did not exist; a person creates it just before the push. Pushing would
     replace their commit: nothing is pushed, and their commit stays."""
     make_project(repo, "fixer.py")
@@ -39,16 +40,18 @@ def test_a_commit_pushed_after_the_gate_check_is_never_forced_away(
     assert remote_refs(remote) == {}
     main = git(repo, "rev-parse", "main").strip()
     persons = git(repo, "commit-tree", f"{main}^{{tree}}", "-p", main, "-m", "a person's").strip()
-    original = pipeline._push
+    original = Push.run
     moved: list[str] = []
 
-    def push_after_a_person_pushed(rec: Any, plan: Any) -> pipeline.StepOutcome:
+    def push_after_a_person_pushed(
+        self: Push, rec: Any, plan: Any, step: Any, gate: Any
+    ) -> StepOutcome:
         # The window: the gate has been checked (it read the remote), the push has not begun.
         git(repo, "push", "-q", str(remote), f"{persons}:refs/heads/{BRANCH}")
         moved.append(persons)
-        return original(rec, plan)
+        return original(self, rec, plan, step, gate)
 
-    monkeypatch.setattr(pipeline, "_push", push_after_a_person_pushed)
+    monkeypatch.setattr(Push, "run", push_after_a_person_pushed)
     invoke(monkeypatch, repo, "inbox", "approve", item["id"])
 
     assert moved, "the push never started"
