@@ -8,16 +8,14 @@ job:
 - `refs`: refs and commits (what a name points at, ancestry, moving a branch);
 - `worktrees`: linked worktrees, recycled ones, and fast-forwarding a checked-out branch;
 - `diff`: status, changed files, diffs and patches;
-- `snapshot`: a worktree's files as a tree, committed under a lease (invariant 12);
+- `snapshot`: what a task commits (its files as a tree, committed under a lease: invariant 12);
 - `objects`: blobs, trees and commits without a working tree (data branches);
 - `remotes`: network commands to a URL read before any agent ran.
 """
 
 from __future__ import annotations
 
-from loopctl.git.command import (
-    git,
-)
+from loopctl.git.command import git
 from loopctl.git.diff import (
     changed_paths,
     diff_stat,

@@ -14,15 +14,16 @@ from loopctl.git.runner import _base_env, _first_line, _git_argv, _run, _split_z
 # Config scopes the user controls; "local" and "worktree" (and what they include) are writable
 # by the agent in a worktree of the repository.
 _TRUSTED_SCOPES = frozenset({"system", "global"})
-
 _PLANTABLE_SCOPES = frozenset({"local", "worktree"})
 
+# Config keys that name a program git runs on file content (a filter, a diff or merge driver).
 _DRIVER_KEY = re.compile(
     r"^(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)|diff\.external"
     r"|merge\..+\.driver)$",
     re.DOTALL,
 )
 
+# A remote's upload-pack program, which a lazy fetch runs (see _filter_neutralisers).
 _UPLOAD_PACK_KEY = re.compile(r"^remote\..+\.uploadpack$", re.DOTALL)
 
 

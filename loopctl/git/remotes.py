@@ -30,13 +30,9 @@ _HTTP_TRUST = frozenset({"proxy", "sslverify", "sslcainfo", "sslcapath", "curlop
 # Network commands name the other end's programs themselves: a remote section that config has
 # for the URL cannot swap in its own.
 _UPLOAD_PACK = "--upload-pack=git-upload-pack"
-
 _RECEIVE_PACK = "--receive-pack=git-receive-pack"
-
 _REWRITES = {"insteadof": "insteadOf", "pushinsteadof": "pushInsteadOf"}
-
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
 _SCP_LIKE = re.compile(r"^(?:[^@/:]+@)?\[?[^/:\]]+\]?:(?!//)")
 
 
