@@ -68,6 +68,60 @@ class Target:
     why: str = ""
 
 
+# git/'s modules, one target each (`git` is the runner: the hardening every command carries).
+GIT_MODULES = (
+    (
+        "git",
+        "runner",
+        "invariant 8: every git process carries the `-c` pins and pinned environment",
+    ),
+    ("git-config", "neutralise", "invariant 8: no filter or driver planted in git config runs"),
+    ("git-command", "command", "invariant 8: each command gets the guards its subcommand needs"),
+    ("git-refs", "refs", "invariant 7: refs and ancestry read as they are, no name an option"),
+    ("git-worktrees", "worktrees", "worktrees added, recycled, removed; exact fast-forwards"),
+    ("git-diff", "diff", "what changed: status, diffs and patches, no diff program run"),
+    ("git-snapshot", "snapshot", "invariant 12: commit exactly what was checked, under a lease"),
+    ("git-objects", "objects", "blobs, trees and commits without a working tree"),
+    ("git-remotes", "remotes", "invariant 8: network commands go to the URL read before"),
+)
+# The functions that hold git/'s promises, per module, for the hostile-repository tests.
+GIT_HARDENING = (
+    (
+        "git-hardening",
+        "remotes",
+        (
+            "_network_git",
+            "_secure_network_env",
+            "_refuse_steering",
+            "_transport",
+            "_user_ssh_command",
+            "_user_askpass",
+            "push_commit",
+            "fetch_refs",
+            "fetch_branch",
+            "remote_branch_sha",
+        ),
+    ),
+    ("git-hardening-runner", "runner", ("_base_env", "_git_argv")),
+    ("git-hardening-command", "command", ("_hardened",)),
+    ("git-hardening-config", "neutralise", ("_filter_neutralisers",)),
+    ("git-hardening-worktrees", "worktrees", ("recycle_checkout", "fast_forward")),
+    ("git-hardening-snapshot", "snapshot", ("commit_snapshot",)),
+    ("git-hardening-refs", "refs", ("valid_branch_name",)),
+)
+GIT_HOSTILE_TESTS = (
+    "tests/foundation/test_git_mutants.py",
+    "tests/foundation/test_git_second_guards.py",
+)
+GIT_TESTS = (
+    "tests/foundation/test_git.py",
+    "tests/foundation/test_git_work_tree.py",
+    "tests/checks/test_protected_paths.py",
+    "tests/reliability/test_git_steering.py",
+    "tests/foundation/test_git_second_guards.py",
+    "tests/foundation/test_git_mutants.py",
+)
+
 TARGETS: dict[str, Target] = {
     "gates": Target(
         "loopctl/delivery/gates.py",
@@ -116,9 +170,9 @@ TARGETS: dict[str, Target] = {
         why="protected paths and the maker's scope",
     ),
     "changed-paths": Target(
-        "loopctl/git.py",
+        "loopctl/git/diff.py",
         ("tests/checks/test_protected_paths.py",),
-        only=("changed_paths", "tree_changes", "_split_z", "_untracked"),
+        only=("changed_paths", "tree_changes", "_untracked"),
         why="what the maker changed, renames included (--no-renames)",
     ),
     "events": Target(
@@ -172,47 +226,27 @@ TARGETS: dict[str, Target] = {
         timeout=180.0,
         why="the one writer of the log: redaction, projections, inbox items that notify",
     ),
-    "git": Target(
-        "loopctl/git.py",
-        (
-            "tests/foundation/test_git.py",
-            "tests/foundation/test_git_work_tree.py",
-            "tests/checks/test_protected_paths.py",
-            "tests/reliability/test_git_steering.py",
-            "tests/foundation/test_git_second_guards.py",
-            "tests/foundation/test_git_mutants.py",
-        ),
-        timeout=300.0,
-        why="invariants 7 and 8: hardened git calls (hooks, fsmonitor, options, pinned URLs)",
-    ),
-    # The functions of git.py that hold its promises, against the fast hostile-repository tests
-    # (issue 27). The module's constant tables (_HARDENING, _PINNED_ENV, _SAFE_DIFF, ...) sit
-    # outside every function: `--full git` mutates them, and HAND_WRITTEN holds the worst.
-    "git-hardening": Target(
-        "loopctl/git.py",
-        ("tests/foundation/test_git_mutants.py", "tests/foundation/test_git_second_guards.py"),
-        only=(
-            "_hardened",
-            "_base_env",
-            "_network_git",
-            "_secure_network_env",
-            "_refuse_steering",
-            "_transport",
-            "_user_ssh_command",
-            "_user_askpass",
-            "_filter_neutralisers",
-            "push_commit",
-            "fetch_refs",
-            "fetch_branch",
-            "remote_branch_sha",
-            "recycle_checkout",
-            "commit_snapshot",
-            "fast_forward",
-            "valid_branch_name",
-        ),
-        timeout=300.0,
-        why="invariant 8: nothing a repository plants runs in loopctl's git; pushes land as pinned",
-    ),
+    # The git/ package, one target per module (a target mutates one file), each whole against
+    # every git test.
+    **{
+        name: Target(f"loopctl/git/{module}.py", GIT_TESTS, timeout=300.0, why=why)
+        for name, module, why in GIT_MODULES
+    },
+    # The functions of git/ that hold its promises, against the fast hostile-repository tests
+    # (issue 27), one target per module. The constant tables (_HARDENING, _PINNED_ENV,
+    # _SAFE_DIFF, ...) sit outside every function: `--full git`, `--full git-diff`, ... mutate
+    # them, and HAND_WRITTEN holds the worst.
+    **{
+        name: Target(
+            f"loopctl/git/{module}.py",
+            GIT_HOSTILE_TESTS,
+            only=only,
+            timeout=300.0,
+            why="invariant 8: nothing a repository plants runs in loopctl's git; pushes land as"
+            " pinned",
+        )
+        for name, module, only in GIT_HARDENING
+    },
     "agent-context": Target(
         "loopctl/commands/agent_context.py",
         (
@@ -384,7 +418,7 @@ TARGETS: dict[str, Target] = {
     # git runs `git status` inside each populated submodule (`git add -A` always does), with the
     # submodule's own config: its drivers are blanked like the superproject's.
     "git-submodules": Target(
-        "loopctl/git.py",
+        "loopctl/git/neutralise.py",
         ("tests/foundation/test_git_mutants.py",),
         only=("_submodule_config_keys", "_gitlink_folders"),
         timeout=300.0,
@@ -402,7 +436,7 @@ FAST = ("protected", "changed-paths")
 # integrity and fingerprint; the delivery is gates, pipeline and the push and custom steps.
 GUARANTEES = (
     "sandbox",
-    "git",
+    *(name for name, _, _ in GIT_MODULES),
     "gates",
     "pipeline",
     "delivery-push",
@@ -1243,7 +1277,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
     ),
-    # git.py (issue 27): survivors no test can tell apart, with why.
+    # git/ (issue 27): survivors no test can tell apart, with why.
     *(
         Equivalent(
             target,
@@ -1253,7 +1287,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " a pipe, so the pager named here, or --no-pager, is never consulted (dropping any"
             " other element of _HARDENING breaks a `-c` pair and every git call, killed)",
         )
-        for target in ("git", "git-hardening")
+        for target in ("git", "git-hardening-runner")
         for operator, line in (
             ("ast/ChangeString", '"-c", "core.pager=cat",'),
             ("ast/DropElement", "_HARDENING = ("),
@@ -1268,10 +1302,12 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " setting only (git 2.39 docs and source), so --no-gpg-sign there guards nothing the"
             " config can turn on (its ChangeString, an unknown option, is killed)",
         )
-        for target in ("git", "git-hardening")
-        for line in (
-            'args = ["commit-tree", "--no-gpg-sign"]',
-            '["commit-tree", "--no-gpg-sign", "-p", parent_sha, "-F", "-", tree],',
+        for target, line in (
+            ("git-objects", 'args = ["commit-tree", "--no-gpg-sign"]'),
+            *(
+                (target, '["commit-tree", "--no-gpg-sign", "-p", parent_sha, "-F", "-", tree],')
+                for target in ("git-snapshot", "git-hardening-snapshot")
+            ),
         )
     ),
     *(
@@ -1283,27 +1319,27 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " locale; the test machines have C and C.utf8 only (an unknown locale falls back to"
             " C)",
         )
-        for target in ("git", "git-hardening")
+        for target in ("git", "git-hardening-runner")
         for operator in ("ast/ChangeString", "ast/EmptyString")
     ),
     *(
         Equivalent(
-            "git",
+            target,
             "ast/DropElement",
             line,
             "dropping `--` before an argument that never begins with `-` (a name under"
             " refs/heads/, or loopctl's own absolute worktree path); the other elements' drops"
             " on these lines fail the command and are killed",
         )
-        for line in (
-            '["for-each-ref", "--format=%(refname)", "--", wanted]',
-            '["update-ref", "--", f"refs/heads/{branch}", sha], cwd=repo)',
-            '["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)',
-            'git(["worktree", "unlock", "--", str(path)], cwd=repo)',
+        for target, line in (
+            ("git-refs", '["for-each-ref", "--format=%(refname)", "--", wanted]'),
+            ("git-refs", '["update-ref", "--", f"refs/heads/{branch}", sha], cwd=repo)'),
+            ("git-worktrees", '["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)'),
+            ("git-worktrees", 'git(["worktree", "unlock", "--", str(path)], cwd=repo)'),
         )
     ),
     Equivalent(
-        "git",
+        "git-refs",
         "ast/DropElement",
         'git(["branch", "-D" if force else "-d", "--", branch], cwd=repo)',
         "dropping `--`: git refuses a branch name that begins with `-` either way (as an"
@@ -1319,11 +1355,11 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " program), and a command that does not exist lists none, as `true` does; the pin"
             " turned off is killed by test_a_planted_alternate_refs_command_never_runs",
         )
-        for target in ("git", "git-hardening")
+        for target in ("git-remotes", "git-hardening")
         for operator in ("ast/EmptyString", "ast/ChangeString")
     ),
     Equivalent(
-        "git",
+        "git-worktrees",
         "ast/DropElement",
         '"worktree", "add", "--quiet", "--no-track", "-b", branch, "--", str(path), sha]',
         "worktree_add's new-branch form: the start point is always a full sha (_require_sha),"
@@ -1332,7 +1368,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " (--quiet). Dropping any other element fails the command, killed",
     ),
     Equivalent(
-        "git",
+        "git-config",
         "ast/IfFalse",
         "if listed.returncode != 0:",
         "_config_entries' failure check: a config git cannot list (a syntax error, an include it"
@@ -1340,14 +1376,14 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " either, so that command fails before any driver could run",
     ),
     Equivalent(
-        "git",
+        "git-remotes",
         "ast/DropElement",
         'result = git(["remote", "get-url", *which, "--", remote], cwd=repo, check=False)',
         "dropping `--`: the line before returns None for any remote name that begins with `-`"
         " (dropping `*which` is killed by test_a_push_to_a_remote_name_goes_to_its_push_url)",
     ),
     Equivalent(
-        "git",
+        "git-refs",
         "ast/DropElement",
         'result = git(["merge-base", "--end-of-options", a, b], cwd=repo, check=False)',
         "dropping `--end-of-options`: callers pass a loop branch and a full sha; a first"
@@ -1355,7 +1391,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " --octopus/--independent with one commit, prints that same sha",
     ),
     Equivalent(
-        "git",
+        "git-objects",
         "ast/DropElement",
         '["hash-object", "-w", "--no-filters", "--stdin"]',
         "hash-object --stdin without --path applies no attributes, so no filter: --no-filters"
@@ -1586,7 +1622,7 @@ class HandWritten:
 
 
 # Issue 18's survivors, kept as regressions: each must stay killed. (`--no-renames` in
-# git.tree_changes is belt and braces: plumbing `diff-tree` never detects renames unless given
+# git.diff.tree_changes is belt and braces: plumbing `diff-tree` never detects renames unless given
 # -M, whatever diff.renames says, so dropping it there is an equivalent mutant.)
 HAND_WRITTEN: tuple[HandWritten, ...] = (
     HandWritten(
@@ -1667,10 +1703,10 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         "an approval of another sha is accepted at delivery (both checks removed)",
         also=(("loopctl/delivery/gates.py", "if approved_sha != plan.commit:", "if False:"),),
     ),
-    # Issue 27, git.py: one-line mutants no cosmic-ray or AST operator makes (a `-c` pair dropped
+    # Issue 27, git/: one-line mutants no cosmic-ray or AST operator makes (a `-c` pair dropped
     # whole); tests/foundation/test_git_mutants.py kills each with a hostile repository.
     *(
-        HandWritten("git-hardening", f'    "-c", "{entry}",\n', "", bug)
+        HandWritten("git-hardening-runner", f'    "-c", "{entry}",\n', "", bug)
         for entry, bug in (
             ("protocol.ext.allow=never", "origin repointed to `ext::<command>` runs the command"),
             ("push.gpgSign=false", "a push runs the repository's gpg.program to sign"),
@@ -1678,7 +1714,7 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         )
     ),
     HandWritten(
-        "git-hardening",
+        "git-hardening-config",
         '        pins.append(("protocol.file.allow", "never"))\n',
         "",
         "a lazy fetch runs the upload-pack program a repository's config names",

@@ -71,9 +71,9 @@ def test_lint_imports_catches_an_upward_import(tmp_path: Path) -> None:
     assert "loopctl.journal.events -> loopctl.engine (l." in done.stdout
 
 
-def test_only_git_py_and_gh_py_name_git_and_gh_as_a_program() -> None:
-    """An argv starting with "git" or "gh" is built in git.py or gh.py alone."""
-    owners = {"git": ROOT / "loopctl" / "git.py", "gh": ROOT / "loopctl" / "gh.py"}
+def test_only_git_runner_and_gh_py_name_git_and_gh_as_a_program() -> None:
+    """An argv starting with "git" or "gh" is built in git/runner.py or gh.py alone."""
+    owners = {"git": ROOT / "loopctl" / "git" / "runner.py", "gh": ROOT / "loopctl" / "gh.py"}
     wrong = []
     for path in sorted((ROOT / "loopctl").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

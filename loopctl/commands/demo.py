@@ -99,8 +99,8 @@ actions = ["commit", "push"]
 
 
 def _git(cwd: Path, *args: str) -> str:
-    # The user's global config may sign commits or name hooks: git.py's hardening turns both
-    # off; the identity is the demo's own, not the user's.
+    # The user's global config may sign commits or name hooks: git/runner.py's hardening turns
+    # both off; the identity is the demo's own, not the user's.
     identity = ("-c", "user.name=loopctl demo", "-c", "user.email=demo@localhost")
     return git.git([*identity, *args], cwd=cwd).stdout
 

@@ -120,7 +120,7 @@ def test_a_worktree_that_cannot_be_parked_stays_and_the_debug_log_says_why(
 def test_a_worktree_git_refuses_to_remove_stays_and_the_debug_log_says_why(
     repo: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The main checkout is never removed (git.py refuses it with a LoopctlError): a plan that
+    """The main checkout is never removed (git/ refuses it with a LoopctlError): a plan that
     named it ends its task all the same."""
     rec = _recorder(repo)
     head = git(repo, "rev-parse", "main").strip()

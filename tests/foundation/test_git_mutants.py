@@ -1,12 +1,12 @@
-"""loopctl's git against hostile repositories: each test kills one-line mutants of git.py.
+"""loopctl's git against hostile repositories: each test kills one-line mutants of loopctl/git/.
 
-Every guard in loopctl/git.py is a word in an argument list, an entry in a constant table or an
+Every guard in loopctl/git/ is a word in an argument list, an entry in a constant table or an
 environment pin, and dropping any one of them must fail a test. Each test here plants one trick in
 a real repository (a program named in its config, a signed commit, an attribute, a remote
 section), runs loopctl's own call, and checks behaviour: the planted program never ran (it would
-leave a marker file), and what reached the remote is what loopctl meant to send. Where git.py has
-two guards against one trick, the test switches the first off (said in the test) so that the
-second is seen to hold alone. Repositories live under /tmp and outside it (`place`).
+leave a marker file), and what reached the remote is what loopctl meant to send. Where
+loopctl/git/ has two guards against one trick, the test switches the first off (said in the test)
+so that the second is seen to hold alone. Repositories live under /tmp and outside it (`place`).
 
 Each test names the mutants it kills (issue 27: hand-made one-line mutants, a flag dropped from an
 argument list, an entry from a constant table, a pin from the environment, a guard turned off).
@@ -36,6 +36,11 @@ from support.repos import remote_refs
 
 from loopctl import git as lgit
 from loopctl.errors import GitError
+from loopctl.git import command as git_command
+from loopctl.git import neutralise as git_neutralise
+from loopctl.git import remotes as git_remotes
+from loopctl.git import runner as git_runner
+from loopctl.git import worktrees as git_worktrees
 
 # git for the test's own set-up, as a user runs it (planted traps live).
 plain = functools.partial(repos.git, plain=True)
@@ -119,7 +124,7 @@ def signed_commit(scene: Scene, message: str) -> str:
 
 def test_a_commit_made_through_git_signs_nothing(scene: Scene) -> None:
     """`loopctl demo` commits through `git.git` with no --no-gpg-sign of its own. Kills
-    `"-c", "commit.gpgSign=false"` dropped from git._HARDENING."""
+    `"-c", "commit.gpgSign=false"` dropped from git.runner._HARDENING."""
     scene.config(commit__gpgSign="true", gpg__program=scene.program("gpg"))
     lgit.git(["commit", "-q", "--allow-empty", "-m", "work"], cwd=scene.repo)
     assert scene.ran() == []
@@ -132,7 +137,9 @@ def test_loopctls_own_commits_sign_nothing_with_the_config_pin_off(
 ) -> None:
     """commit.gpgSign=false is off here: each commit loopctl makes passes --no-gpg-sign itself.
     Kills `--no-gpg-sign` dropped in commit_all, commit_tree and commit_snapshot."""
-    monkeypatch.setattr(lgit, "_HARDENING", _without(lgit._HARDENING, "commit.gpgSign=false"))
+    monkeypatch.setattr(
+        git_runner, "_HARDENING", _without(git_runner._HARDENING, "commit.gpgSign=false")
+    )
     scene.config(commit__gpgSign="true", gpg__program=scene.program("gpg"))
     base = scene.head()
     if mutant.endswith("commit_all"):
@@ -162,13 +169,13 @@ def test_loopctls_own_commits_sign_nothing_with_the_config_pin_off(
 
 
 def _without(hardening: tuple[str, ...], entry: str) -> tuple[str, ...]:
-    """git._HARDENING without one `-c entry` pair."""
+    """git.runner._HARDENING without one `-c entry` pair."""
     at = hardening.index(entry)
     return hardening[: at - 1] + hardening[at + 1 :]
 
 
 def test_an_annotated_tag_made_through_git_signs_nothing(scene: Scene) -> None:
-    """Kills `"-c", "tag.gpgSign=false"` dropped from git._HARDENING."""
+    """Kills `"-c", "tag.gpgSign=false"` dropped from git.runner._HARDENING."""
     scene.config(tag__gpgSign="true", gpg__program=scene.program("gpg"))
     lgit.git(["tag", "-a", "-m", "release", "v1"], cwd=scene.repo)
     assert scene.ran() == []
@@ -177,7 +184,7 @@ def test_an_annotated_tag_made_through_git_signs_nothing(scene: Scene) -> None:
 
 def test_showing_a_signed_commit_verifies_nothing(scene: Scene) -> None:
     """`loopctl demo` shows the fixed commit with `git show --stat`. Kills
-    `"-c", "log.showSignature=false"` dropped from git._HARDENING."""
+    `"-c", "log.showSignature=false"` dropped from git.runner._HARDENING."""
     sha = signed_commit(scene, "signed work")
     scene.config(log__showSignature="true", gpg__program=scene.program("gpg"))
     shown = lgit.git(["show", "--stat", "--format=%s", sha], cwd=scene.repo).stdout
@@ -187,7 +194,7 @@ def test_showing_a_signed_commit_verifies_nothing(scene: Scene) -> None:
 
 def test_a_fast_forward_to_a_signed_commit_verifies_nothing(scene: Scene) -> None:
     """fast_forward moves a checked-out branch with `merge --ff-only`. Kills
-    `"-c", "merge.verifySignatures=false"` dropped from git._HARDENING."""
+    `"-c", "merge.verifySignatures=false"` dropped from git.runner._HARDENING."""
     sha = signed_commit(scene, "signed work")
     scene.config(merge__verifySignatures="true", gpg__program=scene.program("gpg"))
     assert lgit.fast_forward(scene.repo, "main", sha)
@@ -234,7 +241,7 @@ def test_a_planted_upload_pack_for_the_url_never_runs(
     plain(scene.repo, "push", "-q", str(remote), "HEAD:refs/heads/main")
     url = remote.as_uri()  # git reads no remote section named after a path beginning with /
     plain(scene.repo, "config", f"remote.{url}.uploadpack", scene.program("upload"))
-    monkeypatch.setattr(lgit, "_refuse_steering", lambda *args: None)
+    monkeypatch.setattr(git_remotes, "_refuse_steering", lambda *args: None)
     if call == "remote_branch_sha":
         assert lgit.remote_branch_sha(scene.repo, url, "main") == scene.head()
     elif call == "fetch_refs":
@@ -267,7 +274,7 @@ def test_a_push_never_replaces_a_branch_it_did_not_expect(scene: Scene) -> None:
 def test_a_filter_in_the_worktrees_own_config_never_runs(scene: Scene, place: Place) -> None:
     """`config.worktree` in a linked worktree's admin folder (read once extensions.worktreeConfig
     is on) is as writable by the agent as .git/config. Kills "worktree" dropped from
-    git._PLANTABLE_SCOPES."""
+    git.neutralise._PLANTABLE_SCOPES."""
     worktree = place.base / "wt"
     lgit.worktree_add(scene.repo, worktree, "loop/l/t", scene.head())
     plain(scene.repo, "config", "extensions.worktreeConfig", "true")
@@ -286,7 +293,7 @@ def test_a_filter_in_the_worktrees_own_config_never_runs(scene: Scene, place: Pl
 
 def test_a_long_running_filter_process_never_runs(scene: Scene) -> None:
     """`filter.<driver>.process` (git's long-running filter protocol) runs like clean and
-    smudge. Kills `process` dropped from git._DRIVER_KEY."""
+    smudge. Kills `process` dropped from git.neutralise._DRIVER_KEY."""
     scene.config(filter__evil__process=scene.program("process"))
     (scene.repo / ".gitattributes").write_text("*.txt filter=evil\n")
     (scene.repo / "work.txt").write_text("work\n")
@@ -295,8 +302,8 @@ def test_a_long_running_filter_process_never_runs(scene: Scene) -> None:
 
 
 def test_a_merge_through_git_runs_no_planted_merge_driver(scene: Scene) -> None:
-    """Kills `merge.<driver>.driver` dropped from git._DRIVER_KEY (no other guard: --no-ext-diff
-    and --no-textconv are diff options)."""
+    """Kills `merge.<driver>.driver` dropped from git.neutralise._DRIVER_KEY (no other guard:
+    --no-ext-diff and --no-textconv are diff options)."""
     base = scene.commit("attributes", **{".gitattributes": "*.txt merge=evil\n", "f.txt": "a\n"})
     plain(scene.repo, "checkout", "-q", "-b", "other")
     scene.commit("theirs", **{"f.txt": "theirs\n"})
@@ -318,7 +325,7 @@ def test_a_diff_through_git_runs_no_planted_diff_program(
     """`git.git` runs any command, and a plain `git show` or `git diff` passes no --no-textconv
     or --no-ext-diff of its own: the blanked program fails the command loudly (check=False
     here) instead of running. Kills textconv, command or `diff.external` dropped from
-    git._DRIVER_KEY."""
+    git.neutralise._DRIVER_KEY."""
     base = scene.commit("attributes", **{".gitattributes": "*.txt diff=evil\n", "f.txt": "a\n"})
     sha = scene.commit("change", **{"f.txt": "b\n"})
     plain(scene.repo, "config", key, scene.program("differ", exit_code=0, then='cat "$1"'))
@@ -333,10 +340,11 @@ def test_a_diff_through_git_runs_no_planted_diff_program(
 def test_diffs_run_no_diff_program_with_the_config_pins_off(
     scene: Scene, monkeypatch: pytest.MonkeyPatch, option: str
 ) -> None:
-    """The first guard (blanking the repository's diff programs, git._filter_neutralisers) is
-    off here: git._SAFE_DIFF's options alone keep them from running in every diff loopctl
-    makes. Kills `--no-ext-diff` or `--no-textconv` dropped from git._SAFE_DIFF."""
-    monkeypatch.setattr(lgit, "_filter_neutralisers", lambda cwd, index=None: {})
+    """The first guard (blanking the repository's diff programs,
+    git.neutralise._filter_neutralisers) is off here: git.diff._SAFE_DIFF's options alone keep
+    them from running in every diff loopctl makes. Kills `--no-ext-diff` or `--no-textconv`
+    dropped from git.diff._SAFE_DIFF."""
+    monkeypatch.setattr(git_command, "_filter_neutralisers", lambda cwd, index=None: {})
     base = scene.commit("attributes", **{".gitattributes": "*.txt diff=evil\n", "f.txt": "a\n"})
     program = scene.program("differ", exit_code=0, then='cat "$1"')
     if option == "--no-ext-diff":
@@ -355,7 +363,7 @@ def test_diffs_run_no_diff_program_with_the_config_pins_off(
 
 def test_a_diff_shows_no_colour_the_repository_asks_for(scene: Scene) -> None:
     """color.diff=always in the repository's config beats color.ui: escape codes would reach
-    the approver's diff and the prompt. Kills `--no-color` dropped from git._SAFE_DIFF."""
+    the approver's diff and the prompt. Kills `--no-color` dropped from git.diff._SAFE_DIFF."""
     base = scene.head()
     scene.config(color__diff="always", color__ui="always")
     (scene.repo / "README.md").write_text("changed\n")
@@ -418,8 +426,9 @@ def test_a_lazy_fetch_runs_no_program_the_config_names(
     """GIT_NO_LAZY_FETCH (the first guard) is off here: reading a missing blob of a partial
     clone goes to its promisor, over http (which asks the credential helpers, then core.askPass,
     for a password) or git:// (which runs core.gitProxy). Kills GIT_ASKPASS or GIT_PROXY_COMMAND
-    dropped from git._PINNED_ENV, or git._LOCAL_ONLY's empty credential.helper dropped."""
-    monkeypatch.delitem(lgit._PINNED_ENV, "GIT_NO_LAZY_FETCH")
+    dropped from git.runner._PINNED_ENV, or git.runner._LOCAL_ONLY's empty credential.helper
+    dropped."""
+    monkeypatch.delitem(git_runner._PINNED_ENV, "GIT_NO_LAZY_FETCH")
     if pin == "GIT_ASKPASS":
         head = lose_a_blob(scene, http_url)
         scene.config(core__askPass=scene.program("askpass", exit_code=0, then="echo x"))
@@ -441,9 +450,9 @@ def test_a_lazy_fetch_runs_no_upload_pack_the_config_names(
     holds the blob, and `remote.origin.uploadpack` names a planted program, which the local
     transport would run. git keeps the first uploadpack it reads, so loopctl refuses that
     transport: the read fails and nothing runs. Kills the protocol.file.allow pin dropped from
-    git._filter_neutralisers (git.py pinned remote.<name>.uploadpack itself until issue 27,
-    which git ignored: the planted program ran)."""
-    monkeypatch.delitem(lgit._PINNED_ENV, "GIT_NO_LAZY_FETCH")
+    git.neutralise._filter_neutralisers (git.py pinned remote.<name>.uploadpack itself until
+    issue 27, which git ignored: the planted program ran)."""
+    monkeypatch.delitem(git_runner._PINNED_ENV, "GIT_NO_LAZY_FETCH")
     promisor = scene.bare("promisor.git")
     head = scene.commit("a blob to lose", **{"f.txt": "content\n"})
     plain(scene.repo, "push", "-q", str(promisor), "HEAD:refs/heads/main")
@@ -461,7 +470,7 @@ def test_a_lazy_fetch_runs_no_upload_pack_the_config_names(
 
 def test_an_interactive_rebase_through_git_runs_no_planted_sequence_editor(scene: Scene) -> None:
     """`git.git` runs any command; one that opens the todo list gets `:` as its editor. Kills
-    GIT_SEQUENCE_EDITOR dropped from git._PINNED_ENV."""
+    GIT_SEQUENCE_EDITOR dropped from git.runner._PINNED_ENV."""
     base = scene.head()
     scene.commit("one", **{"one.txt": "1\n"})
     scene.commit("two", **{"two.txt": "2\n"})
@@ -474,7 +483,8 @@ def test_an_interactive_rebase_through_git_runs_no_planted_sequence_editor(scene
 def test_a_checkout_never_recurses_into_a_submodule(scene: Scene) -> None:
     """submodule.recurse planted: `reset --hard` (recycle_checkout) would check the submodule's
     files out too, through a smudge filter planted in the submodule's own config, which no pin
-    of loopctl's names. Kills `"-c", "submodule.recurse=false"` dropped from git._HARDENING."""
+    of loopctl's names. Kills `"-c", "submodule.recurse=false"` dropped from
+    git.runner._HARDENING."""
     library = scene.repo.parent / "library"
     repos.make_repo(library)
     first = plain(library, "rev-parse", "HEAD").strip()
@@ -526,7 +536,7 @@ def test_a_remote_that_wants_a_password_never_prompts_on_the_terminal(
 ) -> None:
     """Run from a terminal, git would ask for a username there and wait for an answer that
     never comes (an unattended loop hangs). Kills GIT_TERMINAL_PROMPT=0 dropped from
-    git._base_env."""
+    git.runner._base_env."""
     monkeypatch.delenv("SSH_ASKPASS", raising=False)
     leader, follower = pty.openpty()
     child = subprocess.Popen(
@@ -569,7 +579,9 @@ def test_planted_hooks_never_run_with_the_hooks_path_pin_off(
     """core.hooksPath=/dev/null (the first guard) is off here: `--no-verify` alone keeps the
     repository's pre-commit, commit-msg and pre-push hooks from running. Kills `--no-verify`
     dropped from commit_all's commit or push_commit's push."""
-    monkeypatch.setattr(lgit, "_HARDENING", _without(lgit._HARDENING, "core.hooksPath=/dev/null"))
+    monkeypatch.setattr(
+        git_runner, "_HARDENING", _without(git_runner._HARDENING, "core.hooksPath=/dev/null")
+    )
     hooks = scene.repo / ".git" / "hooks"
     for hook in ("pre-commit", "commit-msg", "pre-push"):
         (hooks / hook).write_text(f"#!/bin/sh\necho {hook} >> '{scene.marker}'\nexit 1\n")
@@ -600,7 +612,7 @@ def alternates(scene: Scene) -> None:
 
 @pytest.mark.parametrize("call", ["fetch_branch", "push_commit"])
 def test_a_planted_alternate_refs_command_never_runs(scene: Scene, call: str) -> None:
-    """Kills the core.alternateRefsCommand pin turned off in git._secure_network_env."""
+    """Kills the core.alternateRefsCommand pin turned off in git.remotes._secure_network_env."""
     alternates(scene)
     scene.config(core__alternateRefsCommand=scene.program("alternates"))
     remote = scene.bare("remote.git")
@@ -639,7 +651,7 @@ def test_a_push_to_a_remote_name_goes_to_its_push_url(scene: Scene) -> None:
 
 def test_a_planted_push_rewrite_of_the_url_is_refused(scene: Scene) -> None:
     """url.<attacker>.pushInsteadOf=<the pinned URL> would send the push elsewhere. Kills
-    "pushinsteadof" dropped from git._REWRITES."""
+    "pushinsteadof" dropped from git.remotes._REWRITES."""
     origin, attacker = scene.bare("origin.git"), scene.bare("attacker.git")
     plain(scene.repo, "config", f"url.{attacker}.pushInsteadOf", str(origin))
     with pytest.raises(GitError, match="pushInsteadOf rewrites it"):
@@ -659,7 +671,7 @@ def test_a_planted_push_rewrite_of_the_url_is_refused(scene: Scene) -> None:
 def test_repository_config_that_reroutes_https_is_refused(
     scene: Scene, url: str, key: str, value: str
 ) -> None:
-    """Kills sslcapath or curloptresolve dropped from git._HTTP_TRUST, or https:// dropped
+    """Kills sslcapath or curloptresolve dropped from git.remotes._HTTP_TRUST, or https:// dropped
     from the http transport (its checks would be skipped)."""
     plain(scene.repo, "config", key, value)
     with pytest.raises(GitError, match="refusing to reach"):
@@ -687,7 +699,8 @@ def test_the_users_credential_helper_gets_each_github_token(
     scene: Scene, http_url: str, monkeypatch: pytest.MonkeyPatch, token: str
 ) -> None:
     """`gh auth git-credential` reads one of these: it reaches the user's helper over http
-    (and nothing else secret does). Kills the name dropped from git._TRANSPORT_CREDENTIALS."""
+    (and nothing else secret does). Kills the name dropped from
+    git.remotes._TRANSPORT_CREDENTIALS."""
     helper = user_program(scene, "helper", "cat > /dev/null; echo username=u; echo password=p")
     Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text(f"[credential]\n\thelper = {helper}\n")
     monkeypatch.setenv(token, "token-for-the-helper")
@@ -703,7 +716,7 @@ def test_the_users_credential_helper_gets_each_github_token(
 def test_ssh_spelled_otherwise_gets_the_ssh_agent(
     scene: Scene, monkeypatch: pytest.MonkeyPatch, scheme: str
 ) -> None:
-    """git takes git+ssh:// and ssh+git:// as ssh. Kills either dropped from git._transport
+    """git takes git+ssh:// and ssh+git:// as ssh. Kills either dropped from git.remotes._transport
     (ssh would run without the agent's socket)."""
     monkeypatch.setenv("GIT_SSH_COMMAND", user_program(scene, "ssh", "exit 1"))
     monkeypatch.setenv("SSH_AUTH_SOCK", str(scene.tools / "agent.sock"))
@@ -740,8 +753,9 @@ def test_the_users_own_askpass_proxy_and_git_ssh_are_used(
 ) -> None:
     """Network commands replace the repository's programs, never the user's own: core.askPass
     and core.gitProxy from the global config, GIT_SSH from the environment. Kills the askpass
-    or GIT_SSH_COMMAND assignment dropped from git._secure_network_env (or their fallbacks to
-    the user's config and GIT_SSH), and the deletion of the GIT_PROXY_COMMAND pin turned off."""
+    or GIT_SSH_COMMAND assignment dropped from git.remotes._secure_network_env (or their
+    fallbacks to the user's config and GIT_SSH), and the deletion of the GIT_PROXY_COMMAND pin
+    turned off."""
     askpass = user_program(scene, "askpass", "echo secret")
     proxy = user_program(scene, "proxy", "exit 1")
     Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text(
@@ -761,12 +775,12 @@ def test_the_users_own_askpass_proxy_and_git_ssh_are_used(
 def test_snapshots_read_the_real_objects_with_the_global_pin_off(
     scene: Scene, monkeypatch: pytest.MonkeyPatch, place: Place
 ) -> None:
-    """GIT_NO_REPLACE_OBJECTS in git._PINNED_ENV (the first guard) is off here; the calls that
-    build, commit and compare snapshots pin it again themselves. A planted refs/replace/<base>
-    points the base at a commit whose test is weakened. Kills git._NO_REPLACE emptied, or
+    """GIT_NO_REPLACE_OBJECTS in git.runner._PINNED_ENV (the first guard) is off here; the calls
+    that build, commit and compare snapshots pin it again themselves. A planted refs/replace/<base>
+    points the base at a commit whose test is weakened. Kills git.refs._NO_REPLACE emptied, or
     dropped from snapshot_tree, tree_changes, recycle_checkout, reset_index, commits_between,
     tree_of_commit or tracked_under."""
-    monkeypatch.delitem(lgit._PINNED_ENV, "GIT_NO_REPLACE_OBJECTS")
+    monkeypatch.delitem(git_runner._PINNED_ENV, "GIT_NO_REPLACE_OBJECTS")
     initial = scene.head()
     base = scene.commit("tests", **{"test_calc.py": "assert add(2, 3) == 5\n"})
     real_tree = plain(scene.repo, "rev-parse", f"{base}^{{tree}}").strip()
@@ -858,7 +872,7 @@ def test_a_fast_forward_never_undoes_a_push_made_while_it_decided(
         plain(scene.repo, "update-ref", "refs/heads/target", theirs)  # someone else's push
         return real_list(repo)
 
-    monkeypatch.setattr(lgit, "worktree_list", moved_meanwhile)
+    monkeypatch.setattr(git_worktrees, "worktree_list", moved_meanwhile)
     with pytest.raises(GitError):
         lgit.fast_forward(scene.repo, "target", ours)
     assert lgit.branch_head(scene.repo, "target") == theirs
@@ -951,7 +965,7 @@ def test_a_recycled_worktree_rewrites_edits_hidden_by_planted_stat_settings(
     """A maker edits tracked files keeping size and mtime, and plants core.trustctime=false and
     core.checkStat=minimal: `reset --hard` would take the files as unchanged and leave the
     edits in the worktree the next task gets. Kills core.trustctime=true or
-    core.checkStat=default dropped from git._FULL_STAT."""
+    core.checkStat=default dropped from git.worktrees._FULL_STAT."""
     base = scene.commit("calc", **{"inplace.py": "a + b\n", "replaced.py": "a + b\n"})
     worktree = place.base / "wt"
     lgit.worktree_add(scene.repo, worktree, "loop/l/first", base)
@@ -1032,7 +1046,7 @@ def the_trap_is_live(scene: Scene, folder: Path) -> None:
 
 
 def test_diffs_never_look_inside_a_submodules_files(scene: Scene) -> None:
-    """Kills `--ignore-submodules=dirty` dropped from git._SAFE_DIFF."""
+    """Kills `--ignore-submodules=dirty` dropped from git.diff._SAFE_DIFF."""
     base = planted_in_a_submodule(scene)
     assert lgit.changed_paths(scene.repo, base) == ["README.md"]
     assert "README.md" in lgit.diff_stat(scene.repo, base)
@@ -1063,7 +1077,7 @@ def test_staging_runs_no_filter_a_submodules_own_config_names(
     """`git add -A` always asks a populated submodule whether it is dirty (it ignores
     diff.ignoreSubmodules), and `git status` does when .gitmodules says `ignore = none`: git
     runs `git status` in the submodule with the submodule's own config. Kills the submodules'
-    keys (`| _submodule_config_keys(...)`) dropped from git._filter_neutralisers."""
+    keys (`| _submodule_config_keys(...)`) dropped from git.neutralise._filter_neutralisers."""
     base = planted_in_a_submodule(scene, how, driver)
     if call == "status_outside":
         status_asks_submodules(scene.repo)
@@ -1076,7 +1090,7 @@ def test_staging_runs_no_filter_a_submodules_own_config_names(
 def test_a_snapshot_asks_the_submodules_of_its_own_index(scene: Scene) -> None:
     """The agent dropped `lib` from the worktree's index (the folder stays): the snapshot's
     private index, read from the parent commit, still has it, and `git add` asks it. Kills
-    GIT_INDEX_FILE not passed from git._hardened to git._filter_neutralisers."""
+    GIT_INDEX_FILE not passed from git.command._hardened to git.neutralise._filter_neutralisers."""
     with_submodule(scene)
     base = scene.head()
     plain(scene.repo, "rm", "-q", "--cached", "lib")  # (git rm asks lib too: plant after it)
@@ -1099,7 +1113,7 @@ def test_staging_runs_no_filter_of_a_submodule_inside_a_submodule(scene: Scene) 
     """`lib` holds a repository `inner` of its own (in its index as a gitlink), and lib's
     .gitmodules says `ignore = none` for it: the `git status` git runs in `lib` asks `inner`
     in turn, with inner's own config. Kills the nested gitlinks (`pending.extend(...)`)
-    dropped from git._submodule_config_keys."""
+    dropped from git.neutralise._submodule_config_keys."""
     with_submodule(scene)
     lib = scene.repo / "lib"
     inner = a_library(lib / "inner")
@@ -1138,7 +1152,8 @@ def test_a_submodule_moved_to_another_commit_is_committed(scene: Scene) -> None:
 def test_a_gitlink_leading_back_up_is_followed_once(scene: Scene) -> None:
     """lib's index has a gitlink `up` whose folder is a symlink to the superproject: following
     gitlinks blindly would go round for ever (git itself sees a type change there and asks
-    nothing). Kills the `folder in seen` check dropped from git._submodule_config_keys."""
+    nothing). Kills the `folder in seen` check dropped from
+    git.neutralise._submodule_config_keys."""
     with_submodule(scene)
     lib = scene.repo / "lib"
     sha = plain(lib, "rev-parse", "HEAD").strip()
@@ -1152,7 +1167,7 @@ def test_a_gitlink_leading_back_up_is_followed_once(scene: Scene) -> None:
 def test_a_removed_submodule_is_committed_as_removed(scene: Scene) -> None:
     """The agent deleted the submodule's folder: the gitlink is still in the index, and its
     folder is not there to ask. Kills the `.git` presence check dropped from
-    git._submodule_config_keys (git cannot run in a missing folder)."""
+    git.neutralise._submodule_config_keys (git cannot run in a missing folder)."""
     with_submodule(scene)
     base = scene.head()
     shutil.rmtree(scene.repo / "lib")
@@ -1165,8 +1180,8 @@ def test_status_never_asks_a_submodule_whether_it_is_dirty(
     scene: Scene, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first guard (blanking the submodules' drivers) is off here. Kills
-    `"-c", "diff.ignoreSubmodules=dirty"` dropped from git._HARDENING."""
-    monkeypatch.setattr(lgit, "_submodule_config_keys", lambda cwd, index: set())
+    `"-c", "diff.ignoreSubmodules=dirty"` dropped from git.runner._HARDENING."""
+    monkeypatch.setattr(git_neutralise, "_submodule_config_keys", lambda cwd, index: set())
     planted_in_a_submodule(scene)
     assert "README.md" in _stage(scene, "status_outside", scene.head())
     the_trap_is_live(scene, scene.repo / "lib")
@@ -1181,7 +1196,9 @@ def test_a_fetch_never_recurses_into_a_submodule(
     own config names. submodule.recurse=false (the first guard) is off here. Kills
     `--recurse-submodules=no` dropped from fetch_refs or `--no-recurse-submodules` from
     fetch_branch."""
-    monkeypatch.setattr(lgit, "_HARDENING", _without(lgit._HARDENING, "submodule.recurse=false"))
+    monkeypatch.setattr(
+        git_runner, "_HARDENING", _without(git_runner._HARDENING, "submodule.recurse=false")
+    )
     library = with_submodule(scene)
     remote = scene.bare("remote.git")
     (library / "more.txt").write_text("more\n")
@@ -1232,7 +1249,7 @@ def test_a_planted_proxy_beside_the_users_own_is_refused(scene: Scene) -> None:
     """The user's global config names a proxy program for git://, and the repository's config
     another: the environment cannot give the user's back its place, so the command is refused
     rather than run without the user's proxy. Kills that refusal turned off in
-    git._refuse_steering."""
+    git.remotes._refuse_steering."""
     proxy = user_program(scene, "user-proxy", "exit 1")
     Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text(f"[core]\n\tgitProxy = {proxy}\n")
     scene.config(core__gitProxy=scene.program("planted-proxy"))
@@ -1243,7 +1260,7 @@ def test_a_planted_proxy_beside_the_users_own_is_refused(scene: Scene) -> None:
 
 def test_the_users_ssh_variant_is_kept(scene: Scene, monkeypatch: pytest.MonkeyPatch) -> None:
     """GIT_SSH_VARIANT tells git how to call the user's ssh command (here plain OpenSSH, so no
-    `-G` probe first). Kills its pass-through dropped from git._secure_network_env."""
+    `-G` probe first). Kills its pass-through dropped from git.remotes._secure_network_env."""
     monkeypatch.setenv("GIT_SSH_COMMAND", user_program(scene, "ssh", "exit 1"))
     monkeypatch.setenv("GIT_SSH_VARIANT", "ssh")
     with pytest.raises(GitError):
@@ -1256,7 +1273,7 @@ def test_the_users_ssh_variant_is_kept(scene: Scene, monkeypatch: pytest.MonkeyP
 
 def test_diffs_for_people_show_non_ascii_names_as_they_are(scene: Scene) -> None:
     """The approver reads `café.txt`, not `"caf\\303\\251.txt"`. Kills core.quotePath=false
-    changed in git._READABLE."""
+    changed in git.diff._READABLE."""
     base = scene.head()
     (scene.repo / "café.txt").write_text("new\n")
     assert "café.txt" in lgit.diff_text(scene.repo, base, 10_000)
@@ -1265,7 +1282,7 @@ def test_diffs_for_people_show_non_ascii_names_as_they_are(scene: Scene) -> None
 
 def test_an_error_names_the_subcommand_after_config_options(scene: Scene) -> None:
     """`-c key=value` before the subcommand (as commit_all and `loopctl demo` pass) is skipped
-    when naming what failed. Kills "-c" dropped from git._subcommand_at's options."""
+    when naming what failed. Kills "-c" dropped from git.runner._subcommand_at's options."""
     with pytest.raises(GitError, match=r"^git log failed: "):
         lgit.git(["-c", "user.name=Someone", "log", "no-such-thing"], cwd=scene.repo)
 
@@ -1275,7 +1292,8 @@ def test_the_users_askpass_from_the_environment_is_used(
     scene: Scene, http_url: str, monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
     """The user's askpass program named in the environment answers a remote that wants a
-    password. Kills the GIT_ASKPASS or SSH_ASKPASS fallback dropped from git._user_askpass."""
+    password. Kills the GIT_ASKPASS or SSH_ASKPASS fallback dropped from
+    git.remotes._user_askpass."""
     for name in ("GIT_ASKPASS", "SSH_ASKPASS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(variable, user_program(scene, "askpass", "echo secret"))

@@ -4,7 +4,7 @@ loopctl's git has two guards against several planted tricks, so dropping one of 
 test that leaves the other in place. Here the first is switched off in the test (said in each
 test) and the behaviour is checked: a program planted in the repository's config never runs
 (it would leave a marker file), what loopctl reads is the real history, and a URL that begins
-with `-` is never an option. Each test names the one-line mutant of loopctl/git.py it kills.
+with `-` is never an option. Each test names the one-line mutant of loopctl/git/ it kills.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from support.repos import git as plain
 
 from loopctl import git as lgit
 from loopctl.errors import GitError
+from loopctl.git import remotes as git_remotes
+from loopctl.git import runner as git_runner
 
 
 def recorder(folder: Path, marker: Path, exit_code: int = 1) -> Path:
@@ -39,7 +41,7 @@ def test_a_planted_ssh_command_never_runs_from_a_local_command(
     """A partial clone whose promisor remote is reached over ssh, with `core.sshCommand`
     planted: reading a missing blob would fetch it lazily through that program. Either pin
     alone (the other removed here) keeps it from running. Kills `GIT_SSH_COMMAND` (or
-    `GIT_NO_LAZY_FETCH`) dropped from git._PINNED_ENV."""
+    `GIT_NO_LAZY_FETCH`) dropped from git.runner._PINNED_ENV."""
     marker = tmp_path / "ran"
     (repo / "f.txt").write_text("content\n")
     plain(repo, "add", "f.txt")
@@ -56,7 +58,7 @@ def test_a_planted_ssh_command_never_runs_from_a_local_command(
         plain(repo, "config", key, value)
     other = "GIT_NO_LAZY_FETCH" if pin == "GIT_SSH_COMMAND" else "GIT_SSH_COMMAND"
     # The first guard off: `pin` stands alone (`raising=False`: a mutant may lack it already).
-    monkeypatch.delitem(lgit._PINNED_ENV, other, raising=False)
+    monkeypatch.delitem(git_runner._PINNED_ENV, other, raising=False)
 
     assert lgit.read_blob(repo, head, "f.txt") is None
     assert not marker.exists(), marker.read_text()
@@ -64,7 +66,7 @@ def test_a_planted_ssh_command_never_runs_from_a_local_command(
 
 def test_a_planted_graft_does_not_change_the_history_loopctl_reads(repo: Path) -> None:
     """`.git/info/grafts` (which an agent can write) gives a commit another parent. Kills
-    `GIT_GRAFT_FILE` dropped from git._PINNED_ENV (replace refs have their own pin and test:
+    `GIT_GRAFT_FILE` dropped from git.runner._PINNED_ENV (replace refs have their own pin and test:
     tests/reliability/test_git_steering.py)."""
     base = plain(repo, "rev-parse", "HEAD").strip()
     work = commit(repo, "the task's work")
@@ -114,14 +116,14 @@ def test_a_planted_receive_pack_for_the_url_never_runs(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A remote section named after the push URL names its own receive-pack program. The
-    first guard (refusing such a section, git._refuse_steering) is off here: the push still
+    first guard (refusing such a section, git.remotes._refuse_steering) is off here: the push still
     runs git's own receive-pack and lands. Kills `--receive-pack=git-receive-pack` dropped."""
     remote = tmp_path / "remote.git"
     plain(tmp_path, "init", "-q", "--bare", str(remote))
     url = remote.as_uri()  # git reads no remote section named after a path beginning with /
     marker = tmp_path / "ran"
     plain(repo, "config", f"remote.{url}.receivepack", str(recorder(tmp_path, marker)))
-    monkeypatch.setattr(lgit, "_refuse_steering", lambda *args: None)
+    monkeypatch.setattr(git_remotes, "_refuse_steering", lambda *args: None)
     head = plain(repo, "rev-parse", "HEAD").strip()
 
     lgit.push_commit(repo, url, head, "main", expect=None)

@@ -32,6 +32,7 @@ from support.repos import PYTEST_CHECK, make_project, remote_refs, write_agent
 from loopctl import git as lgit
 from loopctl.delivery import remotes
 from loopctl.errors import GitError
+from loopctl.git import runner as git_runner
 from loopctl.journal.events import EventLog, EventType
 
 BRANCH = "loop/ship/main"
@@ -413,7 +414,7 @@ def test_local_commands_get_no_secret_and_no_credential_helper(
     assert out == ":"
     listed = lgit.git(["config", "--get-all", "credential.helper"], cwd=repo, check=False)
     assert listed.stdout.strip() == ""
-    env = lgit._base_env()
+    env = git_runner._base_env()
     assert "ANTHROPIC_API_KEY" not in env
     assert "SSH_AUTH_SOCK" not in env
     assert env["GIT_NO_REPLACE_OBJECTS"] == "1"
