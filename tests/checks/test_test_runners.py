@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -216,3 +217,17 @@ def test_a_runner_added_to_the_table_is_counted_and_armed(
         assert runners.read_report(armed) == runners.Report("ok", {"passed": 2})
     finally:
         runners.disarm(armed)
+
+
+@pytest.mark.parametrize("data", ["[]", "1", "null", '"ok"'])
+def test_a_report_that_is_no_json_object_is_unreadable(data: str) -> None:
+    """The code under test can overwrite its report with any JSON: never an error (it was an
+    AttributeError for loopctl's own reporters' format)."""
+    for argv in ((sys.executable, "-m", "pytest"), ("jest",)):
+        armed = runners.arm(argv, {})
+        assert armed is not None
+        try:
+            (armed.folder / runners.REPORT_NAME).write_text(data)
+            assert runners.read_report(armed) == runners.Report("unreadable", {})
+        finally:
+            runners.disarm(armed)
