@@ -1,8 +1,8 @@
 """Goal conditions: resolve a condition to a check command (--check, [conditions] in config, a
 built-in such as "tests green" detected from the repository, else a judge).
 
-Test runners (detecting one, what its run depends on) are `checks/runner_detection.py`; reading and
-judging a run's counts is `checks/counts.py`.
+Test runners are `checks/test_runners.py`, one entry each; detecting one and what its run depends
+on is `checks/runner_detection.py`; reading and judging a run's counts is `checks/counts.py`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from loopctl.checks import test_runners
 from loopctl.checks.project_files import (
     MAKEFILES,
     depends_on,
@@ -99,25 +100,22 @@ def _argv(command: Sequence[str], empty_message: str) -> tuple[str, ...]:
 def _tool_of(argv: Sequence[str]) -> str | None:
     """The known tool an argv runs, so its output can be parsed for test counts."""
     words = [Path(word).name.removesuffix(".exe") for word in argv]
+    known = _CHECK_TOOLS | test_runners.command_names()
     if len(words) >= 3 and words[0].startswith("python") and words[1] == "-m":
-        return words[2] if words[2] in _KNOWN_TOOLS else None
+        return words[2] if words[2] in known else None
     if words[0] in ("npx", "pnpm", "yarn", "bunx") and len(words) >= 2:
         named = [word for word in words[1:] if not word.startswith("-")]
-        if named and named[0] in _KNOWN_TOOLS:
+        if named and named[0] in known:
             return named[0]
         return "npm"
-    if words[0] in _KNOWN_TOOLS:
+    if words[0] in known:
         return words[0]
     return None
 
 
-_KNOWN_TOOLS = frozenset(
-    {
-        *("pytest", "unittest", "mypy", "ruff"),
-        *("npm", "jest", "vitest", "eslint", "tsc"),
-        *("cargo", "go", "make"),
-    }
-)
+# The tools a check command names that are not test runners (those are `test_runners.RUNNERS`).
+_CHECK_TOOLS = frozenset({"mypy", "ruff", "eslint", "tsc"})
+
 
 # --- detection: lint, build, types (tests: `checks/runner_detection.py`) ----------------------
 

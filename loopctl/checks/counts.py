@@ -5,164 +5,29 @@ summary where one is due, not fewer tests run nor more skipped than on the base 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
-from loopctl.checks import runners
+from loopctl.checks import runners, test_runners
 from loopctl.checks.fingerprint import strip_ansi
 from loopctl.checks.runner_detection import prints_summary, runner_of
 
-
-@dataclass(frozen=True, slots=True)
-class TestCounts:
-    """How many tests a run passed, failed, skipped and errored."""
-
-    __test__ = False  # not a pytest test class, despite the name
-
-    passed: int
-    failed: int
-    skipped: int
-    errors: int
-
-    @property
-    def executed(self) -> int:
-        """Tests that actually ran: passed, failed or errored."""
-        return self.passed + self.failed + self.errors
-
-
-_PYTEST_LINE = re.compile(
-    r"^[=\s]*(?P<body>no tests ran|\d+ \w+(?:, \d+ \w+)*)"
-    r"\s+in\s+[\d.]+\s?s(?:econds)?(?:\s+\([\d:.]+\))?[=\s]*$"
-)
-_PAIR = re.compile(r"(\d+) ([a-z]+)")
-_CARGO_LINE = re.compile(
-    r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored; \d+ measured", re.MULTILINE
-)
-_GO_RUN = re.compile(r"^=== RUN\s", re.MULTILINE)
-_GO_RESULT = re.compile(r"^\s*--- (PASS|FAIL|SKIP):", re.MULTILINE)
-_JEST_LINE = re.compile(r"^Tests:\s+(.*\d+ total)\s*$")
-_VITEST_LINE = re.compile(r"^\s*Tests\s+(\d+ [a-z]+(?: \| \d+ [a-z]+)*)(?: \(\d+\))?\s*$")
-_NODE_LINE = re.compile(r"^(?:#|ℹ) (tests|pass|fail|cancelled|skipped|todo) (\d+)\s*$")
-_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
-_UNITTEST_RESULT = re.compile(r"^(?:OK|FAILED)(?: \((.*)\))?\s*$", re.MULTILINE)
-
-
-def _counts(pairs: Mapping[str, int], skipped_words: Sequence[str] = ("skipped",)) -> TestCounts:
-    return TestCounts(
-        passed=pairs.get("passed", 0) + pairs.get("xpassed", 0),
-        failed=pairs.get("failed", 0),
-        skipped=sum(pairs.get(word, 0) for word in skipped_words),
-        errors=pairs.get("errors", 0) + pairs.get("error", 0),
-    )
-
-
-def _parse_pytest(lines: Sequence[str]) -> TestCounts | None:
-    for line in reversed(lines):
-        match = _PYTEST_LINE.match(line)
-        if match is None:
-            continue
-        pairs = {word: int(n) for n, word in _PAIR.findall(match["body"])}
-        # An expected failure proves nothing about the goal, and marking a test xfail is a way to
-        # weaken a run, so it counts as skipped.
-        return _counts(pairs, ("skipped", "xfailed"))
-    return None
-
-
-def _parse_cargo(text: str) -> TestCounts | None:
-    # One line per test binary (unit, each integration file, doc-tests): add them up.
-    results = _CARGO_LINE.findall(text)
-    if not results:
-        return None
-    return TestCounts(
-        passed=sum(int(r[0]) for r in results),
-        failed=sum(int(r[1]) for r in results),
-        skipped=sum(int(r[2]) for r in results),
-        errors=0,
-    )
-
-
-def _parse_go(text: str) -> TestCounts | None:
-    # Without -v go prints only failures and per-package "ok" lines: passing tests are invisible.
-    if not _GO_RUN.search(text):
-        return None
-    results = _GO_RESULT.findall(text)
-    return TestCounts(
-        passed=results.count("PASS"),
-        failed=results.count("FAIL"),
-        skipped=results.count("SKIP"),
-        errors=0,
-    )
-
-
-def _parse_jest(lines: Sequence[str]) -> TestCounts | None:
-    for line in reversed(lines):
-        match = _JEST_LINE.match(line.strip())
-        if match is not None:
-            pairs = {word: int(n) for n, word in _PAIR.findall(match[1])}
-            return _counts(pairs, ("skipped", "todo", "pending"))
-        match = _VITEST_LINE.match(line)
-        if match is not None:
-            pairs = {word: int(n) for n, word in _PAIR.findall(match[1])}
-            return _counts(pairs, ("skipped", "todo"))
-    return None
-
-
-def _parse_node(lines: Sequence[str]) -> TestCounts | None:
-    pairs: dict[str, int] = {}
-    for line in lines:
-        match = _NODE_LINE.match(line.strip())
-        if match is not None:
-            pairs[match[1]] = int(match[2])
-    if "tests" not in pairs:
-        return None
-    return TestCounts(
-        passed=pairs.get("pass", 0),
-        failed=pairs.get("fail", 0),
-        skipped=pairs.get("skipped", 0) + pairs.get("todo", 0),
-        errors=pairs.get("cancelled", 0),
-    )
-
-
-def _parse_unittest(text: str) -> TestCounts | None:
-    ran = _UNITTEST_RAN.findall(text)
-    results = _UNITTEST_RESULT.findall(text)
-    if not ran or not results:
-        return None
-    details = {
-        key.strip(): int(value)
-        for key, _, value in (item.partition("=") for item in results[-1].split(","))
-        if value.strip().isdigit()
-    }
-    failed = details.get("failures", 0)
-    errors = details.get("errors", 0)
-    skipped = details.get("skipped", 0) + details.get("expected failures", 0)
-    passed = int(ran[-1]) - failed - errors - skipped
-    return TestCounts(passed=max(passed, 0), failed=failed, skipped=skipped, errors=errors)
+# TestCounts lives with the summaries it is read from; callers import it from here too.
+from loopctl.checks.summaries import TestCounts as TestCounts
+from loopctl.checks.summaries import counts_of
 
 
 def parse_test_counts(tool: str | None, output: str) -> TestCounts | None:
     """The test counts a run's output reports, or None when the output shows none."""
     text = strip_ansi(output)
-    lines = text.splitlines()
-    parsers: dict[str, Callable[[], TestCounts | None]] = {
-        "pytest": lambda: _parse_pytest(lines),
-        "cargo": lambda: _parse_cargo(text),
-        "go": lambda: _parse_go(text),
-        "jest": lambda: _parse_jest(lines),
-        "node": lambda: _parse_node(lines),
-        "unittest": lambda: _parse_unittest(text),
-    }
-    aliases = {"vitest": "jest"}
-    chosen = aliases.get(tool or "", tool or "")
-    if chosen in parsers:
-        return parsers[chosen]()
+    runner = test_runners.named(tool)
+    if runner is not None and runner.parse is not None:
+        return runner.parse(text)
     if tool in ("ruff", "eslint", "mypy", "tsc"):
         return None  # not test runners
     # npm, make, a custom --check: whatever runner it wraps, try each format in turn.
-    for parse in parsers.values():
-        counts = parse()
+    for parse in test_runners.summary_parsers():
+        counts = parse(text)
         if counts is not None:
             return counts
     return None
@@ -253,13 +118,13 @@ def report_counts(report: runners.Report | None) -> TestCounts | None:
     if report is None or report.state != "ok":
         return None
     pairs = report.counts
-    if "run" in pairs:  # unittest's counters: as `_parse_unittest` reads its summary
+    if "run" in pairs:  # unittest's counters: as `summaries.parse_unittest` reads them
         failed, errors = pairs.get("failures", 0), pairs.get("errors", 0)
         skipped = pairs.get("skipped", 0) + pairs.get("expected failures", 0)
         passed = max(pairs["run"] - failed - errors - skipped, 0)
         return TestCounts(passed=passed, failed=failed, skipped=skipped, errors=errors)
     # pytest's categories, or jest's words (checks.runners maps its report onto them).
-    return _counts(pairs, ("skipped", "xfailed", "todo"))
+    return counts_of(pairs, ("skipped", "xfailed", "todo"))
 
 
 def _described(counts: TestCounts) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import git
+from loopctl.atomicfile import write_atomic
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, open_items
 from loopctl.paths import LOOP_DIR
@@ -253,8 +254,6 @@ def explained_commits(events: Sequence[Event], since_seq: int) -> set[str]:
 
 
 def save(baseline: Baseline, path: Path) -> None:
-    from loopctl.atomicfile import write_atomic
-
     write_atomic(path, json.dumps(baseline.to_json(), sort_keys=True))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -10,11 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopctl import git
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.checks.counts import TestCounts
+from loopctl.checks.fingerprint import fingerprint, strip_ansi
 from loopctl.checks.runner_detection import runner_of
 from loopctl.definitions.loops import CheckerSpec
-from loopctl.globs import first_match
+from loopctl.globs import compile_glob, first_match
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +186,6 @@ def hidden_changes(
     with a digest of their content (None: deleted): untracked files git ignores, and tracked
     files whose index entry hides an edit (assume-unchanged, skip-worktree, forged stat data).
     """
-    from loopctl import git
-    from loopctl.globs import compile_glob
 
     if not protected:
         return {}
@@ -220,8 +221,6 @@ def hidden_changes(
 
 
 def _digest(path: Path) -> str | None:
-    import hashlib
-
     try:
         if path.is_symlink():
             return "link:" + os.readlink(path)
@@ -232,7 +231,6 @@ def _digest(path: Path) -> str | None:
 
 def could_match_below(folder: str, pattern: str) -> bool:
     """Whether `pattern` (a protect glob) can match some path inside `folder`."""
-    from loopctl.globs import compile_glob
 
     segments = [s for s in pattern.strip().lstrip("/").removeprefix("./").split("/") if s]
     for index, part in enumerate(folder.split("/")):
@@ -246,8 +244,6 @@ def could_match_below(folder: str, pattern: str) -> bool:
 
 
 def protection_verdict(violations: list[str]) -> Verdict:
-    import hashlib
-
     shown = "; ".join(violations[:5]) + (
         f"; and {len(violations) - 5} more" if len(violations) > 5 else ""
     )
@@ -264,8 +260,6 @@ def command_verdict(
     argv: Sequence[str], exit_code: int | None, timed_out: bool, output: str
 ) -> Verdict:
     """The verdict of one checker command from its exit code and output."""
-    from loopctl.checks.fingerprint import fingerprint
-
     shown = " ".join(argv)
     if timed_out:
         fp = fingerprint(None, "timeout " + shown)
@@ -293,8 +287,6 @@ _ERROR_MARKERS = re.compile(r"Error|error:|FAILED|FAIL:|assert|panic|Exception")
 
 
 def first_error_line(output: str) -> str | None:
-    from loopctl.checks.fingerprint import strip_ansi
-
     for line in strip_ansi(output).splitlines():
         if _ERROR_MARKERS.search(line):
             return " ".join(line.split())

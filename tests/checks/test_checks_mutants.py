@@ -26,6 +26,7 @@ from loopctl import git as loopctl_git
 from loopctl.checks import runners
 from loopctl.checks.counts import unproven_pass
 from loopctl.checks.runner_detection import runner_protect
+from loopctl.checks.sabotage import AddedLine, Finding, diff_path, scan, scan_diff, summary
 from loopctl.checks.verdicts import command_verdict, hidden_changes, protected_violations
 
 PY = sys.executable
@@ -392,8 +393,6 @@ READ_FILES: list[tuple[str, str, str]] = [
 
 @pytest.mark.parametrize(("path", "line", "rule"), READ_FILES, ids=[p for p, _, _ in READ_FILES])
 def test_a_hostile_change_in_each_kind_of_file_is_read(path: str, line: str, rule: str) -> None:
-    from loopctl.checks.sabotage import scan_diff
-
     diff = (
         f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
         f"@@ -0,0 +1,2 @@\n+x = 1\n+{line}\n"
@@ -416,16 +415,12 @@ LAST_ALTERNATIVES: list[tuple[str, str, tuple[str, ...]]] = [
 def test_each_rule_flags_the_spelling_only_its_last_alternative_catches(
     rule: str, path: str, lines: tuple[str, ...]
 ) -> None:
-    from loopctl.checks.sabotage import AddedLine, scan
-
     found = scan(AddedLine(path, n, text) for n, text in enumerate(lines, start=1))
     assert rule in [f.rule for f in found], found
 
 
 def test_a_finding_recorded_without_some_fields_reads_back_empty() -> None:
     """An inbox item's evidence from an older log may lack a field: it shows as nothing."""
-    from loopctl.checks.sabotage import Finding
-
     assert Finding.from_json({}) == Finding("", "", 0, "", "")
 
 
@@ -433,8 +428,6 @@ def test_a_finding_recorded_without_some_fields_reads_back_empty() -> None:
 
 
 def _found(diff: str) -> list[tuple[str, str, int]]:
-    from loopctl.checks.sabotage import scan_diff
-
     return [(f.rule, f.path, f.line) for f in scan_diff(diff)]
 
 
@@ -460,8 +453,6 @@ def test_a_change_after_a_missing_final_newline_or_a_blank_context_line_is_read(
 
 @pytest.mark.parametrize("prefix", ["a/", "b/", "c/", "i/", "o/", "w/"])
 def test_a_diff_header_names_the_path_whatever_prefix_git_is_configured_with(prefix: str) -> None:
-    from loopctl.checks.sabotage import diff_path
-
     # diff.mnemonicPrefix: c/ (commit), i/ (index), o/ (object), w/ (work tree).
     assert diff_path(f"{prefix}src/calc.py") == "src/calc.py"
     # diff.noprefix: no prefix at all, and nothing is cut.
@@ -469,8 +460,6 @@ def test_a_diff_header_names_the_path_whatever_prefix_git_is_configured_with(pre
 
 
 def test_a_quoted_diff_header_is_unquoted_and_dev_null_is_no_path() -> None:
-    from loopctl.checks.sabotage import diff_path
-
     assert diff_path('"b/a\\nb\\tc\\"d\\\\e\\af\\bg.py"') == 'a\nb\tc"d\\e\af\bg.py'
     assert diff_path('"b/caf\\303\\251.py"') == "café.py"
     assert diff_path('"b/bad\\377.py"') == "bad\ufffd.py"  # not UTF-8: shown, not a crash
@@ -488,14 +477,10 @@ def test_a_quoted_diff_header_is_unquoted_and_dev_null_is_no_path() -> None:
     ],
 )
 def test_a_commented_out_line_raises_nothing(path: str, line: str) -> None:
-    from loopctl.checks.sabotage import AddedLine, scan
-
     assert scan([AddedLine(path, 1, line)]) == []
 
 
 def test_the_items_summary_quotes_the_lines_and_counts_the_rest() -> None:
-    from loopctl.checks.sabotage import Finding, summary
-
     one = Finding("hard-exit", "a.py", 3, "os._exit(0)", "why")
     head = "the change looks like it tampers with the test run: "
     assert summary([one]) == head + "a.py:3 `os._exit(0)`"

@@ -24,6 +24,7 @@ from loopctl.checks import integrity
 from loopctl.checks.integrity import Baseline, Change, Findings
 from loopctl.commands import inbox
 from loopctl.definitions import load_project
+from loopctl.engine.context import file_hashes
 from loopctl.journal.events import EventLog, EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
@@ -746,8 +747,6 @@ def test_turns_of_several_threads_are_counted_together() -> None:
 
 
 def _digests(repo: Path, *paths: str) -> dict[str, str | None]:
-    from loopctl.engine.context import file_hashes
-
     return file_hashes(repo, list(paths))
 
 

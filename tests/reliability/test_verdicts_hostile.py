@@ -30,6 +30,9 @@ from support.repos import (
     write_loop,
 )
 
+from loopctl.checks.verdicts import hidden_changes
+from loopctl.git import tracked_content_changes
+
 PY = sys.executable
 TASK = "tests-green"
 SANDBOX_OFF = '\n[sandbox]\nmode = "off"\n'
@@ -311,8 +314,6 @@ def test_ignored_files_that_were_there_before_the_maker_are_not_its_doing(
 
 
 def test_ignored_dependency_folders_are_not_walked(repo: Path) -> None:
-    from loopctl.checks.verdicts import hidden_changes
-
     # 20,000 ignored files under node_modules, one of them named like a test, and a
     # conftest.py that git is told to ignore in tests/.
     (repo / ".gitignore").write_text("node_modules/\n")
@@ -343,8 +344,6 @@ def test_content_a_clean_filter_rewrites_is_not_an_edit(
 ) -> None:
     # As Git LFS does from the user's global config: the checkout holds other bytes than the
     # blob. Only an edit git itself would see counts, even one the index is told to ignore.
-    from loopctl.git import tracked_content_changes
-
     config = tmp_path / "gitconfig"
     config.write_text('[filter "upper"]\n\tclean = tr a-z A-Z\n\tsmudge = tr A-Z a-z\n')
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
