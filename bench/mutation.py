@@ -365,12 +365,22 @@ TARGETS: dict[str, Target] = {
         "loopctl/checks/runners.py",
         # The pure tests first (seconds); the real runs of each runner form after them.
         (
-            "tests/checks/runner_detection.py",
+            "tests/checks/test_runners.py",
             "tests/checks/test_checks_mutants.py",
         ),
         timeout=600.0,
         why="invariant 12: a test run's counts come from a report the code under test cannot"
         " forge, whatever starts the runner; what would replace the runner is protected",
+    ),
+    "test-runners": Target(
+        "loopctl/checks/test_runners.py",
+        (
+            "tests/checks/test_test_runners.py",
+            "tests/checks/test_runners.py",
+            "tests/checks/test_checks_mutants.py",
+        ),
+        timeout=600.0,
+        why="issue 28: one entry per test runner says how it is detected, protected and counted",
     ),
     "sabotage": Target(
         "loopctl/checks/sabotage.py",
