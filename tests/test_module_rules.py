@@ -60,9 +60,11 @@ def test_the_forbidden_contracts_name_every_module_they_are_about() -> None:
     modules, packages = _top_level()
     contracts = _contracts()
 
+    # The bottom layer is the foundation: its modules, and the packages placed there (`sandbox/`).
+    bottom = set(_layered(contracts["layers"]["layers"][-1:]))
     foundation = contracts["foundation"]
-    assert sorted(set(_short(foundation["source_modules"])) ^ modules) == []
-    assert sorted(set(_short(foundation["forbidden_modules"])) ^ packages) == []
+    assert sorted(set(_short(foundation["source_modules"])) ^ (modules | packages & bottom)) == []
+    assert sorted(set(_short(foundation["forbidden_modules"])) ^ (packages - bottom)) == []
     everything_but_cli = (modules | packages) - {"cli"}
     assert sorted(set(_short(contracts["cli-only"]["source_modules"])) ^ everything_but_cli) == []
     # process.py starts programs; git.py runs git itself (see STARTS_PROGRAMS below).
@@ -204,7 +206,7 @@ PENDING = {
     "loopctl/definitions/agents.py": {"agent-clis.md", "docs/sub-agents.md"},
     "loopctl/definitions/config.py": {"DESIGN.md"},
     "loopctl/definitions/sandbox.py": {"DESIGN.md"},
-    "loopctl/sandbox.py": {"DESIGN.md"},
+    "loopctl/sandbox/__init__.py": {"DESIGN.md"},
 }
 
 
@@ -344,9 +346,6 @@ MAX_LINES = 700
 OVER_MAX_LINES = {
     # Becomes a `git/` package (issue 28 item 5); another helper is splitting it now.
     "git.py": "the hardened git wrapper, before its split into git/",
-    # Another helper is rewriting the sandbox in this session; splitting it under them would
-    # collide with their edits.
-    "sandbox.py": "the bwrap sandbox, rewritten by another helper",
     # Delivery steps become one object each (issue 28 item 2) and the task-finishing routine is
     # shared with the engine (item 4), both by another helper: that rework splits this module.
     "delivery/pipeline.py": "the delivery pipeline, before its steps become one object each",

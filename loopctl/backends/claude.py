@@ -13,7 +13,8 @@ import shutil
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from loopctl.backends import connectors
+from loopctl.backend_registry import BackendSpec, register
+from loopctl.backends import connectors, streams
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -207,3 +208,17 @@ def _with_cost(parsed: Any, cost: float) -> Any:
     from dataclasses import replace
 
     return replace(parsed, cost_usd=cost)
+
+
+SPEC = register(
+    BackendSpec(
+        name="claude",
+        factory=ClaudeBackend,
+        executable="claude",
+        preference=10,
+        state=("$CLAUDE_CONFIG_DIR|~/.claude", "~/.claude.json", "~/.claude.json.backup"),
+        history=frozenset({"projects", "file-history", "shell-snapshots", "todos", "debug"}),
+        renderer=streams.claude_event,
+        provider="anthropic",
+    )
+)

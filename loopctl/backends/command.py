@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from loopctl.backend_registry import BackendSpec, register
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -175,3 +176,6 @@ def result_from_completed(done: object) -> AgentResult:
         escalate=parsed.escalate if parsed else None,
         extra={"usage_warnings": list(parsed.warnings)} if parsed and parsed.warnings else {},
     )
+
+
+SPEC = register(BackendSpec(name="command", factory=CommandBackend, preference=60))

@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from loopctl.backend_registry import BackendSpec, register
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -208,3 +209,22 @@ def _tail(path: Path, limit: int = 4000) -> str:
     except OSError:
         return ""
     return text[-limit:]
+
+
+# One module, two wire formats: the model's own HTTP API, called by loopctl's tool agent.
+OPENAI = register(
+    BackendSpec(
+        name="openai",
+        factory=lambda: ModelApiBackend("openai"),
+        preference=70,
+        provider="openai",
+    )
+)
+ANTHROPIC = register(
+    BackendSpec(
+        name="anthropic",
+        factory=lambda: ModelApiBackend("anthropic"),
+        preference=80,
+        provider="anthropic",
+    )
+)

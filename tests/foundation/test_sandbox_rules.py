@@ -470,7 +470,7 @@ def test_a_checkout_under_tmp_exposes_itself_not_its_neighbours(tmp_path: Path) 
 
     checkout = tmp_path / "outer" / "checkout"
     shutil.copytree(
-        Path(sandbox.__file__).parent,
+        Path(sandbox.__file__).parents[1],
         checkout / "loopctl",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
