@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from loopctl.backend_registry import BackendSpec, register
@@ -205,8 +206,6 @@ class ClaudeBackend(CliPreset):
 
 
 def _with_cost(parsed: Any, cost: float) -> Any:
-    from dataclasses import replace
-
     return replace(parsed, cost_usd=cost)
 
 

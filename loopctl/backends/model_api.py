@@ -26,6 +26,9 @@ from loopctl.secrets import Redactor
 
 class ModelApiBackend:
     def __init__(self, wire_name: str) -> None:
+        # Lazy, as the two below: the registry imports every backend module to read its
+        # declaration, and the tool agent with httpx (~80 ms, `python -X importtime`) is for
+        # a model-API agent only, not for a run of CLI agents or the live view.
         from loopctl.toolagent.wire import wire_for
 
         self.name = wire_name
@@ -71,7 +74,7 @@ class ModelApiBackend:
         return Invocation([], request.prompt, self._tool_env(request, self._api_key(request.agent)))
 
     def run(self, request: AgentRequest) -> AgentResult:
-        from loopctl.toolagent import SessionConfig, run_session
+        from loopctl.toolagent import SessionConfig, run_session  # lazy: see __init__
 
         agent = request.agent
         key = self._api_key(agent)
@@ -137,7 +140,7 @@ class ModelApiBackend:
         )
 
     def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
-        import httpx
+        import httpx  # lazy: see __init__
 
         from loopctl.toolagent.client import uses_environment
 

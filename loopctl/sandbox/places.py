@@ -4,6 +4,7 @@ places, the private temporary folders, and one spelling per place."""
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -18,10 +19,8 @@ def home_of(env: Mapping[str, str]) -> Path:
 def passwd_home() -> list[Path]:
     # HOME can be changed by whoever started loopctl; the account's own home holds the real keys.
     try:
-        import pwd
-
         return [Path(pwd.getpwuid(os.getuid()).pw_dir)]
-    except (ImportError, KeyError):
+    except KeyError:
         return []
 
 
