@@ -196,11 +196,14 @@ def test_explain_failure_names_the_message_or_says_it_exited() -> None:
         pytest.skip("only where AppArmor does not restrict user namespaces")
     assert int(maximum.read_text().strip()) > 0
     assert (
-        sandbox._explain_failure("bwrap", "bwrap:  setting\n up uid map: denied\n")
+        sandbox.host._explain_failure("bwrap", "bwrap:  setting\n up uid map: denied\n")
         == "bwrap cannot set up a sandbox: bwrap: setting up uid map: denied"
     )
-    assert sandbox._explain_failure("bwrap", "") == "bwrap cannot set up a sandbox: exited non-zero"
-    long = sandbox._explain_failure("bwrap", "x" * 400)
+    assert (
+        sandbox.host._explain_failure("bwrap", "")
+        == "bwrap cannot set up a sandbox: exited non-zero"
+    )
+    long = sandbox.host._explain_failure("bwrap", "x" * 400)
     assert long.endswith(": " + "x" * 300)
 
 
