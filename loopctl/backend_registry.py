@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,7 @@ class BackendSpec:
 
 _REGISTERED: dict[str, BackendSpec] = {}
 _DISCOVERED: list[bool] = []  # non-empty once every backend module has been imported
+_DISCOVERING = threading.RLock()  # re-entrant: a module being imported may ask too
 
 
 def register(spec: BackendSpec) -> BackendSpec:
@@ -81,9 +83,13 @@ def unregister(name: str) -> None:
 def specs() -> Mapping[str, BackendSpec]:
     """Every backend, by name."""
     if not _DISCOVERED:
-        _DISCOVERED.append(True)
-        for module in sorted(info.name for info in pkgutil.iter_modules([str(_FOLDER)])):
-            importlib.import_module(f"{_PACKAGE}.{module}")
+        # Once, and whole before anyone reads it: a turn's sandbox built in one thread while
+        # another renders a line must not see half the backends (a CLI's state read-only).
+        with _DISCOVERING:
+            if not _DISCOVERED:
+                for module in sorted(info.name for info in pkgutil.iter_modules([str(_FOLDER)])):
+                    importlib.import_module(f"{_PACKAGE}.{module}")
+                _DISCOVERED.append(True)
     return dict(_REGISTERED)
 
 

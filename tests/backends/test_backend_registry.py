@@ -4,6 +4,8 @@ with nothing else naming it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,3 +186,23 @@ def test_an_unknown_backend_is_still_an_error_naming_the_registered_ones(tmp_pat
     assert message.startswith("'backend' must be one of claude, codex, opencode, aider, goose")
     assert "not 'claud'" in message
     assert "did you mean 'claude'" in message
+
+
+def test_threads_asking_at_once_each_see_every_backend() -> None:
+    """In a fresh interpreter (this one has loaded them all): the first questions, asked from
+    eight threads at once, each get the whole registry, never the part imported so far."""
+    program = (
+        "import threading\n"
+        "from loopctl import backend_registry\n"
+        "seen = []\n"
+        "threads = [threading.Thread(target=lambda: seen.append(len(backend_registry.names())))"
+        " for _ in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(sorted(set(seen)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"[{len(backend_registry.names())}]"
