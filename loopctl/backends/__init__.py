@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from loopctl import backend_registry
 from loopctl.backends.base import (
     AgentBackend,
     AgentRequest,
@@ -9,7 +12,7 @@ from loopctl.backends.base import (
     AgentStatus,
     ProbeCheck,
 )
-from loopctl.definitions.agents import Agent, Backend
+from loopctl.definitions.agents import Agent
 
 __all__ = [
     "AgentBackend",
@@ -22,32 +25,9 @@ __all__ = [
 
 
 def backend_for(agent: Agent) -> AgentBackend:
-    """The backend that runs `agent` (modules load on first use: startup stays fast)."""
-    kind = agent.backend
-    if kind is Backend.COMMAND:
-        from loopctl.backends.command import CommandBackend
-
-        return CommandBackend()
-    if kind is Backend.CLAUDE:
-        from loopctl.backends.claude import ClaudeBackend
-
-        return ClaudeBackend()
-    if kind is Backend.CODEX:
-        from loopctl.backends.codex import CodexBackend
-
-        return CodexBackend()
-    if kind is Backend.OPENCODE:
-        from loopctl.backends.opencode import OpencodeBackend
-
-        return OpencodeBackend()
-    if kind is Backend.AIDER:
-        from loopctl.backends.aider import AiderBackend
-
-        return AiderBackend()
-    if kind is Backend.GOOSE:
-        from loopctl.backends.goose import GooseBackend
-
-        return GooseBackend()
-    from loopctl.backends.model_api import ModelApiBackend
-
-    return ModelApiBackend(kind.value)
+    """The backend that runs `agent`, as its module declared it (`loopctl.backend_registry`;
+    the modules load on the first call: start-up stays fast)."""
+    spec = backend_registry.find(agent.backend)
+    if spec is None:  # the definitions accept only registered names
+        raise LookupError(f"no agent backend is named {agent.backend!r}")
+    return cast(AgentBackend, spec.factory())

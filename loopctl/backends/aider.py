@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopctl import nofollow
+from loopctl.backend_registry import BackendSpec, register
 from loopctl.backends.base import AgentRequest, AgentResult, AgentStatus
 from loopctl.backends.presets import CliPreset, Invocation, base_status, stdout_text
 
@@ -183,3 +184,14 @@ def _aider_files(worktree: Path) -> set[Path]:
         return {path for path in worktree.iterdir() if path.name.startswith(".aider")}
     except OSError:
         return set()
+
+
+SPEC = register(
+    BackendSpec(
+        name="aider",
+        factory=AiderBackend,
+        executable="aider",
+        preference=40,
+        state=("~/.aider",),
+    )
+)

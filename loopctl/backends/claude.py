@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
-from loopctl.backends import connectors
+from loopctl.backend_registry import BackendSpec, register
+from loopctl.backends import connectors, streams
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -204,6 +206,18 @@ class ClaudeBackend(CliPreset):
 
 
 def _with_cost(parsed: Any, cost: float) -> Any:
-    from dataclasses import replace
-
     return replace(parsed, cost_usd=cost)
+
+
+SPEC = register(
+    BackendSpec(
+        name="claude",
+        factory=ClaudeBackend,
+        executable="claude",
+        preference=10,
+        state=("$CLAUDE_CONFIG_DIR|~/.claude", "~/.claude.json", "~/.claude.json.backup"),
+        history=frozenset({"projects", "file-history", "shell-snapshots", "todos", "debug"}),
+        renderer=streams.claude_event,
+        provider="anthropic",
+    )
+)

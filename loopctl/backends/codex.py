@@ -12,7 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from loopctl.backends import connectors
+from loopctl.backend_registry import BackendSpec, register
+from loopctl.backends import connectors, streams
 from loopctl.backends.base import AgentRequest, AgentResult, int_or_none
 from loopctl.backends.presets import (
     CliPreset,
@@ -121,3 +122,18 @@ class CodexBackend(CliPreset):
             output_tail=done.output_tail(4000),
             extra=extra,
         )
+
+
+SPEC = register(
+    BackendSpec(
+        name="codex",
+        factory=CodexBackend,
+        executable="codex",
+        preference=20,
+        state=("$CODEX_HOME|~/.codex",),
+        history=frozenset({"sessions", "archived_sessions", "log", "history.jsonl"}),
+        nests_sandbox=True,  # it confines its own tools with a nested bwrap
+        renderer=streams.codex_event,
+        provider="openai",
+    )
+)

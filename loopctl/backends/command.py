@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+from loopctl import git, process
+from loopctl.backend_registry import BackendSpec, register
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -15,8 +17,10 @@ from loopctl.backends.base import (
     read_protocol_result,
     trailing_json,
 )
-from loopctl.definitions.agents import Agent
-from loopctl.errors import AgentUnavailable
+from loopctl.definitions.agents import Agent, argv_files
+from loopctl.definitions.environment import inside_repository
+from loopctl.errors import AgentUnavailable, GitError
+from loopctl.process import Completed
 
 PLACEHOLDERS = ("prompt_file", "worktree", "loop", "task", "attempt", "model")
 
@@ -86,8 +90,6 @@ class CommandBackend:
         return Invocation(render_argv(agent, request), stdin, dict(request.env))
 
     def run(self, request: AgentRequest) -> AgentResult:
-        from loopctl import process
-
         call = self.preview(request)
         done = process.run(
             call.argv,
@@ -111,9 +113,6 @@ def _file_checks(agent: Agent, root: Path) -> list[ProbeCheck]:
     The agent runs in the task's worktree, checked out from a commit: a relative path means the
     file there, so a script missing from the checkout fails, and one not in HEAD is a warning.
     """
-    from loopctl.definitions.agents import argv_files
-    from loopctl.definitions.environment import inside_repository
-
     named = argv_files((*(agent.argv or ()), *agent.args))
     checks: list[ProbeCheck] = []
     for file in named:
@@ -124,9 +123,6 @@ def _file_checks(agent: Agent, root: Path) -> list[ProbeCheck]:
             )
     inside = inside_repository(root, [f for f in named if (root / f).is_file()])
     if inside:
-        from loopctl import git
-        from loopctl.errors import GitError
-
         try:
             committed = git.paths_in_commit(root, "HEAD", inside)
         except GitError:
@@ -147,8 +143,6 @@ def _file_checks(agent: Agent, root: Path) -> list[ProbeCheck]:
 
 def result_from_completed(done: object) -> AgentResult:
     """Turn a finished process into an AgentResult, reading a trailing protocol JSON line."""
-    from loopctl.process import Completed
-
     assert isinstance(done, Completed)
     payload = trailing_json(done.stdout_tail)
     parsed = read_protocol_result(payload) if payload is not None else None
@@ -175,3 +169,6 @@ def result_from_completed(done: object) -> AgentResult:
         escalate=parsed.escalate if parsed else None,
         extra={"usage_warnings": list(parsed.warnings)} if parsed and parsed.warnings else {},
     )
+
+
+SPEC = register(BackendSpec(name="command", factory=CommandBackend, preference=60))

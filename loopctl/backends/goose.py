@@ -16,6 +16,8 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from loopctl.backend_registry import BackendSpec, register
+from loopctl.backends import streams
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -169,3 +171,21 @@ def _error_line(stderr: str) -> str:
         if line.strip():
             return line.strip()[:500]
     return ""
+
+
+SPEC = register(
+    BackendSpec(
+        name="goose",
+        factory=GooseBackend,
+        executable="goose",
+        preference=50,
+        state=(
+            "$XDG_CONFIG_HOME|~/.config:goose",
+            "$XDG_DATA_HOME|~/.local/share:goose",
+            "$XDG_STATE_HOME|~/.local/state:goose",
+            "$XDG_CACHE_HOME|~/.cache:goose",
+        ),
+        history=frozenset({"sessions", "logs"}),
+        renderer=streams.goose_event,
+    )
+)

@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from loopctl.backend_registry import BackendSpec, register
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -25,6 +26,9 @@ from loopctl.secrets import Redactor
 
 class ModelApiBackend:
     def __init__(self, wire_name: str) -> None:
+        # Lazy, as the two below: the registry imports every backend module to read its
+        # declaration, and the tool agent with httpx (~80 ms, `python -X importtime`) is for
+        # a model-API agent only, not for a run of CLI agents or the live view.
         from loopctl.toolagent.wire import wire_for
 
         self.name = wire_name
@@ -70,7 +74,7 @@ class ModelApiBackend:
         return Invocation([], request.prompt, self._tool_env(request, self._api_key(request.agent)))
 
     def run(self, request: AgentRequest) -> AgentResult:
-        from loopctl.toolagent import SessionConfig, run_session
+        from loopctl.toolagent import SessionConfig, run_session  # lazy: see __init__
 
         agent = request.agent
         key = self._api_key(agent)
@@ -136,7 +140,7 @@ class ModelApiBackend:
         )
 
     def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
-        import httpx
+        import httpx  # lazy: see __init__
 
         from loopctl.toolagent.client import uses_environment
 
@@ -208,3 +212,22 @@ def _tail(path: Path, limit: int = 4000) -> str:
     except OSError:
         return ""
     return text[-limit:]
+
+
+# One module, two wire formats: the model's own HTTP API, called by loopctl's tool agent.
+OPENAI = register(
+    BackendSpec(
+        name="openai",
+        factory=lambda: ModelApiBackend("openai"),
+        preference=70,
+        provider="openai",
+    )
+)
+ANTHROPIC = register(
+    BackendSpec(
+        name="anthropic",
+        factory=lambda: ModelApiBackend("anthropic"),
+        preference=80,
+        provider="anthropic",
+    )
+)

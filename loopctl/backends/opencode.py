@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from loopctl.backend_registry import BackendSpec, register
+from loopctl.backends import streams
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -137,3 +139,21 @@ def _error_message(error: object) -> str:
         if error.get("name"):
             return str(error["name"])
     return str(error)
+
+
+SPEC = register(
+    BackendSpec(
+        name="opencode",
+        factory=OpencodeBackend,
+        executable="opencode",
+        preference=30,
+        state=(
+            "$XDG_CONFIG_HOME|~/.config:opencode",
+            "$XDG_DATA_HOME|~/.local/share:opencode",
+            "$XDG_CACHE_HOME|~/.cache:opencode",
+            "$XDG_STATE_HOME|~/.local/state:opencode",
+        ),
+        history=frozenset({"storage", "snapshot", "log"}),
+        renderer=streams.opencode_event,
+    )
+)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loopctl.backends.streams import render
+
 if TYPE_CHECKING:
     from loopctl.backends.base import AgentRequest
 
@@ -38,8 +40,6 @@ def agent_output_tail(request: AgentRequest, lines: int = TAIL_LINES) -> str:
     JSON event streams are rendered (`backends.streams`); stderr keeps at least half the lines,
     since that is where a CLI says why it stopped.
     """
-    from loopctl.backends.streams import render
-
     backend, redactor = str(request.agent.backend), request.redactor
 
     def shown(path: Path | None) -> list[str]:

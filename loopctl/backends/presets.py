@@ -8,6 +8,7 @@ directories, …); a credential reaches it only when the user allowed it by name
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator, Mapping
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopctl import process
+from loopctl.backends import connectors
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -92,8 +95,6 @@ class CliPreset:
             )
 
     def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
-        from loopctl import process
-
         found = shutil.which(self.binary, path=env.get("PATH"))
         if found is None:
             return [
@@ -201,17 +202,12 @@ class CliPreset:
         return Invocation(call.argv, call.stdin, env)
 
     def preview(self, request: AgentRequest) -> Invocation:
-        from loopctl.backends import connectors
-
         try:
             return self._launch(request)
         finally:
             connectors.unstage(request)
 
     def run(self, request: AgentRequest) -> AgentResult:
-        from loopctl import process
-        from loopctl.backends import connectors
-
         try:
             call = self._launch(request)
             done = process.run(
@@ -266,8 +262,6 @@ def stdout_text(done: Any) -> str:
 
 def json_lines(text: str) -> Iterator[dict[str, Any]]:
     """Every JSON object line of a JSONL stream; other lines (banners, warnings) are skipped."""
-    import json
-
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped.startswith("{"):

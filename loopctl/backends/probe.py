@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from loopctl.backends import backend_for
 from loopctl.backends.base import ProbeCheck
 from loopctl.definitions import Project
+from loopctl.secrets import build_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +40,6 @@ class AgentTest:
 
 
 def probe_agent(project: Project, name: str) -> AgentTest:
-    from loopctl.backends import backend_for
-    from loopctl.secrets import build_env
-
     agent = project.agent(name)
     env = build_env(allow=(*agent.env_allow, *project.config.env_allow))
     checks = backend_for(agent).probe(agent, env, project.root)

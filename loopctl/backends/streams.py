@@ -14,14 +14,12 @@ ends (`backends/output_tail.py`) both use them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
+from loopctl import backend_registry
 from loopctl.text import strip_controls
 
 MAX_WIDTH = 240
-
-Renderer = Callable[[dict[str, Any]], str | None]
 
 
 def _one_line(text: object, width: int = MAX_WIDTH) -> str:
@@ -58,7 +56,7 @@ def _tool(name: object, arguments: object) -> str:
     return str(name)
 
 
-def _claude(event: dict[str, Any]) -> str | None:
+def claude_event(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     if kind == "system":
         if event.get("subtype") == "init":
@@ -121,7 +119,7 @@ def _codex_item(item: dict[str, Any], done: bool) -> str | None:
     return None
 
 
-def _codex(event: dict[str, Any]) -> str | None:
+def codex_event(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     item = event.get("item")
     if kind in ("item.started", "item.completed") and isinstance(item, dict):
@@ -140,7 +138,7 @@ def _codex(event: dict[str, Any]) -> str | None:
     return None
 
 
-def _opencode(event: dict[str, Any]) -> str | None:
+def opencode_event(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     part = _dict(event.get("part"))
     if kind == "tool_use":
@@ -159,7 +157,7 @@ def _opencode(event: dict[str, Any]) -> str | None:
     return None
 
 
-def _goose(event: dict[str, Any]) -> str | None:
+def goose_event(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     if kind == "message":
         message = _dict(event.get("message"))
@@ -185,20 +183,13 @@ def _goose(event: dict[str, Any]) -> str | None:
     return None
 
 
-RENDERERS: dict[str, Renderer] = {
-    "claude": _claude,
-    "codex": _codex,
-    "opencode": _opencode,
-    "goose": _goose,
-}
-
-
 def render(backend: str, line: str) -> str | None:
     """One line of an agent's output as a readable line, or None if there is nothing to show."""
     stripped = line.strip()
     if not stripped:
         return None
-    renderer = RENDERERS.get(backend)
+    spec = backend_registry.find(backend)  # each backend names its renderer
+    renderer = spec.renderer if spec is not None else None
     if renderer is not None and stripped.startswith("{"):
         try:
             event = json.loads(stripped)

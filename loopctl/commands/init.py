@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+from loopctl import backend_registry
 from loopctl.atomicfile import write_atomic
 from loopctl.errors import LoopctlError
 from loopctl.paths import TEMPLATES
 
-AGENT_CLIS = ("claude", "codex", "opencode", "aider", "goose")
 EXAMPLE_SKILLS = ("fix-ci", "triage-issue", "review-diff")
 
 
@@ -27,12 +27,20 @@ class InitResult:
 
 
 def detect_agent_clis(which: Callable[[str], str | None] = shutil.which) -> tuple[str, ...]:
-    """The agent CLIs on PATH, in loopctl's order of preference."""
-    return tuple(cli for cli in AGENT_CLIS if which(cli))
+    """The agent CLIs on PATH, in loopctl's order of preference (as their backends declare)."""
+    return tuple(spec.name for spec in backend_registry.clis() if which(spec.executable or ""))
 
 
 def _template(*parts: str) -> str:
     return TEMPLATES.joinpath(*parts).read_text(encoding="utf-8")
+
+
+def _agent_template(cli: str, role: str) -> str:
+    """An example agent for `cli` as `role`: the text its backend declares, else the packaged
+    `templates/agents/<cli>-<role>.toml`."""
+    spec = backend_registry.find(cli)
+    declared = spec.templates.get(role) if spec is not None else None
+    return declared if declared is not None else _template("agents", f"{cli}-{role}.toml")
 
 
 def _checker_line(detected: tuple[str, ...]) -> str:
@@ -59,7 +67,7 @@ def planned_files(detected: tuple[str, ...]) -> dict[str, str]:
     }
     for cli in clis:
         for role in ("maker", "checker"):
-            files[f"agents/{cli}-{role}.toml"] = _template("agents", f"{cli}-{role}.toml")
+            files[f"agents/{cli}-{role}.toml"] = _agent_template(cli, role)
     for skill in EXAMPLE_SKILLS:
         files[f"skills/{skill}/SKILL.md"] = _template("skills", skill, "SKILL.md")
     return files

@@ -6,9 +6,10 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
+from typing import ClassVar
 
+from loopctl import backend_registry
 from loopctl.definitions.connectors import Connector
 from loopctl.definitions.fields import Table, did_you_mean
 from loopctl.definitions.sandbox import AgentSandbox, SecretHosts, agent_sandbox, secret_hosts
@@ -30,23 +31,54 @@ from loopctl.definitions.schema import (
 from loopctl.definitions.source import Problems, parse_front_matter, parse_toml
 
 
-class Backend(StrEnum):
-    CLAUDE = "claude"
-    CODEX = "codex"
-    OPENCODE = "opencode"
-    AIDER = "aider"
-    GOOSE = "goose"
-    COMMAND = "command"
-    OPENAI = "openai"
-    ANTHROPIC = "anthropic"
+class Backend(str):
+    """An agent backend's name as agent files write it (`backend = "claude"`).
+
+    The names are those the backends declare (`loopctl.backend_registry`); the constants are
+    the built-in ones code branches on. One object per name, so `agent.backend is
+    Backend.COMMAND` holds for a loaded agent as it did when this was an enum.
+    """
+
+    __slots__ = ()
+    _interned: ClassVar[dict[str, Backend]] = {}
+    CLAUDE: ClassVar[Backend]
+    CODEX: ClassVar[Backend]
+    OPENCODE: ClassVar[Backend]
+    AIDER: ClassVar[Backend]
+    GOOSE: ClassVar[Backend]
+    COMMAND: ClassVar[Backend]
+    OPENAI: ClassVar[Backend]
+    ANTHROPIC: ClassVar[Backend]
+
+    def __new__(cls, name: str) -> Backend:
+        known = cls._interned.get(name)
+        if known is None:
+            known = cls._interned[name] = super().__new__(cls, name)
+        return known
+
+    @property
+    def value(self) -> str:
+        return str(self)
 
 
-CLI_BACKENDS = (Backend.CLAUDE, Backend.CODEX, Backend.OPENCODE, Backend.AIDER, Backend.GOOSE)
+Backend.CLAUDE = Backend("claude")
+Backend.CODEX = Backend("codex")
+Backend.OPENCODE = Backend("opencode")
+Backend.AIDER = Backend("aider")
+Backend.GOOSE = Backend("goose")
+Backend.COMMAND = Backend("command")
+Backend.OPENAI = Backend("openai")
+Backend.ANTHROPIC = Backend("anthropic")
+# The names above are accepted without asking the registry, which imports every backend module
+# (a cold `loopctl validate` would take half as long again); tests/backends/test_backend_registry.py
+# checks that each of them is registered.
+_BUILT_IN = frozenset(Backend._interned)
+
 HTTP_BACKENDS = (Backend.OPENAI, Backend.ANTHROPIC)
-# Backends that can be given MCP connectors (loopctl.connectors, loopctl.mcp_tools).
+# Backends that can be given MCP connectors (loopctl.backends.connectors, loopctl.toolagent.mcp).
 CONNECTOR_BACKENDS = (Backend.CLAUDE, Backend.CODEX, *HTTP_BACKENDS)
 
-# Claude Code's --permission-mode values and Codex's --sandbox values (agent-clis.md §1.7, §2.2).
+# Claude Code's --permission-mode values and Codex's --sandbox values (each CLI's own --help).
 PERMISSION_MODES = (
     "default",
     "acceptEdits",
@@ -86,7 +118,7 @@ _CODEX_KEYS = (
     "model_provider",
     "profile",
 )
-# Claude Code sub-agent front-matter fields (docs/sub-agents.md).
+# Claude Code sub-agent front-matter fields (Claude Code's sub-agent documentation).
 _CLAUDE_KEYS = (
     "tools",
     "disallowedTools",
@@ -189,7 +221,8 @@ def _http_url(table: Table, key: str, base_url: str) -> None:
 # The keys of an agent file, in the order they are read (and their problems reported in): a
 # rule across keys that reports before a key is read splits them.
 NAME_FIELD = Field("name", string, blank_default=True, check=_check_name)  # default: file stem
-BACKEND_FIELD = Field("backend", string, choices=tuple(b.value for b in Backend))
+# Its choices are the registered backends (`_read_backend` checks them).
+BACKEND_FIELD = Field("backend", string)
 TEXT_FIELDS = (
     Field("description", string, ""),
     Field("developer_instructions", string, "", attr="instructions"),
@@ -271,8 +304,19 @@ def load_toml_agent(
 def _read_backend(table: Table, default_backend: Backend | None) -> Backend | None:
     fallback = default_backend or (Backend.COMMAND if table.has("argv") else None)
     if fallback is None and not table.has("backend"):
-        table.error(None, "missing 'backend': one of " + ", ".join(b.value for b in Backend))
-    text = read_field(table, BACKEND_FIELD, fallback.value if fallback else None)
+        table.error(None, "missing 'backend': one of " + ", ".join(backend_registry.names()))
+    default = fallback.value if fallback else None
+    text = read_field(table, BACKEND_FIELD, default)
+    if text is not None and text not in _BUILT_IN:
+        names = backend_registry.names()  # loads every backend module: only for other names
+        if text not in names:
+            where = table.where(BACKEND_FIELD.key)
+            table.error(
+                BACKEND_FIELD.key,
+                f"{where} must be one of {', '.join(names)}, not {text!r}"
+                f"{did_you_mean(text, names)}",
+            )
+            text = default
     return Backend(text) if text is not None else None
 
 

@@ -89,7 +89,7 @@ def sandbox_for(
         return None
     rules = agent.sandbox if agent is not None else None
     backend = agent.backend.value if agent is not None else ""
-    cli = backend if backend in sandbox.CLI_STATE else None
+    cli = backend if sandbox.cli_state.has_state(backend) else None
     return sandbox.make_sandbox(
         root=ctx.paths.root,
         worktree=workspace.path,

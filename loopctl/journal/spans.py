@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from loopctl import backend_registry
 from loopctl.journal.events import Event
 
 AttrValue = str | bool | int | float | tuple[str, ...]
@@ -29,13 +30,6 @@ TOKEN_BUCKETS: tuple[int, ...] = (
 MAX_CONTENT = 32_000  # characters of one captured text attribute
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Backends whose provider is fixed; other backends are named by the model's "provider/" prefix.
-_BACKEND_PROVIDERS = {
-    "claude": "anthropic",
-    "anthropic": "anthropic",
-    "codex": "openai",
-    "openai": "openai",
-}
 _MODEL_PREFIXES = {
     "anthropic": "anthropic",
     "openai": "openai",
@@ -168,8 +162,9 @@ def started_ns(value: object, default: int) -> int:
 
 def provider_name(backend: str, model: str | None) -> str:
     """`gen_ai.provider.name` for an agent: well-known values where loopctl can tell."""
-    if backend in _BACKEND_PROVIDERS:
-        return _BACKEND_PROVIDERS[backend]
+    spec = backend_registry.find(backend) if backend else None
+    if spec is not None and spec.provider:  # a backend whose provider is fixed declares it
+        return spec.provider
     if model and "/" in model:
         prefix = model.split("/", 1)[0].lower()
         return _MODEL_PREFIXES.get(prefix, prefix)

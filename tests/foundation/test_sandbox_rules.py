@@ -196,11 +196,14 @@ def test_explain_failure_names_the_message_or_says_it_exited() -> None:
         pytest.skip("only where AppArmor does not restrict user namespaces")
     assert int(maximum.read_text().strip()) > 0
     assert (
-        sandbox._explain_failure("bwrap", "bwrap:  setting\n up uid map: denied\n")
+        sandbox.host._explain_failure("bwrap", "bwrap:  setting\n up uid map: denied\n")
         == "bwrap cannot set up a sandbox: bwrap: setting up uid map: denied"
     )
-    assert sandbox._explain_failure("bwrap", "") == "bwrap cannot set up a sandbox: exited non-zero"
-    long = sandbox._explain_failure("bwrap", "x" * 400)
+    assert (
+        sandbox.host._explain_failure("bwrap", "")
+        == "bwrap cannot set up a sandbox: exited non-zero"
+    )
+    long = sandbox.host._explain_failure("bwrap", "x" * 400)
     assert long.endswith(": " + "x" * 300)
 
 
@@ -470,7 +473,7 @@ def test_a_checkout_under_tmp_exposes_itself_not_its_neighbours(tmp_path: Path) 
 
     checkout = tmp_path / "outer" / "checkout"
     shutil.copytree(
-        Path(sandbox.__file__).parent,
+        Path(sandbox.__file__).parents[1],
         checkout / "loopctl",
         ignore=shutil.ignore_patterns("__pycache__"),
     )

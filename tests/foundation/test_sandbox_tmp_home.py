@@ -89,7 +89,7 @@ def test_canary_without_its_install_folder_the_program_cannot_start(
     base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env, work, _ = install(base)
-    monkeypatch.setattr(sandbox, "_installed", lambda executable, env: [])
+    monkeypatch.setattr(sandbox.visible, "installed", lambda executable, env: [])
     box = sandbox.make_sandbox(root=base / "repo", worktree=work)
     done = process.run(["agent"], cwd=work, env=env, sandbox=box)
     assert not done.ok, done.output_tail()

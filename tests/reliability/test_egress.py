@@ -35,7 +35,7 @@ from loopctl.egress import PROXY_PORT, ROUTE_PORT, EgressPolicy, NetworkMode
 
 PY = sys.executable
 DRIVER = Path(__file__).parents[1] / "programs" / "egress_driver.py"
-BRIDGE = Path(sandbox.__file__).with_name("egress_bridge.py")
+BRIDGE = sandbox.EGRESS_BRIDGE
 REAL_KEY = "sk-real-" + "7" * 24
 
 pytestmark = pytest.mark.skipif(

@@ -89,7 +89,7 @@ def test_canary_without_the_hardening_root_unmounts_remounts_and_unshares(
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("capabilities are kept only by a root caller")
-    monkeypatch.setattr(sandbox, "HARDENING", ())
+    monkeypatch.setattr(sandbox.host, "HARDENING", ())
     box = sandbox.make_sandbox(root=base / "repo", worktree=scratch(base))
     # The seccomp filter would refuse them too (tests/reliability/test_syscall_filter.py).
     found = findings(dataclasses.replace(box, disable_userns=False, syscall_filter=False), base)
@@ -173,8 +173,8 @@ def test_doctor_fails_with_one_line_when_an_escape_works(
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("capabilities are kept only by a root caller")
-    monkeypatch.setattr(sandbox, "HARDENING", ())
-    monkeypatch.setattr(sandbox, "knows_disable_userns", lambda program: False)
+    monkeypatch.setattr(sandbox.host, "HARDENING", ())
+    monkeypatch.setattr(sandbox.host, "knows_disable_userns", lambda program: False)
     monkeypatch.setattr(syscall_filter, "program", lambda nested_userns: None)
     monkeypatch.setenv("HOME", str(base / "home"))
     result = invoke(monkeypatch, base / "repo", "doctor")

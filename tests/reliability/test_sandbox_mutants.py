@@ -7,7 +7,7 @@ an agent must not do: read a browser profile, a history, a linked credential sto
 home's keys; reach a host socket; attach the host's shared memory; see the host's /dev/shm or
 its /tmp through a link; write the checkout's protected folders in place or the worktree's git
 pointers; make a user namespace; keep a capability. Every verdict is read on the host. Each test
-names the one-line mutants of loopctl/sandbox.py it kills; each was applied in a copy of the
+names the one-line mutants of loopctl/sandbox/ it kills; each was applied in a copy of the
 package put first on PYTHONPATH (and on sys.path, for the tests that build the sandbox
 in-process), and the test failed (issue 27).
 """

@@ -4,7 +4,7 @@ Each test runs a real program in the sandbox loopctl builds (tests/programs/conf
 process of the account under test: the caller, root in CI, and `nobody`), with the checkout and
 HOME under /tmp and outside it (support.outside_tmp). The program (tests/programs/tries_paths.py)
 tries to write, delete and read what an agent must not; every verdict is read on the host. Each
-test names the one-line mutant of loopctl/sandbox.py it kills; each was applied in a copy of the
+test names the one-line mutant of loopctl/sandbox/ it kills; each was applied in a copy of the
 package put first on PYTHONPATH, and the test failed (see the issue's report).
 """
 
