@@ -13,12 +13,10 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.cli import run_loopctl
-from support.outside_tmp import outside_tmp
 from support.repos import git, make_project, remote_refs, write_loop
 
 from loopctl import process
@@ -39,12 +37,6 @@ def _act() -> str:
     if found is None:
         pytest.fail("act is not installed: pip install -e '.[actions]' (as .ci/run does)")
     return found
-
-
-@pytest.fixture
-def outside() -> Iterator[Path]:
-    with outside_tmp("act") as folder:
-        yield folder
 
 
 def _project(outside: Path) -> tuple[Path, Path]:

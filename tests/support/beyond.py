@@ -1,0 +1,53 @@
+"""Programs the extras install, free ports and waiting on real conditions (tests/beyond)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# Generous: a loaded 2-core CI machine; the server is ready in about half a second.
+READY_WITHIN_S = 60.0
+
+
+def program(name: str) -> str:
+    """A program the extras install beside this interpreter."""
+    found = Path(sys.executable).parent / name
+    if not found.exists():
+        pytest.fail(f"{name} is not installed: pip install -e '.[dev]' (the extras it names)")
+    return str(found)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_until(condition: object, what: str, within: float = READY_WITHIN_S) -> None:
+    """Poll `condition()` (a real state: a port, a line in a log) until true, or fail."""
+    assert callable(condition)
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {within:.0f}s: {what}")
+        time.sleep(0.05)  # a polling interval, not a synchronisation: the condition decides
+
+
+def accepts(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_group(pid: int) -> None:
+    """End a program spawn_detached started, with its whole process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
