@@ -9,11 +9,15 @@ delivered again is answered from the journal, with no second agent and its spend
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.beyond import stop_group, wait_until
@@ -32,15 +36,32 @@ LOOP = 'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n'
 QUEUE = "loopctl-tests"
 
 
-def _project(where: Path) -> Path:
+def _project(where: Path, *agent: str | Path) -> Path:
     project = where / "project"
     project.mkdir()
     git(project, "init", "-q", "-b", "main")
-    make_project(project)
+    make_project(project, *(agent or ("fixer.py",)))
     write_loop(project, "nightly", LOOP)
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "a loop")
     return project
+
+
+@contextlib.contextmanager
+def _worker(server: str, project: Path, name: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after."""
+    argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE, "--identity", name)
+    spawned = process.spawn_detached(argv, cwd=project, env=dict(os.environ), log_path=log)
+    try:
+        polling = f"loopctl worker {name}: polling"
+        wait_until(
+            lambda: polling in log.read_text() or spawned.poll() is not None, f"{name} polls"
+        )
+        assert spawned.poll() is None, log.read_text()
+        yield spawned
+    finally:
+        stop_group(spawned.pid)
+        spawned.wait()
 
 
 @pytest.fixture
@@ -48,18 +69,8 @@ def worker(temporal_server: str, outside: Path) -> Iterator[tuple[Path, Path]]:
     """(project, log): a `loopctl worker` polling QUEUE for the calc project."""
     project = _project(outside)
     log = outside / "worker.log"
-    argv = loopctl_argv(
-        "worker", "--server", temporal_server, "--task-queue", QUEUE, "--identity", "machine-a"
-    )
-    spawned = process.spawn_detached(argv, cwd=project, env=dict(os.environ), log_path=log)
-    try:
-        polling = "loopctl worker machine-a: polling"
-        wait_until(lambda: polling in log.read_text() or spawned.poll() is not None, "worker polls")
-        assert spawned.poll() is None, log.read_text()
+    with _worker(temporal_server, project, "machine-a", log):
         yield project, log
-    finally:
-        stop_group(spawned.pid)
-        spawned.wait()
 
 
 async def _tick(address: str, workflow_id: str, attempt_id: str = "") -> AttemptResult:
@@ -158,3 +169,92 @@ def test_help_does_not_import_the_temporal_sdk(repo: Path) -> None:
     assert not {name for name in imported if name.startswith(("temporalio", "loopctl.temporal"))}
     assert json.dumps(sorted(imported))  # the import log was read
     assert any(name.startswith("loopctl.cli") for name in imported)
+
+
+async def _start(address: str, workflow_id: str) -> Any:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    return await client.start_workflow(
+        "loopctl.LoopTick",
+        AttemptRequest(loop="nightly", attempt_id=""),
+        id=workflow_id,
+        task_queue=QUEUE,
+        result_type=AttemptResult,
+    )
+
+
+async def _result(address: str, workflow_id: str) -> AttemptResult:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    handle = client.get_workflow_handle(workflow_id, result_type=AttemptResult)
+    result: AttemptResult = await asyncio.wait_for(handle.result(), 240)
+    return result
+
+
+def test_kill_9_of_the_worker_mid_attempt_and_the_other_finishes_it(
+    temporal_server: str, outside: Path
+) -> None:
+    """Two workers on one queue; the one working the attempt dies by SIGKILL while its agent
+    runs. Its heartbeats stop, Temporal retries the activity on the other, which claims the
+    attempt again (the dead one's lock is gone) and the engine resumes the tick from the log:
+    one commit, one tick, a gap-free journal, the spend of one finished agent."""
+    marker, release = outside / "agent.pid", outside / "release"
+    project = _project(outside, "slow_fixer.py", marker, release)
+    with (
+        _worker(temporal_server, project, "machine-a", outside / "a.log") as a,
+        _worker(temporal_server, project, "machine-b", outside / "b.log") as b,
+    ):
+        try:
+            asyncio.run(_start(temporal_server, "nightly-k9"))
+            wait_until(marker.exists, "the agent runs")
+            (claimed,) = _notes(project, CLAIMED)
+            dying, survivor = (
+                (a, "machine-b") if claimed["worker"] == "machine-a" else (b, "machine-a")
+            )
+            (first,) = [e for e in events(project) if e.type == EventType.AGENT_STARTED]
+            os.kill(dying.pid, signal.SIGKILL)
+            dying.wait()
+            # The survivor takes the attempt over once the heartbeats stop; by then the dead
+            # worker's agent is gone (or the engine ends it first): never two agents at once.
+            wait_until(lambda: _agents_started(project) == 2, "the takeover", 120)
+            assert not _alive(first.data["pid"])
+            release.touch()
+
+            result = asyncio.run(_result(temporal_server, "nightly-k9"))
+        finally:
+            release.touch()
+
+    assert (result.status, result.worker, result.replayed) == ("done", survivor, False)
+    claims = _notes(project, CLAIMED)
+    assert [(c["worker"], c["claim"]) for c in claims] == [
+        (claimed["worker"], 1),
+        (survivor, 2),
+    ]
+    found = events(project)
+    types = [e.type for e in found]
+    assert types.count(EventType.TICK_STARTED) == 1
+    assert types.count(EventType.COMMIT_CREATED) == 1
+    assert len(git(project, "log", "--format=%H", "main..loop/nightly/main").split()) == 1
+    seqs = [e.seq for e in found]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    finished_agents = [e for e in found if e.type == EventType.AGENT_FINISHED]
+    (ended,) = _notes(project, FINISHED)
+    assert ended["tokens"] == result.tokens
+    (finished_agent,) = finished_agents
+    spent = finished_agent.data["input_tokens"] + finished_agent.data["output_tokens"]
+    assert result.tokens == spent == 15  # slow_fixer's usage, counted once
+
+
+def _agents_started(project: Path) -> int:
+    return sum(1 for e in events(project) if e.type == EventType.AGENT_STARTED)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie waiting for its reaper does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
