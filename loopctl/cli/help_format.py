@@ -57,7 +57,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "loopctl run nightly --dry-run",
     ),
     "demo": ("loopctl demo", "loopctl demo --no-keep"),
-    "up": ("loopctl up", "loopctl up --only nightly --only docs -v", "loopctl up --detach"),
+    "up": (
+        "loopctl up",
+        "loopctl up --only nightly --only docs -v",
+        "loopctl up --detach",
+        "loopctl up --engine temporal --server 127.0.0.1:7233",
+    ),
     "down": ("loopctl down", "loopctl down --timeout 120"),
     "stop": ("loopctl stop nightly", "loopctl stop 20260301T101500-ab12", "loopctl stop goal"),
     "status": ("loopctl status", "loopctl status --json"),

@@ -9,10 +9,11 @@ import asyncio
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from loopctl.errors import LoopctlError
+from loopctl.errors import LoopctlError, UsageError
 
 DEFAULT_SERVER = "127.0.0.1:7233"
 DEFAULT_NAMESPACE = "default"
@@ -35,13 +36,9 @@ def run_worker(
     on_ready: Callable[[], None],
 ) -> int:
     """Serve until SIGINT or SIGTERM; exit code 0 after a clean stop."""
-    try:
-        from loopctl.temporal.worker import WorkerOptions, serve
-    except ImportError as exc:
-        raise LoopctlError(
-            f"loopctl worker needs the `temporal` extra ({exc.name} is missing):"
-            " pip install 'loopctl-runtime[temporal]'"
-        ) from None
+    _need_the_extra("loopctl worker")
+    from loopctl.temporal.worker import WorkerOptions, serve
+
     options = WorkerOptions(root, server, namespace, task_queue, identity, slots=slots)
 
     async def main() -> None:
@@ -53,3 +50,42 @@ def run_worker(
 
     asyncio.run(main())
     return 0
+
+
+def schedule_loops(
+    root: Path, only: Sequence[str], *, server: str, namespace: str, task_queue: str
+) -> list[Any]:
+    """`loopctl up --engine temporal`: each interval or cron loop as a Temporal Schedule
+    (created, or updated to its definition); the schedules, for the CLI to print."""
+    _need_the_extra("loopctl up --engine temporal")
+    from loopctl.definitions import load_project
+    from loopctl.temporal import schedules
+    from loopctl.temporal.worker import connect
+
+    project = load_project(root)
+    unknown = sorted(set(only) - set(project.loops))
+    if unknown:
+        raise UsageError(f"no loop named {', '.join(map(repr, unknown))}")
+    chosen = [loop for name, loop in sorted(project.loops.items()) if not only or name in only]
+    local = [loop.name for loop in chosen if loop.trigger and not schedules.schedulable(loop)]
+    if local:
+        raise UsageError(
+            f"file watches stay on this machine: run {', '.join(local)} with `loopctl up"
+            " --only NAME` (a schedule cannot see this machine's files)"
+        )
+    wanted = [loop for loop in chosen if schedules.schedulable(loop)]
+
+    async def main() -> list[Any]:
+        client = await connect(server, namespace)
+        return list(await schedules.apply(client, wanted, task_queue))
+
+    return asyncio.run(main())
+
+
+def _need_the_extra(command: str) -> None:
+    try:
+        import temporalio  # noqa: F401
+    except ImportError:
+        raise LoopctlError(
+            f"{command} needs the `temporal` extra: pip install 'loopctl-runtime[temporal]'"
+        ) from None

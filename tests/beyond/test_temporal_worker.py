@@ -9,19 +9,16 @@ delivered again is answered from the journal, with no second agent and its spend
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.beyond import stop_group, wait_until
-from support.cli import loopctl_argv
+from support.beyond import QUEUE, loopctl_worker, wait_until
 from support.journal import events
 from support.repos import git, make_project, write_loop
 
@@ -33,7 +30,6 @@ from loopctl.temporal.claims import CLAIMED, FINISHED, AttemptBusy, run_claimed
 from loopctl.temporal.shapes import AttemptRequest, AttemptResult
 
 LOOP = 'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n'
-QUEUE = "loopctl-tests"
 
 
 def _project(where: Path, *agent: str | Path) -> Path:
@@ -47,29 +43,12 @@ def _project(where: Path, *agent: str | Path) -> Path:
     return project
 
 
-@contextlib.contextmanager
-def _worker(server: str, project: Path, name: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after."""
-    argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE, "--identity", name)
-    spawned = process.spawn_detached(argv, cwd=project, env=dict(os.environ), log_path=log)
-    try:
-        polling = f"loopctl worker {name}: polling"
-        wait_until(
-            lambda: polling in log.read_text() or spawned.poll() is not None, f"{name} polls"
-        )
-        assert spawned.poll() is None, log.read_text()
-        yield spawned
-    finally:
-        stop_group(spawned.pid)
-        spawned.wait()
-
-
 @pytest.fixture
 def worker(temporal_server: str, outside: Path) -> Iterator[tuple[Path, Path]]:
     """(project, log): a `loopctl worker` polling QUEUE for the calc project."""
     project = _project(outside)
     log = outside / "worker.log"
-    with _worker(temporal_server, project, "machine-a", log):
+    with loopctl_worker(temporal_server, project, "machine-a", log):
         yield project, log
 
 
@@ -203,8 +182,8 @@ def test_kill_9_of_the_worker_mid_attempt_and_the_other_finishes_it(
     marker, release = outside / "agent.pid", outside / "release"
     project = _project(outside, "slow_fixer.py", marker, release)
     with (
-        _worker(temporal_server, project, "machine-a", outside / "a.log") as a,
-        _worker(temporal_server, project, "machine-b", outside / "b.log") as b,
+        loopctl_worker(temporal_server, project, "machine-a", outside / "a.log") as a,
+        loopctl_worker(temporal_server, project, "machine-b", outside / "b.log") as b,
     ):
         try:
             asyncio.run(_start(temporal_server, "nightly-k9"))

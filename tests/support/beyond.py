@@ -6,12 +6,19 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from loopctl import process
+from support.cli import loopctl_argv
+
+# The task queue the tests' workers poll.
+QUEUE = "loopctl-tests"
 # Generous: a loaded 2-core CI machine; the server is ready in about half a second.
 READY_WITHIN_S = 60.0
 
@@ -51,3 +58,22 @@ def stop_group(pid: int) -> None:
     """End a program spawn_detached started, with its whole process group."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def loopctl_worker(
+    server: str, project: Path, name: str, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after."""
+    argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE, "--identity", name)
+    spawned = process.spawn_detached(argv, cwd=project, env=dict(os.environ), log_path=log)
+    try:
+        polling = f"loopctl worker {name}: polling"
+        wait_until(
+            lambda: polling in log.read_text() or spawned.poll() is not None, f"{name} polls"
+        )
+        assert spawned.poll() is None, log.read_text()
+        yield spawned
+    finally:
+        stop_group(spawned.pid)
+        spawned.wait()

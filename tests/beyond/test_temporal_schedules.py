@@ -1,0 +1,137 @@
+"""`loopctl up --engine temporal`: a loop's trigger as a Temporal Schedule, with its overlap and
+catch-up mapped, fired by a real development server and worked by a real `loopctl worker`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.beyond import QUEUE, loopctl_worker, wait_until
+from support.cli import loopctl_argv
+from support.journal import events
+from support.repos import git, make_project, write_loop
+
+from loopctl import process
+from loopctl.definitions import load_project
+from loopctl.journal.events import EventType
+from loopctl.temporal.schedules import CATCH_UP, schedule_for
+
+
+@pytest.mark.parametrize(
+    ("body", "overlap", "catch_up", "spec"),
+    [
+        ('every = "2s"\n', "SKIP", timedelta(days=365), ("every", 2.0)),
+        (
+            'every = "1h"\noverlap = "queue-one"\ncatch_up = "none"\n',
+            "BUFFER_ONE",
+            timedelta(seconds=10),
+            ("every", 3600.0),
+        ),
+        ('cron = "0 9 * * 1-5"\ntz = "Europe/Paris"\n', "SKIP", CATCH_UP["one"], ("cron", None)),
+    ],
+)
+def test_a_trigger_maps_onto_a_schedule(
+    repo: Path, body: str, overlap: str, catch_up: timedelta, spec: tuple[str, float | None]
+) -> None:
+    make_project(repo)
+    write_loop(repo, "nightly", body + 'prompt = "x"\n')
+    loop = load_project(repo).loops["nightly"]
+
+    schedule = schedule_for(loop, "q")
+
+    assert schedule.policy.overlap.name == overlap
+    assert schedule.policy.catchup_window == catch_up
+    if spec[0] == "every":
+        (interval,) = schedule.spec.intervals
+        assert interval.every == timedelta(seconds=spec[1] or 0)
+    else:
+        assert list(schedule.spec.cron_expressions) == ["0 9 * * 1-5"]
+        assert schedule.spec.time_zone_name == "Europe/Paris"
+    action: Any = schedule.action
+    assert (action.workflow, action.id, action.task_queue) == (
+        "loopctl.LoopTick",
+        "loopctl-nightly",
+        "q",
+    )
+
+
+async def _describe(address: str) -> Any:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    return await client.get_schedule_handle("loopctl-nightly").describe()
+
+
+async def _pause_and_wait(address: str) -> list[str]:
+    """Pause the schedule, then wait for the workflows it started; their statuses."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    await client.get_schedule_handle("loopctl-nightly").pause(note="test over")
+    statuses = []
+    async for execution in client.list_workflows('WorkflowType = "loopctl.LoopTick"'):
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        await asyncio.wait_for(handle.result(), 240)
+        statuses.append(execution.id)
+    return statuses
+
+
+def test_overlap_skip_never_runs_two_attempts_of_a_loop_at_once(
+    temporal_server: str, outside: Path
+) -> None:
+    marker, release = outside / "agent.pid", outside / "release"
+    project = outside / "project"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    make_project(project, "slow_fixer.py", marker, release)
+    write_loop(project, "nightly", 'every = "2s"\ngoal = "tests green"\nprompt = "Fix add."\n')
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "a loop every 2s")
+
+    with loopctl_worker(temporal_server, project, "machine-a", outside / "a.log"):
+        try:
+            up = process.run(
+                loopctl_argv(
+                    "up",
+                    "--engine",
+                    "temporal",
+                    "--server",
+                    temporal_server,
+                    "--task-queue",
+                    QUEUE,
+                ),
+                cwd=project,
+                env=dict(os.environ),
+                timeout=120,
+            )
+            assert up.exit_code == 0, up.stderr_tail
+            assert "scheduled nightly (every 2s) as loopctl-nightly" in up.stdout_tail
+
+            wait_until(marker.exists, "the first attempt's agent runs", 120)
+            # The schedule keeps coming due while that attempt works: each slot is skipped.
+            wait_until(
+                lambda: (
+                    asyncio.run(_describe(temporal_server)).info.num_actions_skipped_overlap >= 2
+                ),
+                "two slots skipped for overlap",
+                120,
+            )
+            described = asyncio.run(_describe(temporal_server))
+            assert described.info.num_actions == 1
+            assert len(described.info.running_actions) == 1
+            assert [e.type for e in events(project)].count(EventType.AGENT_STARTED) == 1
+        finally:
+            release.touch()
+        finished = asyncio.run(_pause_and_wait(temporal_server))
+
+    found = events(project)
+    ticks = [e for e in found if e.type == EventType.TICK_STARTED]
+    assert len(ticks) == len(finished) >= 1
+    # Never two at once: each tick finished before the next one started.
+    order = [e.type for e in found if e.type in (EventType.TICK_STARTED, EventType.TICK_FINISHED)]
+    assert order == [EventType.TICK_STARTED, EventType.TICK_FINISHED] * len(ticks)
+    assert all(t.data["trigger"]["fired"] == "schedule" for t in ticks)
