@@ -66,18 +66,24 @@ async def _describe(address: str) -> Any:
     return await client.get_schedule_handle("loopctl-nightly").describe()
 
 
-async def _pause_and_wait(address: str) -> list[str]:
-    """Pause the schedule, then wait for the workflows it started; their statuses."""
+async def _pause_and_wait(address: str) -> list[int]:
+    """Pause the schedule, wait for the workflows it started; each one's activity attempts."""
     from temporalio.client import Client
 
     client = await Client.connect(address)
     await client.get_schedule_handle("loopctl-nightly").pause(note="test over")
-    statuses = []
+    attempts = []
     async for execution in client.list_workflows('WorkflowType = "loopctl.LoopTick"'):
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         await asyncio.wait_for(handle.result(), 240)
-        statuses.append(execution.id)
-    return statuses
+        history = await handle.fetch_history()
+        started = [
+            e.activity_task_started_event_attributes.attempt
+            for e in history.events
+            if e.HasField("activity_task_started_event_attributes")
+        ]
+        attempts.extend(started)
+    return attempts
 
 
 def test_overlap_skip_never_runs_two_attempts_of_a_loop_at_once(
@@ -112,12 +118,14 @@ def test_overlap_skip_never_runs_two_attempts_of_a_loop_at_once(
             assert "scheduled nightly (every 2s) as loopctl-nightly" in up.stdout_tail
 
             wait_until(marker.exists, "the first attempt's agent runs", 120)
-            # The schedule keeps coming due while that attempt works: each slot is skipped.
+            # The schedule keeps coming due while that attempt works: each slot is skipped. Six
+            # slots of 2 s outlast the activity's heartbeat timeout (10 s): the worker's
+            # heartbeats keep the attempt its own (no retry, below).
             wait_until(
                 lambda: (
-                    asyncio.run(_describe(temporal_server)).info.num_actions_skipped_overlap >= 2
+                    asyncio.run(_describe(temporal_server)).info.num_actions_skipped_overlap >= 6
                 ),
-                "two slots skipped for overlap",
+                "six slots skipped for overlap",
                 120,
             )
             described = asyncio.run(_describe(temporal_server))
@@ -126,11 +134,12 @@ def test_overlap_skip_never_runs_two_attempts_of_a_loop_at_once(
             assert [e.type for e in events(project)].count(EventType.AGENT_STARTED) == 1
         finally:
             release.touch()
-        finished = asyncio.run(_pause_and_wait(temporal_server))
+        attempts = asyncio.run(_pause_and_wait(temporal_server))
 
     found = events(project)
     ticks = [e for e in found if e.type == EventType.TICK_STARTED]
-    assert len(ticks) == len(finished) >= 1
+    assert len(ticks) == len(attempts) >= 1
+    assert attempts == [1] * len(ticks)  # each activity ran once: no retry, no second claim
     # Never two at once: each tick finished before the next one started.
     order = [e.type for e in found if e.type in (EventType.TICK_STARTED, EventType.TICK_FINISHED)]
     assert order == [EventType.TICK_STARTED, EventType.TICK_FINISHED] * len(ticks)
