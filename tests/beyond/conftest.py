@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.beyond import accepts, free_port, program, stop_group, wait_until
+from support.beyond import free_port, start_dev_server, stop_group
 from support.outside_tmp import outside_tmp
-
-from loopctl import process
 
 
 @pytest.fixture
@@ -23,23 +20,8 @@ def outside() -> Iterator[Path]:
 def temporal_server(outside: Path) -> Iterator[str]:
     """`temporal server start-dev --headless`, in memory; its address (HOST:PORT)."""
     port = free_port()
-    argv = [
-        program("temporal"),
-        "server",
-        "start-dev",
-        "--headless",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warn",
-    ]
-    log = outside / "temporal-server.log"
-    server = process.spawn_detached(argv, cwd=outside, env=dict(os.environ), log_path=log)
+    server = start_dev_server(port, outside)
     try:
-        wait_until(lambda: accepts(port) or server.poll() is not None, "the server listens")
-        assert server.poll() is None, log.read_text()
         yield f"127.0.0.1:{port}"
     finally:
         stop_group(server.pid)

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.beyond import QUEUE, loopctl_worker, wait_until
+from support.beyond import (
+    QUEUE,
+    free_port,
+    loopctl_worker,
+    start_dev_server,
+    stop_group,
+    wait_until,
+)
 from support.cli import loopctl_argv
 from support.journal import events
 from support.repos import git, make_project, write_loop
@@ -144,3 +151,85 @@ def test_overlap_skip_never_runs_two_attempts_of_a_loop_at_once(
     order = [e.type for e in found if e.type in (EventType.TICK_STARTED, EventType.TICK_FINISHED)]
     assert order == [EventType.TICK_STARTED, EventType.TICK_FINISHED] * len(ticks)
     assert all(t.data["trigger"]["fired"] == "schedule" for t in ticks)
+
+
+async def _schedule_info(address: str) -> Any:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    return (await client.get_schedule_handle("loopctl-nightly").describe()).info
+
+
+async def _pause(address: str) -> None:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    await client.get_schedule_handle("loopctl-nightly").pause(note="test over")
+
+
+def test_a_restarted_server_runs_one_catch_up_tick_not_one_per_missed_slot(
+    outside: Path,
+) -> None:
+    port, db = free_port(), outside / "temporal.db"
+    address = f"127.0.0.1:{port}"
+    project = _project(outside, 'every = "6s"\n', "fixer.py")
+    server = start_dev_server(port, outside, db)
+    try:
+        with loopctl_worker(address, project, "machine-a", outside / "a.log") as worker:
+            up = process.run(
+                loopctl_argv(
+                    "up", "--engine", "temporal", "--server", address, "--task-queue", QUEUE
+                ),
+                cwd=project,
+                env=dict(os.environ),
+                timeout=120,
+            )
+            assert up.exit_code == 0, up.stderr_tail
+            # Down between two slots, no tick running: a tick open across the outage would
+            # (rightly) take the missed slots' place, and this tests the catch-up itself.
+            wait_until(lambda: _between_ticks(address), "a first tick, finished", 120)
+            stop_group(server.pid)
+            server.wait()
+            down_at = datetime.now(UTC)
+            # The outage itself is what is tested: at least three 6 s slots must pass in it.
+            wait_until(lambda: datetime.now(UTC) > down_at + timedelta(seconds=19), "an outage")
+            up_at = datetime.now(UTC)
+            server = start_dev_server(port, outside, db)  # the same store: the schedule is kept
+            wait_until(
+                lambda: any(
+                    down_at < a.scheduled_at < up_at
+                    for a in asyncio.run(_schedule_info(address)).recent_actions
+                ),
+                "the catch-up",
+                120,
+            )
+            asyncio.run(_pause(address))
+            info = asyncio.run(_schedule_info(address))
+            assert worker.poll() is None  # the worker outlived the outage
+    finally:
+        stop_group(server.pid)
+        server.wait()
+
+    in_outage = [a for a in info.recent_actions if down_at < a.scheduled_at < up_at]
+    assert len(in_outage) == 1  # one tick for the three or more missed slots
+    assert info.num_actions_skipped_overlap >= 2  # the other missed slots, skipped
+    assert info.num_actions_missed_catchup_window == 0
+
+
+def _project(where: Path, trigger: str, *agent: str | Path) -> Path:
+    project = where / "project"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    make_project(project, *agent)
+    write_loop(project, "nightly", trigger + 'goal = "tests green"\nprompt = "Fix add."\n')
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "a loop")
+    return project
+
+
+def _between_ticks(address: str) -> bool:
+    """At least one action taken, none running, and the next slot more than 2 s away."""
+    info = asyncio.run(_schedule_info(address))
+    soon = datetime.now(UTC) + timedelta(seconds=2)
+    quiet = bool(info.next_action_times) and info.next_action_times[0] > soon
+    return info.num_actions >= 1 and not info.running_actions and quiet

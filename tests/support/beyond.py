@@ -77,3 +77,22 @@ def loopctl_worker(
     finally:
         stop_group(spawned.pid)
         spawned.wait()
+
+
+def start_dev_server(port: int, folder: Path, db: Path | None = None) -> subprocess.Popen[bytes]:
+    """`temporal server start-dev --headless` on `port`, in memory or in the SQLite file `db`;
+    returns once it listens."""
+    argv = [program("temporal"), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+    argv += ["--port", str(port), "--log-level", "warn"]
+    if db is not None:
+        argv += ["--db-filename", str(db)]
+    log = folder / f"temporal-server-{port}.log"
+    server = process.spawn_detached(argv, cwd=folder, env=dict(os.environ), log_path=log)
+    try:
+        wait_until(lambda: accepts(port) or server.poll() is not None, "the server listens")
+        assert server.poll() is None, log.read_text()
+    except BaseException:
+        stop_group(server.pid)
+        server.wait()
+        raise
+    return server
