@@ -67,14 +67,14 @@ def up(
 
         raise UsageError(f"--engine must be local or temporal, not {engine!r}")
     if engine == "temporal":
-        from loopctl.commands.worker import schedule_loops
+        from loopctl.commands.worker import exit_now, schedule_loops
 
         for made in schedule_loops(
             root, names, server=server, namespace="default", task_queue=task_queue
         ):
             verb = "scheduled" if made.created else "updated"
             print(f"{verb} {made.loop} ({made.describe}) as {made.schedule_id} on {server}")
-        return
+        exit_now(0)
     if detach:
         from loopctl.scheduling.daemon import start_detached
 

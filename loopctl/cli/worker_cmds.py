@@ -31,7 +31,7 @@ def worker(
     Needs the `temporal` extra. Stop it with Ctrl-C (or SIGTERM); an attempt it was running is
     taken over by another worker on the same queue.
     """
-    from loopctl.commands.worker import default_identity, run_worker
+    from loopctl.commands.worker import default_identity, exit_now, run_worker
     from loopctl.errors import UsageError
     from loopctl.paths import find_repo_root
 
@@ -42,7 +42,7 @@ def worker(
     def ready() -> None:
         print(f"loopctl worker {name}: polling {task_queue!r} on {server}", flush=True)
 
-    raise typer.Exit(
+    exit_now(
         run_worker(
             find_repo_root(),
             server=server,

@@ -9,9 +9,10 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from loopctl.errors import LoopctlError, UsageError
 
@@ -89,3 +90,16 @@ def _need_the_extra(command: str) -> None:
         raise LoopctlError(
             f"{command} needs the `temporal` extra: pip install 'loopctl-runtime[temporal]'"
         ) from None
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process without interpreter teardown, once a Temporal client has been used.
+
+    The SDK's Rust runtime keeps threads that may call into Python while the interpreter
+    finalizes, which aborts the process (SIGABRT, "PyGILState_Release … finalizing";
+    temporalio/sdk-python issue 300, open): a command that succeeded must not exit -6.
+    Output is flushed first; nothing else of loopctl's waits for exit.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -152,12 +152,21 @@ def _tick(
         finally:
             ended.set()
 
-    thread = threading.Thread(target=work, name=f"attempt-{request.attempt_id}", daemon=True)
+    # Not a daemon: a worker that exits waits for the tick to stop and be recorded.
+    thread = threading.Thread(target=work, name=f"attempt-{request.attempt_id}")
     thread.start()
-    while not ended.wait(beat_every):
-        beat()
-        if cancelled():
-            stop.set()  # the engine stops the tick as Ctrl-C would, and records it
+    try:
+        while not ended.wait(beat_every):
+            beat()
+            if cancelled():
+                stop.set()  # the engine stops the tick as Ctrl-C would, and records it
+    except BaseException:
+        # The SDK cancels a threaded activity by raising in this thread (a worker shutting
+        # down, a workflow cancelled): stop the tick and let the engine record it before the
+        # claim is given up, or the next claimant would find an agent still running.
+        stop.set()
+        thread.join()
+        raise
     thread.join()
     if "error" in box:
         raise box["error"]

@@ -237,3 +237,35 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return "\nState:\tZ" not in status
+
+
+def test_sigterm_stops_the_worker_and_its_attempt_resumes_on_the_next(
+    temporal_server: str, outside: Path
+) -> None:
+    """`kill` (SIGTERM) of a worker mid-attempt: the engine stops the tick as Ctrl-C would (the
+    agent ended, the run recorded as interrupted), the worker exits 0, and a worker started
+    later takes the attempt over and resumes the tick."""
+    marker, release = outside / "agent.pid", outside / "release"
+    project = _project(outside, "slow_fixer.py", marker, release)
+    try:
+        with loopctl_worker(temporal_server, project, "machine-a", outside / "a.log") as a:
+            asyncio.run(_start(temporal_server, "nightly-term"))
+            wait_until(marker.exists, "the agent runs")
+            (first,) = [e for e in events(project) if e.type == EventType.AGENT_STARTED]
+            a.send_signal(signal.SIGTERM)
+            wait_until(lambda: a.poll() is not None, "the worker stops", 120)
+            assert a.returncode == 0, (outside / "a.log").read_text()[-3000:]
+            assert not _alive(first.data["pid"])
+            types = [e.type for e in events(project)]
+            assert EventType.RUN_INTERRUPTED in types, " ".join(types)
+            release.touch()
+        with loopctl_worker(temporal_server, project, "machine-b", outside / "b.log"):
+            result = asyncio.run(_result(temporal_server, "nightly-term"))
+    finally:
+        release.touch()
+
+    assert (result.status, result.worker) == ("done", "machine-b")
+    found = events(project)
+    assert [e.type for e in found].count(EventType.TICK_STARTED) == 1
+    assert EventType.RUN_RESUMED in [e.type for e in found]
+    assert [c["worker"] for c in _notes(project, CLAIMED)] == ["machine-a", "machine-b"]
