@@ -18,6 +18,7 @@ from loopctl.cli import (
     spend_cmds,
     traces_cmds,
     ui_cmds,
+    worker_cmds,
 )
 from loopctl.cli.reporting import eprint, report
 from loopctl.errors import ExitCode
@@ -60,6 +61,7 @@ remote_cmds.register(app)
 traces_cmds.register(app)
 doctor_cmds.register(app)
 ui_cmds.register(app)
+worker_cmds.register(app)
 help_format.polish(app)
 
 

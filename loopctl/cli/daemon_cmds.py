@@ -34,10 +34,25 @@ def up(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress; problems still reach the inbox.")
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="local|temporal",
+            help="temporal: each loop's trigger a Temporal Schedule, run by `loopctl worker`.",
+        ),
+    ] = "local",
+    server: Annotated[
+        str, typer.Option("--server", metavar="HOST:PORT", help="With --engine temporal.")
+    ] = "127.0.0.1:7233",
+    task_queue: Annotated[
+        str, typer.Option("--task-queue", metavar="QUEUE", help="With --engine temporal.")
+    ] = "loopctl",
 ) -> None:
     """Run every loop that has a trigger, in one process, until `loopctl down` (or Ctrl-C).
 
     Definitions are re-read when their files change; a second `up` exits 1 naming the first.
+    With `--engine temporal`, the loops' schedules are set on a Temporal service and `up` returns.
     """
     from loopctl.cli.run_cmds import check_verbosity
     from loopctl.commands.agent_context import refuse_inside_agent
@@ -47,6 +62,19 @@ def up(
     root = find_repo_root()
     refuse_inside_agent("up", ProjectPaths(root).events_file)
     names = tuple(only or ())
+    if engine not in ("local", "temporal"):
+        from loopctl.errors import UsageError
+
+        raise UsageError(f"--engine must be local or temporal, not {engine!r}")
+    if engine == "temporal":
+        from loopctl.commands.worker import exit_now, schedule_loops
+
+        for made in schedule_loops(
+            root, names, server=server, namespace="default", task_queue=task_queue
+        ):
+            verb = "scheduled" if made.created else "updated"
+            print(f"{verb} {made.loop} ({made.describe}) as {made.schedule_id} on {server}")
+        exit_now(0)
     if detach:
         from loopctl.scheduling.daemon import start_detached
 

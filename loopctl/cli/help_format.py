@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typer import _click as click
 
 PANELS: dict[str, tuple[str, ...]] = {
-    "Run": ("init", "new", "validate", "goal", "run", "demo", "up", "down", "stop"),
+    "Run": ("init", "new", "validate", "goal", "run", "demo", "up", "down", "stop", "worker"),
     "Inspect": (
         "status",
         "log",
@@ -57,7 +57,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "loopctl run nightly --dry-run",
     ),
     "demo": ("loopctl demo", "loopctl demo --no-keep"),
-    "up": ("loopctl up", "loopctl up --only nightly --only docs -v", "loopctl up --detach"),
+    "up": (
+        "loopctl up",
+        "loopctl up --only nightly --only docs -v",
+        "loopctl up --detach",
+        "loopctl up --engine temporal --server 127.0.0.1:7233",
+    ),
     "down": ("loopctl down", "loopctl down --timeout 120"),
     "stop": ("loopctl stop nightly", "loopctl stop 20260301T101500-ab12", "loopctl stop goal"),
     "status": ("loopctl status", "loopctl status --json"),
@@ -66,6 +71,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "spend": ("loopctl spend", "loopctl spend --since 30d --by loop", "loopctl spend --json"),
     "doctor": ("loopctl doctor",),
     "ui": ("loopctl ui", "loopctl ui --no-open --port 8765"),
+    "worker": ("loopctl worker --server 127.0.0.1:7233 --task-queue loopctl",),
     "agents": ("loopctl agents", "loopctl agents --json"),
     "agents test": ("loopctl agents test claude-maker",),
     "skills": ("loopctl skills",),

@@ -20,7 +20,8 @@ from loopctl.commands.export_pin import install_spec
 from loopctl.definitions.project import Project
 
 GITHUB_MIN_MINUTES = 5  # GitHub runs a scheduled workflow at most every five minutes
-PYTHON_VERSION = "3.12"
+# The oldest Python loopctl runs on (pyproject's requires-python).
+MIN_PYTHON = (3, 11)
 NODE_VERSION = "20"
 
 
@@ -103,9 +104,17 @@ def github_actions(
         "          # No token in .git/config, where an agent could use it to push past the",
         "          # approval gates: loopctl alone gets it, through GIT_CONFIG_GLOBAL below.",
         "          persist-credentials: false",
-        "      - uses: actions/setup-python@v5",
-        "        with:",
-        f"          python-version: {quote_yaml(PYTHON_VERSION)}",
+        # A step of our own, not actions/setup-python: that action is fetched from github.com
+        # on every run, so the workflow could not run on a runner without that network (act
+        # on a developer's machine, a self-hosted runner behind a firewall). GitHub's
+        # ubuntu-latest has a python3 recent enough; a self-hosted runner needs one too.
+        "      - name: Set up Python (the runner's python3, in a fresh virtualenv)",
+        "        run: |",
+        f"          python3 -c 'import sys; sys.exit(sys.version_info < {MIN_PYTHON})' || {{",
+        f'            echo "::error::loopctl needs Python {_dotted(MIN_PYTHON)} or newer as'
+        ' python3 on the runner"; exit 1; }',
+        '          python3 -m venv "$RUNNER_TEMP/loopctl-venv"',
+        '          echo "$RUNNER_TEMP/loopctl-venv/bin" >> "$GITHUB_PATH"',
     ]
     if any(line.startswith("npm ") for line in installs):
         lines += [
@@ -156,6 +165,10 @@ def github_actions(
         installs=tuple(installs),
         warnings=tuple(warnings),
     )
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(part) for part in version)
 
 
 def _loopctl_env() -> list[str]:

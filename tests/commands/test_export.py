@@ -103,7 +103,11 @@ def test_github_workflow_schedule_steps_and_secrets(
     assert checkout["uses"].startswith("actions/checkout@")
     assert checkout["with"]["fetch-depth"] == 0
     assert checkout["with"]["persist-credentials"] is False
-    assert any(s.get("uses", "").startswith("actions/setup-python@") for s in steps)
+    # Python is the runner's own, in a virtualenv: no action fetched from github.com for it.
+    assert not any(s.get("uses", "").startswith("actions/setup-python@") for s in steps)
+    (python,) = [s for s in steps if "python3 -m venv" in s.get("run", "")]
+    assert "sys.version_info < (3, 11)" in python["run"]
+    assert steps.index(python) < _run_step(steps, ["loopctl", "run", "babysit", "--once"])
     assert any(s.get("uses", "").startswith("actions/setup-node@") for s in steps)
     installs = "\n".join(s.get("run", "") for s in steps)
     assert "loopctl==" not in installs

@@ -1,0 +1,174 @@
+"""One attempt, claimed in the journal: a retried activity never runs a second agent for it.
+
+Temporal retries an activity whose worker stopped heartbeating, and may deliver one twice. The
+attempt id (the workflow's id) is claimed under a lock the kernel frees when its holder dies:
+- a live claim (another activity of this machine is working it) refuses the newcomer, which
+  Temporal retries later;
+- a finished attempt is answered from its `note` events, without an agent and without counting
+  its spend again;
+- a claim whose holder died is taken over, and the engine resumes the interrupted tick from the
+  log as after any crash.
+The claim and its end are `note` events (`what` names them), so the log format is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from loopctl.definitions import Loop
+from loopctl.engine.runner import Engine, RunOutcome
+from loopctl.errors import LockHeld, LoopctlError
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.recorder import Recorder
+from loopctl.lock import RunnerLock
+from loopctl.temporal.shapes import AttemptRequest, AttemptResult
+
+CLAIMED = "temporal_attempt_claimed"
+FINISHED = "temporal_attempt_finished"
+# loopctl's own locks start with "_", which no loop name can.
+_LOCK_PREFIX = "_temporal-"
+
+
+class AttemptBusy(LoopctlError):
+    """Another live process of this machine is working the attempt right now."""
+
+
+def finished(events: Sequence[Event], attempt_id: str) -> AttemptResult | None:
+    """The recorded end of attempt `attempt_id`, if it has one."""
+    for event in reversed(events):
+        data = event.data
+        ours = data.get("what") == FINISHED and data.get("attempt") == attempt_id
+        if event.type == EventType.NOTE and ours:
+            return AttemptResult(
+                attempt_id=attempt_id,
+                run=str(data.get("run_id", "")),
+                status=str(data.get("status", "")),
+                reason=str(data.get("reason", "")),
+                tokens=int(data.get("tokens", 0)),
+                cost_usd=float(data.get("cost_usd", 0.0)),
+                worker=str(data.get("worker", "")),
+            )
+    return None
+
+
+def claims(events: Sequence[Event], attempt_id: str) -> int:
+    """How many times attempt `attempt_id` has been claimed."""
+    return sum(
+        1
+        for event in events
+        if event.type == EventType.NOTE
+        and event.data.get("what") == CLAIMED
+        and event.data.get("attempt") == attempt_id
+    )
+
+
+def run_claimed(
+    rec: Recorder,
+    loop: Loop,
+    request: AttemptRequest,
+    worker: str,
+    *,
+    beat: Callable[[], None],
+    cancelled: Callable[[], bool],
+    beat_every: float,
+) -> AttemptResult:
+    """Claim `request`'s attempt and run one tick of `loop` for it, calling `beat` meanwhile."""
+    lock = RunnerLock(rec.paths.locks_dir, _LOCK_PREFIX + request.attempt_id)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        raise AttemptBusy(f"attempt {request.attempt_id} is being worked: {exc}") from None
+    try:
+        events = rec.log.read()
+        done = finished(events, request.attempt_id)
+        if done is not None:
+            return replace(done, replayed=True)
+        earlier = claims(events, request.attempt_id)
+        rec.emit(
+            EventType.NOTE,
+            run=None,
+            loop=loop.name,
+            what=CLAIMED,
+            attempt=request.attempt_id,
+            worker=worker,
+            pid=os.getpid(),
+            claim=earlier + 1,
+        )
+        outcome = _tick(rec, loop, request, worker, beat, cancelled, beat_every)
+        result = AttemptResult(
+            attempt_id=request.attempt_id,
+            run=outcome.run,
+            status=str(outcome.status),
+            reason=outcome.reason,
+            tokens=outcome.tokens,
+            cost_usd=outcome.cost_usd,
+            worker=worker,
+        )
+        rec.emit(
+            EventType.NOTE,
+            run=outcome.run,
+            loop=loop.name,
+            what=FINISHED,
+            attempt=request.attempt_id,
+            run_id=outcome.run,
+            status=result.status,
+            reason=result.reason,
+            tokens=result.tokens,
+            cost_usd=result.cost_usd,
+            worker=worker,
+        )
+        return result
+    finally:
+        lock.release()
+
+
+def _tick(
+    rec: Recorder,
+    loop: Loop,
+    request: AttemptRequest,
+    worker: str,
+    beat: Callable[[], None],
+    cancelled: Callable[[], bool],
+    beat_every: float,
+) -> RunOutcome:
+    """The engine's tick on a thread of its own, so that this one keeps heartbeating."""
+    trigger: dict[str, Any] = {"fired": request.fired, "by": "temporal", "worker": worker}
+    if request.due:
+        trigger["due"] = request.due
+    trigger["attempt"] = request.attempt_id
+    stop = threading.Event()
+    ended = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["outcome"] = Engine(rec).run_loop_once(loop, trigger=trigger, stop=stop)
+        except BaseException as exc:  # handed to the heartbeating thread, which raises it
+            box["error"] = exc
+        finally:
+            ended.set()
+
+    # Not a daemon: a worker that exits waits for the tick to stop and be recorded.
+    thread = threading.Thread(target=work, name=f"attempt-{request.attempt_id}")
+    thread.start()
+    try:
+        while not ended.wait(beat_every):
+            beat()
+            if cancelled():
+                stop.set()  # the engine stops the tick as Ctrl-C would, and records it
+    except BaseException:
+        # The SDK cancels a threaded activity by raising in this thread (a worker shutting
+        # down, a workflow cancelled): stop the tick and let the engine record it before the
+        # claim is given up, or the next claimant would find an agent still running.
+        stop.set()
+        thread.join()
+        raise
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    outcome: RunOutcome = box["outcome"]
+    return outcome

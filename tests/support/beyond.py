@@ -1,0 +1,98 @@
+"""Programs the extras install, free ports and waiting on real conditions (tests/beyond)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loopctl import process
+from support.cli import loopctl_argv
+
+# The task queue the tests' workers poll.
+QUEUE = "loopctl-tests"
+# Generous: a loaded 2-core CI machine; the server is ready in about half a second.
+READY_WITHIN_S = 60.0
+
+
+def program(name: str) -> str:
+    """A program the extras install beside this interpreter."""
+    found = Path(sys.executable).parent / name
+    if not found.exists():
+        pytest.fail(f"{name} is not installed: pip install -e '.[dev]' (the extras it names)")
+    return str(found)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_until(condition: object, what: str, within: float = READY_WITHIN_S) -> None:
+    """Poll `condition()` (a real state: a port, a line in a log) until true, or fail."""
+    assert callable(condition)
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {within:.0f}s: {what}")
+        time.sleep(0.05)  # a polling interval, not a synchronisation: the condition decides
+
+
+def accepts(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop_group(pid: int) -> None:
+    """End a program spawn_detached started, with its whole process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def loopctl_worker(
+    server: str, project: Path, name: str, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after."""
+    argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE, "--identity", name)
+    spawned = process.spawn_detached(argv, cwd=project, env=dict(os.environ), log_path=log)
+    try:
+        polling = f"loopctl worker {name}: polling"
+        wait_until(
+            lambda: polling in log.read_text() or spawned.poll() is not None, f"{name} polls"
+        )
+        assert spawned.poll() is None, log.read_text()
+        yield spawned
+    finally:
+        stop_group(spawned.pid)
+        spawned.wait()
+
+
+def start_dev_server(port: int, folder: Path, db: Path | None = None) -> subprocess.Popen[bytes]:
+    """`temporal server start-dev --headless` on `port`, in memory or in the SQLite file `db`;
+    returns once it listens."""
+    argv = [program("temporal"), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+    argv += ["--port", str(port), "--log-level", "warn"]
+    if db is not None:
+        argv += ["--db-filename", str(db)]
+    log = folder / f"temporal-server-{port}.log"
+    server = process.spawn_detached(argv, cwd=folder, env=dict(os.environ), log_path=log)
+    try:
+        wait_until(lambda: accepts(port) or server.poll() is not None, "the server listens")
+        assert server.poll() is None, log.read_text()
+    except BaseException:
+        stop_group(server.pid)
+        server.wait()
+        raise
+    return server
