@@ -133,9 +133,7 @@ def merge_logs(local: Sequence[Event], remote: Sequence[Event]) -> LogMerge:
             continue
         kept.append(event)
     start = len(remote)
-    renumbered = [
-        msgspec.structs.replace(event, seq=start + i + 1) for i, event in enumerate(kept)
-    ]
+    renumbered = [msgspec.structs.replace(event, seq=start + i + 1) for i, event in enumerate(kept)]
     return LogMerge(
         events=(*remote, *renumbered),
         common=common,
