@@ -27,6 +27,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import AttemptFinished, CommitCreated, IntegrityBaseline, Note
 from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -81,13 +82,7 @@ def integrity_baseline(ctx: RunContext, spec: TaskSpec, number: int) -> integrit
             return replace(fresh, files={**fresh.files, lost: "the state before the turn"})
         return fresh
     integrity.save(fresh, listing)
-    ctx.event(
-        spec.id,
-        EventType.NOTE,
-        what="integrity_baseline",
-        attempt=number,
-        digest=fresh.digest(),
-    )
+    ctx.record(spec.id, IntegrityBaseline(attempt=number, digest=fresh.digest()))
     return fresh
 
 
@@ -131,13 +126,8 @@ def tampered(ctx: RunContext, spec: TaskSpec, number: int, before: integrity.Bas
     users = integrity.user_branch_moves(root, before, after) if confined(ctx) else {}
     findings = integrity.compare(before, after, explained, users)
     if users:
-        ctx.event(
-            spec.id,
-            EventType.NOTE,
-            what="user_commits",
-            attempt=number,
-            refs=[f"{name} {how}" for name, how in sorted(users.items())],
-        )
+        refs = [f"{name} {how}" for name, how in sorted(users.items())]
+        ctx.record(spec.id, Note(what="user_commits", attempt=number, extra={"refs": refs}))
     if not findings:
         return False
     what = findings.describe()
@@ -182,16 +172,18 @@ def finish_tampered(
     held: str = "",
 ) -> None:
     """Record the attempt as failed by tampering, naming the item a human must look at."""
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.ATTEMPT_FINISHED,
-        attempt=number,
-        verdict=Verdict.FAILED,
-        reason=f"tampering: during the agent's turn, {what} (not you? then it was the agent;"
-        f" if it was you, `loopctl inbox approve {item}`{held})",
-        fingerprint=None,
-        fatal=True,
-        tampering=evidence,
+        AttemptFinished(
+            attempt=number,
+            verdict=Verdict.FAILED,
+            reason=f"tampering: during the agent's turn, {what} (not you? then it was the agent;"
+            f" if it was you, `loopctl inbox approve {item}`{held})",
+            fingerprint=None,
+            fatal=True,
+            tampering=evidence,
+        ),
+        keep=("tampering",),
     )
     ctx.rec.refresh_projections()
 
@@ -269,14 +261,15 @@ def commit_checked(
     )
     folded = [] if current is None else git.commits_between(root, parent, current)
     git.reset_index(workspace.path, sha)
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.COMMIT_CREATED,
-        sha=sha,
-        branch=workspace.branch,
-        tree=tree,
-        parent=parent,
-        folded=[c for c in folded if c != sha],
+        CommitCreated(
+            sha=sha,
+            branch=workspace.branch,
+            tree=tree,
+            parent=parent,
+            folded=tuple(c for c in folded if c != sha),
+        ),
     )
     return sha
 

@@ -25,6 +25,7 @@ from loopctl.errors import ForeignWorkTree, LoopctlError, swallowed
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import Note, WorktreeCreated, WorktreePrepared
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
     Known,
@@ -52,14 +53,16 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
         head = git.head_sha(root)
         base = view.base_sha if view and view.base_sha else head
         if view is None or view.worktree is None:
-            ctx.event(
+            ctx.record(
                 spec.id,
-                EventType.WORKTREE_CREATED,
-                path=str(root),
-                branch=git.current_branch(root),
-                base_sha=base,
-                in_place=True,
-                dirty_at_start=file_hashes(root, git.changed_paths(root, base)),
+                WorktreeCreated(
+                    path=str(root),
+                    branch=git.current_branch(root),
+                    base_sha=base,
+                    in_place=True,
+                    dirty_at_start=file_hashes(root, git.changed_paths(root, base)),
+                ),
+                keep=("dirty_at_start",),
             )
         return Workspace(root, git.current_branch(root) or "HEAD", base, False)
     worktree_root = ctx.project.config.worktree_root or ctx.paths.default_worktree_root()
@@ -84,22 +87,20 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
                 snapshot_seed(ctx, spec, workspace),
                 git_dir=git.new_worktree_git_dir(workspace.path),
             )
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.WORKTREE_CREATED,
-        path=str(workspace.path),
-        branch=workspace.branch,
-        base_sha=base_sha,
-        base_ref_sha=base_sha,
+        WorktreeCreated(
+            path=str(workspace.path),
+            branch=workspace.branch,
+            base_sha=base_sha,
+            base_ref_sha=base_sha,
+        ),
+        keep=("base_ref_sha",),
     )
     prepare_worktree(ctx, spec, workspace, taken)
     placed = git.changed_paths(workspace.path, base_sha)
     if placed:
-        ctx.event(
-            spec.id,
-            EventType.WORKTREE_PREPARED,
-            files=file_hashes(workspace.path, placed),
-        )
+        ctx.record(spec.id, WorktreePrepared(files=file_hashes(workspace.path, placed)))
     return workspace
 
 
@@ -140,14 +141,8 @@ def retire_previous(
         suffix += 1
         archive = f"{branch}-{head[:8]}-{suffix}"
     git.rename_branch(root, branch, archive)
-    ctx.event(
-        spec.id,
-        EventType.NOTE,
-        what="branch_archived",
-        branch=branch,
-        archive=archive,
-        head=head,
-    )
+    archived = {"branch": branch, "archive": archive, "head": head}
+    ctx.record(spec.id, Note(what="branch_archived", extra=archived))
     return None
 
 
@@ -206,13 +201,8 @@ def prepare_worktree(
                 cancel=ctx.stop,
                 sandbox=sandbox_for(ctx, workspace, None, setup=True),
             )
-            ctx.event(
-                spec.id,
-                EventType.NOTE,
-                what="setup",
-                argv=list(argv),
-                exit_code=done.exit_code,
-            )
+            ran = {"argv": list(argv), "exit_code": done.exit_code}
+            ctx.record(spec.id, Note(what="setup", extra=ran))
             if not done.ok:
                 raise LoopctlError(f"worktree setup `{' '.join(argv)}` exited {done.exit_code}")
 
@@ -244,13 +234,8 @@ def reattach(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
     head = git.head_sha(workspace.path)
     git.point_branch(ctx.paths.root, workspace.branch, head)
     git.switch_branch(workspace.path, workspace.branch)
-    ctx.event(
-        spec.id,
-        EventType.NOTE,
-        what="reattached",
-        left_on=current or "detached HEAD",
-        head=head,
-    )
+    left = {"left_on": current or "detached HEAD", "head": head}
+    ctx.record(spec.id, Note(what="reattached", extra=left))
 
 
 def earlier_changes(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> list[str]:
@@ -298,4 +283,4 @@ def stop_orphans(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
             continue
         pid = event.data.get("pid")
         if isinstance(pid, int) and kill_leftover_group(pid, workspace.path):
-            ctx.event(spec.id, EventType.NOTE, what="orphan_killed", pid=pid)
+            ctx.record(spec.id, Note(what="orphan_killed", extra={"pid": pid}))

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from loopctl.journal.events import Event, EventType
@@ -208,8 +208,9 @@ def read_note(cls: type[N], event: Event) -> N | None:
     return read(cls, event)
 
 
-def data_of(payload: Payload) -> dict[str, Any]:
-    """The `data` that `payload` is written as."""
+def data_of(payload: Payload, keep: Collection[str] = ()) -> dict[str, Any]:
+    """The `data` that `payload` is written as; `keep` names SPARSE fields to write even at
+    their default (a producer that always wrote them)."""
     data: dict[str, Any] = {}
     if isinstance(payload, NotePayload):
         data["what"] = payload.WHAT
@@ -219,7 +220,7 @@ def data_of(payload: Payload) -> dict[str, Any]:
         value = getattr(payload, key)
         if key == "extra":
             extra = value
-        elif key not in sparse or value != default:
+        elif key not in sparse or key in keep or value != default:
             data[key] = list(value) if isinstance(value, tuple) else value
     data.update(extra)
     return data

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -94,11 +94,18 @@ class Recorder:
         return self._append(type_, run=run, loop=loop, task=task, data=data)
 
     def record(
-        self, payload: Payload, *, run: str | None, loop: str | None, task: str | None = None
+        self,
+        payload: Payload,
+        *,
+        run: str | None,
+        loop: str | None,
+        task: str | None = None,
+        keep: Collection[str] = (),
     ) -> Event:
-        """Append `payload` as its event (its fields as `data`, in the log's unchanged format)
-        and tell the observer and the live traces about it."""
-        return self._append(payload.TYPE, run=run, loop=loop, task=task, data=data_of(payload))
+        """Append `payload` as its event (its fields as `data`, in the log's unchanged format;
+        `keep`: see `data_of`) and tell the observer and the live traces about it."""
+        data = data_of(payload, keep)
+        return self._append(payload.TYPE, run=run, loop=loop, task=task, data=data)
 
     def _append(
         self,

@@ -180,7 +180,7 @@ class WorktreeCreated(Payload):
     base_sha: str | None = None
     base_ref_sha: str | None = None
     in_place: bool = False
-    dirty_at_start: bool = False
+    dirty_at_start: dict[str, Any] = field(default_factory=dict)  # in place: path -> hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +188,7 @@ class WorktreePrepared(Payload):
     """Files were placed into a fresh worktree before its agent ran."""
 
     TYPE: ClassVar[EventType] = EventType.WORKTREE_PREPARED
-    files: tuple[str, ...] = ()
+    files: dict[str, Any] = field(default_factory=dict)  # path -> hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,28 +215,15 @@ class AgentFinished(Payload):
     """One maker or checker turn ended (engine/agents.py writes it)."""
 
     TYPE: ClassVar[EventType] = EventType.AGENT_FINISHED
-    SPARSE: ClassVar[frozenset[str]] = _sparse(
-        "escalate",
-        "status",
-        "exit_code",
-        "duration_s",
-        "input_tokens",
-        "output_tokens",
-        "cached_tokens",
-        "cost_usd",
-        "session_id",
-        "text",
-        "model",
-        "turns",
-        "tool_calls",
-    )
+    # model, turns and tool_calls come in the backend's `extra`, when it has them.
+    SPARSE: ClassVar[frozenset[str]] = _sparse("escalate", "model", "turns", "tool_calls")
     attempt: int | None = None
     role: str | None = None  # maker | judge
     agent: str | None = None
     backend: str | None = None
     request_model: str | None = None  # what was asked for
     output_tail: str = ""  # the last lines the agent printed
-    escalate: Any = None
+    escalate: str | None = None  # a question the agent wants a human to answer
     status: str | None = None  # ok, failed, timeout, approval, …
     exit_code: int | None = None
     duration_s: float | None = None
@@ -289,7 +276,7 @@ class AttemptFinished(Payload):
     fatal: bool = False  # no further attempt can help
     question: str | None = None  # the maker asked a human
     tree: str | None = None  # the tree that passed
-    tampering: tuple[dict[str, Any], ...] = ()
+    tampering: dict[str, Any] = field(default_factory=dict)  # the findings, when any
     extra: dict[str, Any] = field(default_factory=dict)  # the review (engine.review)
 
 
@@ -471,12 +458,13 @@ class NetworkRefused(NotePayload):
     (an agent's turn, as `role`, or a check)."""
 
     WHAT: ClassVar[str] = NETWORK_REFUSED
-    SPARSE: ClassVar[frozenset[str]] = _sparse("attempt", "role", "agent", "check")
+    SPARSE: ClassVar[frozenset[str]] = _sparse("attempt", "role", "agent", "check", "command")
     hosts: tuple[str, ...] = ()
     attempt: int | None = None
     role: str | None = None
     agent: str | None = None
     check: bool = False
+    command: tuple[str, ...] | None = None  # the check's argv
 
     @property
     def who(self) -> str:
