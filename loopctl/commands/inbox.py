@@ -11,7 +11,7 @@ loop limited to that task, or, while the loop is running, leave it to the loop's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,15 @@ from loopctl.errors import LockHeld
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.fuse import Allowance, retry_allowance
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.payload import Payload
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import (
+    ApprovalRefused,
+    Approved,
+    InboxClosed,
+    TaskFinished,
+    TaskRequeued,
+)
 from loopctl.journal.statuses import TaskStatus
 from loopctl.lock import RunnerLock, inbox_lock, read_holder
 from loopctl.scheduling.timing import zone
@@ -100,9 +108,11 @@ def _is_gate(item: InboxItem) -> bool:
     return isinstance(item.evidence.get("step"), int)
 
 
-def _item_event(rec: Recorder, item: InboxItem, type_: str, /, **data: Any) -> None:
+def _item_event(
+    rec: Recorder, item: InboxItem, payload: Payload, keep: Collection[str] = ()
+) -> None:
     """An event about `item`, filed under the run, loop and task the item belongs to."""
-    rec.emit(type_, run=item.run, loop=item.loop, task=item.task, **data)
+    rec.record(payload, run=item.run, loop=item.loop, task=item.task, keep=keep)
 
 
 def _decide_plain(
@@ -114,19 +124,13 @@ def _decide_plain(
         _item_event(
             rec,
             item,
-            EventType.APPROVED,
-            id=item.id,
-            sha=None,
-            action=item.evidence.get("action"),
-            note=note,
+            Approved(id=item.id, sha=None, action=item.evidence.get("action"), note=note),
         )
     _item_event(
         rec,
         item,
-        EventType.INBOX_CLOSED,
-        id=item.id,
-        resolution=resolution,
-        reason=note,
+        InboxClosed(id=item.id, resolution=resolution, reason=note),
+        keep=("reason",),
     )
     rec.refresh_projections()
     what = item.evidence.get("command") or item.summary
@@ -187,9 +191,7 @@ def approve(
             _item_event(
                 rec,
                 item,
-                EventType.APPROVAL_REFUSED,
-                id=item.id,
-                reason=problem,
+                ApprovalRefused(id=item.id, reason=problem),
             )
             rec.refresh_projections()
             return ActionResult(item.id, "approve", f"approval refused: {problem}", ok=False)
@@ -199,12 +201,13 @@ def approve(
             _item_event(
                 rec,
                 item,
-                EventType.APPROVED,
-                id=item.id,
-                sha=gate.sha,
-                step=gate.step,
-                action=item.evidence.get("action"),
-                note=note,
+                Approved(
+                    id=item.id,
+                    sha=gate.sha,
+                    step=gate.step,
+                    action=item.evidence.get("action"),
+                    note=note,
+                ),
             )
         runner = RunnerLock(paths.locks_dir, lock_name(plan.loop, plan.task))
         try:
@@ -295,10 +298,8 @@ def reject(project: Project, ref: str, reason: str | None = None) -> ActionResul
             _item_event(
                 rec,
                 item,
-                EventType.INBOX_CLOSED,
-                id=item.id,
-                resolution="rejected",
-                reason=why,
+                InboxClosed(id=item.id, resolution="rejected", reason=why),
+                keep=("reason",),
             )
             complete(rec, plan, DeliveryResult(TaskStatus.REJECTED, f"rejected: {why}"))
         finally:
@@ -319,17 +320,15 @@ def dismiss(project: Project, ref: str) -> ActionResult:
         _item_event(
             rec,
             item,
-            EventType.INBOX_CLOSED,
-            id=item.id,
-            resolution="dismissed",
+            InboxClosed(id=item.id, resolution="dismissed"),
         )
         if item.kind == ItemKind.ESCALATION and item.run and item.task:
             _item_event(
                 rec,
                 item,
-                EventType.TASK_FINISHED,
-                status="stopped",
-                reason="the question was dismissed without an answer",
+                TaskFinished(
+                    status="stopped", reason="the question was dismissed without an answer"
+                ),
             )
         rec.refresh_projections()
     return ActionResult(item.id, "dismiss", f"dismissed {item.id}")
@@ -392,24 +391,23 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
             _item_event(
                 rec,
                 item,
-                EventType.TASK_REQUEUED,
-                item=item.id,
-                reason=action,
-                raw_id=spec.get("raw_id", item.task),
-                prompt=spec.get("prompt", ""),
-                title=spec.get("title", ""),
-                base_ref=spec.get("base_ref"),
-                fields=spec.get("fields") or {},
-                question=item.evidence.get("question") if answer is not None else None,
-                answer=answer,
+                TaskRequeued(
+                    item=item.id,
+                    reason=action,
+                    raw_id=spec.get("raw_id", item.task),
+                    prompt=spec.get("prompt", ""),
+                    title=spec.get("title", ""),
+                    base_ref=spec.get("base_ref"),
+                    fields=spec.get("fields") or {},
+                    question=item.evidence.get("question") if answer is not None else None,
+                    answer=answer,
+                ),
             )
         if item.is_open:
             _item_event(
                 rec,
                 item,
-                EventType.INBOX_CLOSED,
-                id=item.id,
-                resolution="replied" if action == "reply" else "retried",
+                InboxClosed(id=item.id, resolution="replied" if action == "reply" else "retried"),
             )
         rec.refresh_projections()
     return _run_again(project, item, action, allowance)

@@ -20,7 +20,7 @@ from loopctl.definitions.config import Notify
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
-from loopctl.journal.schema import inbox_closed
+from loopctl.journal.schema import DigestSent, NotifyFailed, inbox_closed
 
 if TYPE_CHECKING:
     from loopctl.journal.recorder import Recorder
@@ -371,22 +371,13 @@ def send_digest_if_due(
     )
     for result in results:
         if not result.ok:
-            rec.emit(
-                EventType.NOTIFY_FAILED,
-                run=None,
-                loop=None,
-                channel=result.channel,
-                attempts=result.attempts,
-                error=result.error,
-                digest=slot,
+            failed = NotifyFailed(
+                channel=result.channel, attempts=result.attempts, error=result.error, digest=slot
             )
+            rec.record(failed, run=None, loop=None)
     # Recorded even when a channel failed: a broken webhook must not be retried every minute.
-    rec.emit(
-        EventType.DIGEST_SENT,
-        run=None,
-        loop=None,
-        slot=slot,
-        channels={r.channel: r.ok for r in results},
-        waiting=len(digest.waiting),
+    sent = DigestSent(
+        slot=slot, channels={r.channel: r.ok for r in results}, waiting=len(digest.waiting)
     )
+    rec.record(sent, run=None, loop=None)
     return True

@@ -146,7 +146,7 @@ class TaskFinished(Payload):
     """A task reached its outcome for this run."""
 
     TYPE: ClassVar[EventType] = EventType.TASK_FINISHED
-    SPARSE: ClassVar[frozenset[str]] = _sparse("attempts")
+    SPARSE: ClassVar[frozenset[str]] = _sparse("commit", "attempts")
     status: str | None = None  # a TaskStatus's value
     reason: str = ""
     commit: str | None = None

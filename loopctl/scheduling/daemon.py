@@ -27,6 +27,12 @@ from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Observer, Recorder
+from loopctl.journal.schema import (
+    DefinitionsReloaded,
+    LoopStopped,
+    SchedulerStarted,
+    SchedulerStopped,
+)
 from loopctl.lock import RunnerLock, read_holder
 from loopctl.paths import ProjectPaths
 from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
@@ -187,29 +193,22 @@ def run_foreground(
 def _started(
     recorder: Recorder, by: str, schedules: Mapping[str, Schedule], only: Sequence[str]
 ) -> None:
-    recorder.emit(
-        EventType.SCHEDULER_STARTED,
-        run=None,
-        loop=None,
+    started = SchedulerStarted(
         by=by,
         pid=os.getpid(),
-        only=list(only) or None,
+        only=tuple(only) or None,
         loops={name: schedule.describe() for name, schedule in sorted(schedules.items())},
     )
+    recorder.record(started, run=None, loop=None)
 
 
 def _stopped(recorder: Recorder, by: str, scheduler: Scheduler) -> None:
     # Stopping must not fail because the log cannot take one more line.
     with swallowed(logger, "recording that the scheduler stopped"):
-        recorder.emit(
-            EventType.SCHEDULER_STOPPED,
-            run=None,
-            loop=None,
-            by=by,
-            pid=os.getpid(),
-            ticks=scheduler.ticks,
-            failed=scheduler.failed,
+        stopped = SchedulerStopped(
+            by=by, pid=os.getpid(), ticks=scheduler.ticks, failed=scheduler.failed
         )
+        recorder.record(stopped, run=None, loop=None)
 
 
 # --- `loopctl up` -----------------------------------------------------------------------------
@@ -276,9 +275,7 @@ class _Reloader:
             with contextlib.suppress(FileNotFoundError):
                 request.unlink()
             if self.scheduler.stop_loop(name):
-                self.recorder.emit(
-                    EventType.NOTE, run=None, loop=name, what="loop_stopped", pid=os.getpid()
-                )
+                self.recorder.record(LoopStopped(pid=os.getpid()), run=None, loop=name)
 
     def _send_digest(self) -> None:
         """The daily `[notify] digest`, sent by whichever `up` is running when it falls due."""
@@ -332,17 +329,14 @@ class _Reloader:
         changed = sorted(
             n for n in set(selected) & before if previous.loops.get(n) != project.loops.get(n)
         )
-        self.recorder.emit(
-            EventType.NOTE,
-            run=None,
-            loop=None,
-            what="definitions_reloaded",
-            added=sorted(set(selected) - before),
-            removed=sorted(before - set(selected)),
-            changed=changed,
-            kept=kept,
+        reloaded = DefinitionsReloaded(
+            added=tuple(sorted(set(selected) - before)),
+            removed=tuple(sorted(before - set(selected))),
+            changed=tuple(changed),
+            kept=tuple(kept),
             loops={name: item.schedule.describe() for name, item in sorted(selected.items())},
         )
+        self.recorder.record(reloaded, run=None, loop=None)
 
     def skipped_loop(self, name: str, first_error: str) -> None:
         self._item(name, f"loop {name} is invalid and not scheduled: {first_error}")
