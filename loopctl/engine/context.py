@@ -1,7 +1,7 @@
 """What one run carries (`RunContext`), and the small helpers every part of the engine uses.
 
 The engine's functions take the run's context, `ctx`, and record through `ctx.rec` (the project's
-one `Recorder`) or `ctx.event(task, type, ...)`; a few take the recorder alone, before a run exists.
+one `Recorder`) or `ctx.record(task, payload)`; a few take the recorder alone, before a run exists.
 """
 
 from __future__ import annotations
@@ -84,10 +84,6 @@ class RunContext:
 
             self.common = git.common_dir(self.repo_top()).resolve()
         return self.common
-
-    def event(self, task: str | None, type_: str, **data: Any) -> Event:
-        """An event of this run, about `task`, of untyped data (prefer `record`)."""
-        return self.rec.emit(type_, run=self.run_id, loop=self.loop.name, task=task, **data)
 
     def record(self, task: str | None, payload: Payload, keep: Collection[str] = ()) -> Event:
         """An event of this run, about `task` (`keep`: see `journal.payload.data_of`)."""
