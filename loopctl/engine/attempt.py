@@ -21,7 +21,13 @@ from loopctl.engine.workspace import earlier_changes, reattach
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import AttemptFinished, AttemptStarted, CheckFinished
+from loopctl.journal.schema import (
+    AgentFinished,
+    AttemptFinished,
+    AttemptStarted,
+    CheckFinished,
+    read,
+)
 from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -214,15 +220,12 @@ def _stop_attempt(ctx: RunContext, spec: TaskSpec, number: int, reason: str) -> 
 
 
 def maker_sessions(rec: Recorder, run_id: str, task_id: str) -> list[str]:
-    return [
-        str(e.data["session_id"])
+    turns = [
+        read(AgentFinished, e)
         for e in rec.log.read()
-        if e.run == run_id
-        and e.task == task_id
-        and e.type == EventType.AGENT_FINISHED
-        and e.data.get("role") == "maker"
-        and e.data.get("session_id")
+        if e.run == run_id and e.task == task_id and e.type == EventType.AGENT_FINISHED
     ]
+    return [t.session_id for t in turns if t.role == "maker" and t.session_id]
 
 
 def human_answer(rec: Recorder, run_id: str, task_id: str) -> tuple[str, str] | None:

@@ -27,7 +27,16 @@ from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import AttemptFinished, CommitCreated, IntegrityBaseline, Note
+from loopctl.journal.schema import (
+    AttemptFinished,
+    CommitCreated,
+    InboxOpened,
+    IntegrityBaseline,
+    Note,
+    WorktreePrepared,
+    read,
+    read_note,
+)
 from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -53,19 +62,18 @@ def integrity_baseline(ctx: RunContext, spec: TaskSpec, number: int) -> integrit
     listing = attempt_dir(ctx, spec.id, number) / "integrity-before.json"
     events = ctx.log.read()
     for opened in ctx_events(events, ctx.run_id, spec.id, EventType.INBOX_OPENED):
-        evidence = opened.data.get("evidence")
-        if not isinstance(evidence, dict):
-            continue
+        item = read(InboxOpened, opened)
+        evidence = item.evidence
         if evidence.get("tampering") and evidence.get("attempt") == number:
             what = str(evidence.get("reason"))
-            finish_tampered(ctx, spec, number, what, opened.data.get("id"), evidence)
+            finish_tampered(ctx, spec, number, what, item.id or None, evidence)
             return None
     notes = ctx_events(events, ctx.run_id, spec.id, EventType.NOTE)
     recorded = next(
         (
-            str(e.data.get("digest"))
+            str(note.digest)
             for e in reversed(notes)
-            if e.data.get("what") == "integrity_baseline" and e.data.get("attempt") == number
+            if (note := read_note(IntegrityBaseline, e)) is not None and note.attempt == number
         ),
         None,
     )
@@ -95,7 +103,7 @@ def _held_to_first(ctx: RunContext, events: list[Event], notes: list[Event], num
         (
             e.seq
             for e in notes
-            if e.data.get("what") == "integrity_baseline" and e.data.get("attempt") == number
+            if (note := read_note(IntegrityBaseline, e)) is not None and note.attempt == number
         ),
         default=0,
     )
@@ -157,7 +165,7 @@ def watched_turn(
         yield
     except KeyboardInterrupt:
         finished = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
-        if not any(e.data.get("attempt") == number for e in finished):
+        if not any(read(AttemptFinished, e).attempt == number for e in finished):
             tampered(ctx, spec, number, before)
         raise
 
@@ -191,8 +199,7 @@ def finish_tampered(
 def placed_files(ctx: RunContext, spec: TaskSpec) -> dict[str, str | None]:
     """Files loopctl put in this run's worktree (copy, setup), with their digests then."""
     prepared = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_PREPARED)
-    files = prepared[-1].data.get("files") if prepared else None
-    return dict(files) if isinstance(files, dict) else {}
+    return dict(read(WorktreePrepared, prepared[-1]).files) if prepared else {}
 
 
 def take_snapshot(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> integrity.Snapshot:
@@ -218,11 +225,11 @@ def checked_tree(ctx: RunContext, spec: TaskSpec, attempt: int) -> tuple[str | N
     found = [
         e
         for e in ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
-        if e.data.get("attempt") == attempt and e.data.get("verdict") == Verdict.PASSED
+        if (finished := read(AttemptFinished, e)).attempt == attempt
+        and finished.verdict == Verdict.PASSED
     ]
     passed = found[-1] if found else None
-    tree = passed.data.get("tree") if passed else None
-    return (tree if isinstance(tree, str) else None), passed
+    return (read(AttemptFinished, passed).tree if passed else None), passed
 
 
 def commit_checked(
@@ -304,8 +311,7 @@ def archive_leftovers(ctx: RunContext, spec: TaskSpec, path: Path, branch: str) 
         for e in ctx.log.read()
         if e.type == EventType.WORKTREE_PREPARED and e.loop == ctx.loop.name and e.task == spec.id
     ]
-    files = prepared[-1].data.get("files") if prepared else None
-    placed = sorted(files) if isinstance(files, dict) else []
+    placed = sorted(read(WorktreePrepared, prepared[-1]).files) if prepared else []
     tree = git.snapshot_tree(path, head, exclude=placed)
     if tree == git.tree_of_commit(root, head):
         return None

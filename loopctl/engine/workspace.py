@@ -25,7 +25,14 @@ from loopctl.errors import ForeignWorkTree, LoopctlError, swallowed
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import Note, WorktreeCreated, WorktreePrepared
+from loopctl.journal.schema import (
+    AgentFinished,
+    AgentStarted,
+    Note,
+    WorktreeCreated,
+    WorktreePrepared,
+    read,
+)
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
     Known,
@@ -215,7 +222,7 @@ def placed_unchanged(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> l
     events = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_PREPARED)
     if not events:
         return []
-    placed = events[-1].data.get("files", {})
+    placed = read(WorktreePrepared, events[-1]).files
     now = file_hashes(workspace.path, list(placed))
     return [path for path, digest in placed.items() if now.get(path) == digest]
 
@@ -258,7 +265,7 @@ def earlier_changes(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> li
 def changed_in_place(ctx: RunContext, spec: TaskSpec, changed: list[str]) -> list[str]:
     """In place, only what changed since the run began is the maker's doing."""
     events = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_CREATED)
-    before = events[0].data.get("dirty_at_start", {}) if events else {}
+    before = read(WorktreeCreated, events[0]).dirty_at_start if events else {}
     now = file_hashes(ctx.paths.root, changed)
     own = {".loop/STATE.md", ".loop/INBOX.md", ".loop/.gitignore"}
     return [
@@ -275,12 +282,13 @@ def stop_orphans(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
     events = ctx.log.read()
     started = ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_STARTED)
     finished = {
-        (e.data.get("attempt"), e.data.get("role"))
+        ((done := read(AgentFinished, e)).attempt, done.role)
         for e in ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_FINISHED)
     }
     for event in started:
-        if (event.data.get("attempt"), event.data.get("role")) in finished:
+        turn = read(AgentStarted, event)
+        if (turn.attempt, turn.role) in finished:
             continue
-        pid = event.data.get("pid")
-        if isinstance(pid, int) and kill_leftover_group(pid, workspace.path):
+        pid = turn.pid
+        if pid is not None and kill_leftover_group(pid, workspace.path):
             ctx.record(spec.id, Note(what="orphan_killed", extra={"pid": pid}))
