@@ -348,7 +348,7 @@ class ApprovalRefused(Payload):
 
     TYPE: ClassVar[EventType] = EventType.APPROVAL_REFUSED
     id: str = field(default="", metadata=as_read(item_id))
-    reason: str = ""
+    reason: str = "refused"
 
 
 @dataclass(frozen=True, slots=True)

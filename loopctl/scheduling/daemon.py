@@ -32,6 +32,8 @@ from loopctl.journal.schema import (
     LoopStopped,
     SchedulerStarted,
     SchedulerStopped,
+    read,
+    read_note,
 )
 from loopctl.lock import RunnerLock, read_holder
 from loopctl.paths import ProjectPaths
@@ -81,15 +83,14 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
         events = EventLog(paths.events_file).read()
     stopped: set[str] = set()  # by `loopctl stop NAME` since it started
     for event in reversed(events):
-        if (
-            event.type == EventType.NOTE
-            and event.data.get("what") == "loop_stopped"
-            and event.data.get("pid") == pid
-            and event.loop
-        ):
+        halted = read_note(LoopStopped, event)
+        if halted is not None and halted.pid == pid and event.loop:
             stopped.add(event.loop)
-        if event.type == EventType.SCHEDULER_STARTED and event.data.get("by") == "up":
-            if event.data.get("pid") == pid:
+        started_by = (
+            read(SchedulerStarted, event) if event.type == EventType.SCHEDULER_STARTED else None
+        )
+        if started_by is not None and started_by.by == "up":
+            if started_by.pid == pid:
                 names = event.data.get("loops")
                 if isinstance(names, Mapping):
                     loops = tuple(sorted(str(n) for n in names if n not in stopped))
@@ -424,7 +425,10 @@ def start_detached(root: Path, only: Sequence[str] = (), *, timeout: float = 30.
                 f"loopctl up exited with code {code} at start: {_last_line(log)} (see {log})"
             )
         for event in events.iter_from(before):
-            if event.type == EventType.SCHEDULER_STARTED and event.data.get("pid") == child.pid:
+            if (
+                event.type == EventType.SCHEDULER_STARTED
+                and read(SchedulerStarted, event).pid == child.pid
+            ):
                 return Detached(child.pid, log)
         if time.monotonic() > deadline:
             return Detached(child.pid, log)  # still starting (a slow watch); it is running
