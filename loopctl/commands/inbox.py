@@ -39,6 +39,8 @@ from loopctl.journal.schema import (
     InboxClosed,
     TaskFinished,
     TaskRequeued,
+    TickStarted,
+    read,
 )
 from loopctl.journal.statuses import TaskStatus
 from loopctl.lock import RunnerLock, inbox_lock, read_holder
@@ -482,14 +484,12 @@ def _goal_options(events: Sequence[Event], item: InboxItem) -> GoalOptions:
     started = next(
         (e for e in events if e.type == EventType.TICK_STARTED and e.run == item.run), None
     )
-    data = started.data if started else {}
-    condition = data.get("condition")
-    if not isinstance(condition, str) or not condition:
+    tick = read(TickStarted, started) if started else TickStarted()
+    if tick.condition is None:
         raise InboxError(f"cannot tell which goal {item.id} belongs to; run `loopctl goal` again")
-    check = data.get("check")
     return GoalOptions(
-        condition=condition,
-        check=tuple(str(a) for a in check) if isinstance(check, list) and check else None,
-        agent=data.get("maker"),
-        in_place=data.get("in_place") is True,
+        condition=tick.condition,
+        check=tick.check or None,
+        agent=tick.maker,
+        in_place=tick.in_place,
     )

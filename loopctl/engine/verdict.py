@@ -36,7 +36,7 @@ from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
 from loopctl.errors import ForeignWorkTree, LoopctlError
 from loopctl.journal.events import EventType
-from loopctl.journal.schema import BaselineChecked, Note
+from loopctl.journal.schema import BaselineChecked, Note, read
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -86,10 +86,8 @@ def check_first(
     if ctx.loop.tasks is not None:
         return None
     recorded = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
-    runs = recorded[0].data.get("commands") if recorded else None
-    if isinstance(runs, list) and any(
-        isinstance(run, dict) and run.get("exit_code") != 0 for run in runs
-    ):
+    runs = read(BaselineChecked, recorded[0]).commands if recorded else ()
+    if any(run.get("exit_code") != 0 for run in runs):
         return None  # a counted check already failed on the base: nothing to run again
     ran = [] if ran is None else ran
     verdict = verdict_of(ctx, spec, workspace, 0, baseline, None, ran, base_runs=base_runs)
