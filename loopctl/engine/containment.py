@@ -58,9 +58,8 @@ def record_sandbox(
     if checker is not None and checker.network is NetworkMode.OPEN:
         rec.record(NetworkOpen(mode="open", check=True), run=run_id, loop=loop)
     mechanism, program, _ = sandbox.probe()
-    rec.record(
-        SandboxNote(mode="required", mechanism=mechanism, program=program), run=run_id, loop=loop
-    )
+    confined = SandboxNote(mode="required", mechanism=mechanism, program=program)
+    rec.record(confined, run=run_id, loop=loop, keep=("mechanism", "program"))
 
 
 def sandbox_for(

@@ -149,7 +149,7 @@ def link_node_modules(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> 
     try:
         built = node_links.link_node_modules(ctx.paths.root, workspace.path)
     except OSError as exc:  # a check then finds no packages, and says so; the run goes on
-        ctx.record(spec.id, Note(what="node_modules_not_linked", reason=str(exc)))
+        ctx.record(spec.id, Note(what="node_modules_not_linked", reason=str(exc)), keep=("reason",))
         return False
     if built:
         links = sorted({f"{f.relative}/{link.name}" for f in built for link in f.workspace})
