@@ -13,7 +13,7 @@ the answer the next attempt's prompt carries.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,17 @@ from loopctl.errors import LockHeld
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.fuse import Allowance, retry_allowance
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.payload import Payload
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import (
+    ApprovalRefused,
+    Approved,
+    InboxClosed,
+    TaskFinished,
+    TaskRequeued,
+    TickStarted,
+    read,
+)
 from loopctl.journal.statuses import TaskStatus
 from loopctl.lock import RunnerLock, inbox_lock, read_holder
 from loopctl.scheduling.timing import zone
@@ -102,9 +112,11 @@ def _is_gate(item: InboxItem) -> bool:
     return isinstance(item.evidence.get("step"), int)
 
 
-def _item_event(rec: Recorder, item: InboxItem, type_: str, /, **data: Any) -> None:
+def _item_event(
+    rec: Recorder, item: InboxItem, payload: Payload, keep: Collection[str] = ()
+) -> None:
     """An event about `item`, filed under the run, loop and task the item belongs to."""
-    rec.emit(type_, run=item.run, loop=item.loop, task=item.task, **data)
+    rec.record(payload, run=item.run, loop=item.loop, task=item.task, keep=keep)
 
 
 def _decide_plain(
@@ -116,19 +128,13 @@ def _decide_plain(
         _item_event(
             rec,
             item,
-            EventType.APPROVED,
-            id=item.id,
-            sha=None,
-            action=item.evidence.get("action"),
-            note=note,
+            Approved(id=item.id, sha=None, action=item.evidence.get("action"), note=note),
         )
     _item_event(
         rec,
         item,
-        EventType.INBOX_CLOSED,
-        id=item.id,
-        resolution=resolution,
-        reason=note,
+        InboxClosed(id=item.id, resolution=resolution, reason=note),
+        keep=("reason",),
     )
     rec.refresh_projections()
     what = item.evidence.get("command") or item.summary
@@ -189,9 +195,7 @@ def approve(
             _item_event(
                 rec,
                 item,
-                EventType.APPROVAL_REFUSED,
-                id=item.id,
-                reason=problem,
+                ApprovalRefused(id=item.id, reason=problem),
             )
             rec.refresh_projections()
             return ActionResult(item.id, "approve", f"approval refused: {problem}", ok=False)
@@ -201,12 +205,13 @@ def approve(
             _item_event(
                 rec,
                 item,
-                EventType.APPROVED,
-                id=item.id,
-                sha=gate.sha,
-                step=gate.step,
-                action=item.evidence.get("action"),
-                note=note,
+                Approved(
+                    id=item.id,
+                    sha=gate.sha,
+                    step=gate.step,
+                    action=item.evidence.get("action"),
+                    note=note,
+                ),
             )
         runner = RunnerLock(paths.locks_dir, lock_name(plan.loop, plan.task))
         try:
@@ -297,10 +302,8 @@ def reject(project: Project, ref: str, reason: str | None = None) -> ActionResul
             _item_event(
                 rec,
                 item,
-                EventType.INBOX_CLOSED,
-                id=item.id,
-                resolution="rejected",
-                reason=why,
+                InboxClosed(id=item.id, resolution="rejected", reason=why),
+                keep=("reason",),
             )
             complete(rec, plan, DeliveryResult(TaskStatus.REJECTED, f"rejected: {why}"))
         finally:
@@ -321,17 +324,15 @@ def dismiss(project: Project, ref: str) -> ActionResult:
         _item_event(
             rec,
             item,
-            EventType.INBOX_CLOSED,
-            id=item.id,
-            resolution="dismissed",
+            InboxClosed(id=item.id, resolution="dismissed"),
         )
         if item.kind == ItemKind.ESCALATION and item.run and item.task:
             _item_event(
                 rec,
                 item,
-                EventType.TASK_FINISHED,
-                status="stopped",
-                reason="the question was dismissed without an answer",
+                TaskFinished(
+                    status="stopped", reason="the question was dismissed without an answer"
+                ),
             )
         rec.refresh_projections()
     return ActionResult(item.id, "dismiss", f"dismissed {item.id}")
@@ -396,24 +397,23 @@ def _requeue(project: Project, ref: str, action: str, answer: str | None) -> Act
             _item_event(
                 rec,
                 item,
-                EventType.TASK_REQUEUED,
-                item=item.id,
-                reason=action,
-                raw_id=spec.get("raw_id", item.task),
-                prompt=spec.get("prompt", ""),
-                title=spec.get("title", ""),
-                base_ref=spec.get("base_ref"),
-                fields=spec.get("fields") or {},
-                question=item.evidence.get("question") if answer is not None else None,
-                answer=answer,
+                TaskRequeued(
+                    item=item.id,
+                    reason=action,
+                    raw_id=spec.get("raw_id", item.task),
+                    prompt=spec.get("prompt", ""),
+                    title=spec.get("title", ""),
+                    base_ref=spec.get("base_ref"),
+                    fields=spec.get("fields") or {},
+                    question=item.evidence.get("question") if answer is not None else None,
+                    answer=answer,
+                ),
             )
         if item.is_open:
             _item_event(
                 rec,
                 item,
-                EventType.INBOX_CLOSED,
-                id=item.id,
-                resolution="replied" if action == "reply" else "retried",
+                InboxClosed(id=item.id, resolution="replied" if action == "reply" else "retried"),
             )
         rec.refresh_projections()
     return _run_again(project, item, action, allowance)
@@ -512,14 +512,12 @@ def _goal_options(events: Sequence[Event], item: InboxItem) -> GoalOptions:
     started = next(
         (e for e in events if e.type == EventType.TICK_STARTED and e.run == item.run), None
     )
-    data = started.data if started else {}
-    condition = data.get("condition")
-    if not isinstance(condition, str) or not condition:
+    tick = read(TickStarted, started) if started else TickStarted()
+    if tick.condition is None:
         raise InboxError(f"cannot tell which goal {item.id} belongs to; run `loopctl goal` again")
-    check = data.get("check")
     return GoalOptions(
-        condition=condition,
-        check=tuple(str(a) for a in check) if isinstance(check, list) and check else None,
-        agent=data.get("maker"),
-        in_place=data.get("in_place") is True,
+        condition=tick.condition,
+        check=tick.check or None,
+        agent=tick.maker,
+        in_place=tick.in_place,
     )

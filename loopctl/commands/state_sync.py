@@ -30,6 +30,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+import msgspec
+
 from loopctl import git
 from loopctl.delivery import remotes
 from loopctl.errors import GitError, LoopctlError
@@ -131,7 +133,7 @@ def merge_logs(local: Sequence[Event], remote: Sequence[Event]) -> LogMerge:
             continue
         kept.append(event)
     start = len(remote)
-    renumbered = [replace(event, seq=start + i + 1) for i, event in enumerate(kept)]
+    renumbered = [msgspec.structs.replace(event, seq=start + i + 1) for i, event in enumerate(kept)]
     return LogMerge(
         events=(*remote, *renumbered),
         common=common,

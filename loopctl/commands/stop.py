@@ -25,6 +25,7 @@ from typing import Any
 
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.schema import SchedulerStarted, SchedulerStopped, read
 from loopctl.lock import read_holder
 from loopctl.paths import ProjectPaths
 
@@ -134,15 +135,17 @@ def _foreground_runner(events: list[Event], loop: str) -> tuple[int | None, str 
     """The `loopctl run NAME` on a trigger that schedules `loop`, between its ticks."""
     stopped: set[int] = set()
     for event in reversed(events):
-        pid = event.data.get("pid")
-        if not isinstance(pid, int) or event.data.get("by") != "run":
-            continue
         if event.type == EventType.SCHEDULER_STOPPED:
-            stopped.add(pid)
-        elif event.type == EventType.SCHEDULER_STARTED and pid not in stopped:
-            names = event.data.get("loops")
+            ended = read(SchedulerStopped, event)
+            if ended.by == "run" and ended.pid is not None:
+                stopped.add(ended.pid)
+        elif event.type == EventType.SCHEDULER_STARTED:
+            began = read(SchedulerStarted, event)
+            pid = began.pid
+            if began.by != "run" or pid is None or pid in stopped:
+                continue
             # A recycled pid is another program: only a live loopctl process counts.
-            if isinstance(names, dict) and loop in names and _is_loopctl(pid):
+            if loop in began.loops and _is_loopctl(pid):
                 return pid, None
     return None, None
 

@@ -21,9 +21,9 @@ from loopctl import worktree_pool
 from loopctl.definitions import Loop
 from loopctl.definitions.config import KeepPolicy
 from loopctl.errors import LoopctlError
-from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import InboxClosed, TaskFinished
 from loopctl.journal.statuses import TaskStatus
 from loopctl.lock import worktree_lock
 
@@ -87,17 +87,13 @@ def end_task(rec: Recorder, ending: Ending, worktree: FinishedWorktree | None) -
             loop=ending.loop,
             task=ending.task,
         )
-    counted = {} if ending.attempts is None else {"attempts": ending.attempts}
-    rec.emit(
-        EventType.TASK_FINISHED,
-        run=ending.run,
-        loop=ending.loop,
-        task=ending.task,
+    finished = TaskFinished(
         status=ending.status,
         reason=ending.reason,
         commit=ending.commit,
-        **counted,
+        attempts=ending.attempts,  # written only when counted
     )
+    rec.record(finished, run=ending.run, loop=ending.loop, task=ending.task, keep=("commit",))
     if ending.status == TaskStatus.DONE:
         close_stale_failures(rec, ending.run, ending.loop, ending.task)
     if worktree is not None and lets_go(worktree.keep, ending.status):
@@ -133,13 +129,10 @@ def close_stale_failures(rec: Recorder, run: str, loop: str, task: str) -> None:
             and (item.loop, item.task) == (loop, task)
             and item.run != run
         ):
-            rec.emit(
-                EventType.INBOX_CLOSED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
+            closed = InboxClosed(
                 id=item.id,
                 resolution="superseded",
                 by=run,
                 reason=f"the task succeeded in run {run}",
             )
+            rec.record(closed, run=item.run, loop=item.loop, task=item.task)

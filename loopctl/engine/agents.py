@@ -23,6 +23,7 @@ from loopctl.git import is_ignored
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import AgentFinished, AgentStarted, Note
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -95,25 +96,38 @@ def run_agent(
         forget_private_objects(ctx.rec, workspace)
         request.sandbox.discard_scratch()
     if result.extra.get("usage_warning"):
-        ctx.event(
+        ctx.record(
             spec.id,
-            EventType.NOTE,
-            what="usage_clamped",
+            Note(
+                what="usage_clamped",
+                attempt=number,
+                role=role,
+                warning=result.extra["usage_warning"],
+                extra={"agent": agent.name},
+            ),
+        )
+    ctx.record(
+        spec.id,
+        AgentFinished(
             attempt=number,
             role=role,
             agent=agent.name,
-            warning=result.extra["usage_warning"],
-        )
-    ctx.event(
-        spec.id,
-        EventType.AGENT_FINISHED,
-        attempt=number,
-        role=role,
-        agent=agent.name,
-        backend=agent.backend.value,
-        request_model=agent.model,  # what was asked for; `model` is what answered, if told
-        output_tail=agent_output_tail(request),
-        **result.event_data(),
+            backend=agent.backend.value,
+            request_model=agent.model,  # what was asked for; `model` is what answered, if told
+            output_tail=agent_output_tail(request),
+            # AgentResult.event_data, field by field: the same keys in the same order.
+            escalate=result.escalate or None,
+            status=result.status.value,
+            exit_code=result.exit_code,
+            duration_s=round(result.duration_s, 3),
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            cached_tokens=result.cached_tokens,
+            cost_usd=result.cost_usd,
+            session_id=result.session_id,
+            text=result.text[-2000:],
+            extra=dict(result.extra),
+        ),
     )
     return result
 
@@ -224,14 +238,7 @@ def approved_commands(rec: Recorder, loop: str, task: str) -> dict[str, tuple[st
 def agent_started(
     ctx: RunContext, spec: TaskSpec, number: int, role: str, agent: Agent, pid: int
 ) -> None:
-    ctx.event(
-        spec.id,
-        EventType.AGENT_STARTED,
-        attempt=number,
-        role=role,
-        agent=agent.name,
-        pid=pid,
-    )
+    ctx.record(spec.id, AgentStarted(attempt=number, role=role, agent=agent.name, pid=pid))
 
 
 # --- can the agent start at all ---------------------------------------------------------------

@@ -21,6 +21,13 @@ from loopctl.engine.workspace import earlier_changes, reattach
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import (
+    AgentFinished,
+    AttemptFinished,
+    AttemptStarted,
+    CheckFinished,
+    read,
+)
 from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -62,10 +69,7 @@ def run_attempt(
     earlier: list[history.AttemptView],
     baseline: checks.Baseline | None,
 ) -> None:
-    loop = ctx.loop
-    ctx.rec.emit(
-        EventType.ATTEMPT_STARTED, run=ctx.run_id, loop=loop.name, task=spec.id, attempt=number
-    )
+    ctx.record(spec.id, AttemptStarted(attempt=number))
     summaries = [
         AttemptSummary(a.number, a.verdict or "interrupted", a.reason, a.fingerprint, a.output_tail)
         for a in earlier
@@ -89,14 +93,15 @@ def run_attempt(
             return
         if maker_result.status == "timeout" and maker.timeout_s < ctx.maker.timeout_s:
             # Cut short by max_wall, not by its own timeout: what it left is not checked.
-            ctx.event(
+            ctx.record(
                 spec.id,
-                EventType.ATTEMPT_FINISHED,
-                attempt=number,
-                verdict=Verdict.FAILED,
-                reason=out_of_wall(ctx, spec, f"the maker {ctx.maker.name!r}'s turn"),
-                fingerprint=None,
-                fatal=True,
+                AttemptFinished(
+                    attempt=number,
+                    verdict=Verdict.FAILED,
+                    reason=out_of_wall(ctx, spec, f"the maker {ctx.maker.name!r}'s turn"),
+                    fingerprint=None,
+                    fatal=True,
+                ),
             )
             ctx.rec.refresh_projections()
             return
@@ -106,29 +111,31 @@ def run_attempt(
         question = asked_question(maker_result.escalate, maker_result.text)
         if question:
             # The maker asked for a human: no check runs; the task waits for `inbox reply`.
-            ctx.rec.emit(
-                EventType.ATTEMPT_FINISHED,
-                run=ctx.run_id,
-                loop=loop.name,
-                task=spec.id,
-                attempt=number,
-                verdict=Verdict.ESCALATED,
-                reason=f"the maker asks: {question}",
-                fingerprint=None,
-                question=question,
+            ctx.record(
+                spec.id,
+                AttemptFinished(
+                    attempt=number,
+                    verdict=Verdict.ESCALATED,
+                    reason=f"the maker asks: {question}",
+                    fingerprint=None,
+                    question=question,
+                ),
+                keep=("question",),
             )
             ctx.rec.refresh_projections()
             return
         if maker_result.status == "approval":
             # The maker stopped before a command that needs a human (its inbox item is open):
             # nothing to check yet, and not a failure to count against the task.
-            ctx.event(
+            waits = " ".join(maker_result.text.split())[:200]
+            ctx.record(
                 spec.id,
-                EventType.ATTEMPT_FINISHED,
-                attempt=number,
-                verdict=Verdict.AWAITING_APPROVAL,
-                reason=f"the maker waits for approval: {' '.join(maker_result.text.split())[:200]}",
-                fingerprint=None,
+                AttemptFinished(
+                    attempt=number,
+                    verdict=Verdict.AWAITING_APPROVAL,
+                    reason=f"the maker waits for approval: {waits}",
+                    fingerprint=None,
+                ),
             )
             ctx.rec.refresh_projections()
             return
@@ -169,30 +176,33 @@ def run_attempt(
         review = attempt_review(ctx, spec, workspace, number, verdict, ran, baseline, tree)
         if tampered(ctx, spec, number, before):
             return  # the checks and the checker agent ran after the maker: they are watched too
-        ctx.event(
+        ctx.record(
             spec.id,
-            EventType.CHECK_FINISHED,
-            attempt=number,
-            passed=verdict.passed,
-            reason=verdict.reason,
-            fingerprint=verdict.fingerprint,
-            exit_code=verdict.exit_code,
-            source=verdict.source,
-            failing_tests=list(verdict.failing_tests),
-            output_tail=verdict.output_tail[-2000:],
-            commands=ran,
+            CheckFinished(
+                attempt=number,
+                passed=verdict.passed,
+                reason=verdict.reason,
+                fingerprint=verdict.fingerprint,
+                exit_code=verdict.exit_code,
+                source=verdict.source,
+                failing_tests=tuple(verdict.failing_tests),
+                output_tail=verdict.output_tail[-2000:],
+                commands=tuple(ran),
+            ),
         )
-        ctx.event(
+        ctx.record(
             spec.id,
-            EventType.ATTEMPT_FINISHED,
-            attempt=number,
-            verdict=Verdict.PASSED if verdict.passed else Verdict.FAILED,
-            reason=verdict.reason,
-            fingerprint=verdict.fingerprint,
-            output_tail=verdict.output_tail[-1500:],
-            fatal=verdict.fatal,
-            tree=snapshot.tree if snapshot is not None else None,  # what passing commits
-            **review,
+            AttemptFinished(
+                attempt=number,
+                verdict=Verdict.PASSED if verdict.passed else Verdict.FAILED,
+                reason=verdict.reason,
+                fingerprint=verdict.fingerprint,
+                output_tail=verdict.output_tail[-1500:],
+                fatal=verdict.fatal,
+                tree=snapshot.tree if snapshot is not None else None,  # what passing commits
+                extra=review,
+            ),
+            keep=("output_tail", "fatal", "tree"),
         )
         ctx.rec.refresh_projections()
 
@@ -200,28 +210,22 @@ def run_attempt(
 def _stop_attempt(ctx: RunContext, spec: TaskSpec, number: int, reason: str) -> None:
     """Finish the attempt as failed and fatal: the next one would fail the same way, so the
     task stops and a human decides."""
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.ATTEMPT_FINISHED,
-        attempt=number,
-        verdict=Verdict.FAILED,
-        reason=reason,
-        fingerprint=None,
-        fatal=True,
+        AttemptFinished(
+            attempt=number, verdict=Verdict.FAILED, reason=reason, fingerprint=None, fatal=True
+        ),
     )
     ctx.rec.refresh_projections()
 
 
 def maker_sessions(rec: Recorder, run_id: str, task_id: str) -> list[str]:
-    return [
-        str(e.data["session_id"])
+    turns = [
+        read(AgentFinished, e)
         for e in rec.log.read()
-        if e.run == run_id
-        and e.task == task_id
-        and e.type == EventType.AGENT_FINISHED
-        and e.data.get("role") == "maker"
-        and e.data.get("session_id")
+        if e.run == run_id and e.task == task_id and e.type == EventType.AGENT_FINISHED
     ]
+    return [t.session_id for t in turns if t.role == "maker" and t.session_id]
 
 
 def human_answer(rec: Recorder, run_id: str, task_id: str) -> tuple[str, str] | None:

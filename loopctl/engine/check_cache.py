@@ -37,7 +37,7 @@ from loopctl.definitions.sandbox import SandboxMode
 from loopctl.engine.context import RunContext, check_commands, check_env
 from loopctl.engine.workspace import resolve_base
 from loopctl.errors import LoopctlError, swallowed
-from loopctl.journal.events import EventType
+from loopctl.journal.schema import Note
 from loopctl.secrets import is_secret_name
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -107,16 +107,8 @@ def lookup(ctx: RunContext, spec: TaskSpec) -> Lookup | None:
         " and neither the tree nor the check, its environment or its programs have changed"
         " since; it was not run again and no agent was called"
     )
-    ctx.event(
-        spec.id,
-        EventType.NOTE,
-        what=CHECK_CACHED,
-        reason=reason,
-        tree=tree,
-        key=key,
-        checked_in=run,
-        saved_s=round(saved, 3),
-    )
+    cached = {"tree": tree, "key": key, "checked_in": run, "saved_s": round(saved, 3)}
+    ctx.record(spec.id, Note(what=CHECK_CACHED, reason=reason, extra=cached))
     return Lookup(key, tree, checks.Verdict(True, reason, None, 0, "", "cache"))
 
 

@@ -25,6 +25,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal import schema
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import AttemptFinished, read
 from loopctl.journal.statuses import TaskStatus, Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.text import strip_controls
@@ -115,7 +116,8 @@ def held_findings(ctx: RunContext, spec: TaskSpec, attempt: int) -> list[dict[st
     """The sabotage findings recorded on the passing `attempt` (none: it goes through)."""
     finished = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
     for event in reversed(finished):
-        if event.data.get("attempt") == attempt and event.data.get("verdict") == Verdict.PASSED:
+        ended = read(AttemptFinished, event)
+        if ended.attempt == attempt and ended.verdict == Verdict.PASSED:
             found = event.data.get("sabotage")
             return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
     return []

@@ -15,9 +15,8 @@ from loopctl.definitions.sandbox import SandboxMode
 from loopctl.egress import EgressPolicy, NetworkMode
 from loopctl.engine.context import RunContext
 from loopctl.errors import GitError
-from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import NETWORK_REFUSED
+from loopctl.journal.schema import NetworkOpen, NetworkRefused, SandboxNote
 from loopctl.paths import cache_home, repo_slug
 from loopctl.worktrees import Workspace
 
@@ -51,23 +50,16 @@ def record_sandbox(
     from loopctl import sandbox
 
     if rec.project.config.sandbox is SandboxMode.OFF:
-        rec.emit(EventType.NOTE, run=run_id, loop=loop, what="sandbox", mode="off")
+        rec.record(SandboxNote(mode="off"), run=run_id, loop=loop)
         return
     opened = {a.name for a in agents if a is not None and a.sandbox.network is NetworkMode.OPEN}
     for name in sorted(opened):
-        rec.emit(EventType.NOTE, run=run_id, loop=loop, what="network", mode="open", agent=name)
+        rec.record(NetworkOpen(mode="open", agent=name), run=run_id, loop=loop)
     if checker is not None and checker.network is NetworkMode.OPEN:
-        rec.emit(EventType.NOTE, run=run_id, loop=loop, what="network", mode="open", check=True)
+        rec.record(NetworkOpen(mode="open", check=True), run=run_id, loop=loop)
     mechanism, program, _ = sandbox.probe()
-    rec.emit(
-        EventType.NOTE,
-        run=run_id,
-        loop=loop,
-        what="sandbox",
-        mode="required",
-        mechanism=mechanism,
-        program=program,
-    )
+    confined = SandboxNote(mode="required", mechanism=mechanism, program=program)
+    rec.record(confined, run=run_id, loop=loop, keep=("mechanism", "program"))
 
 
 def sandbox_for(
@@ -126,12 +118,30 @@ def egress_for(
     return agent_policy(agent, env)
 
 
-def record_refused(ctx: RunContext, task: str, box: Sandbox | None, **where: object) -> None:
+def record_refused(
+    ctx: RunContext,
+    task: str,
+    box: Sandbox | None,
+    *,
+    attempt: int | None = None,
+    role: str | None = None,
+    agent: str | None = None,
+    check: bool = False,
+    command: Sequence[str] | None = None,
+) -> None:
     """A `network_refused` note naming each host:port the proxy refused during one agent
-    turn or check (`where`: attempt, role, agent, or check), when there was any."""
-    refused = list(dict.fromkeys(box.refused)) if box is not None else []
+    turn or check (with its attempt, role and agent, or check and command), when there was any."""
+    refused = tuple(dict.fromkeys(box.refused)) if box is not None else ()
     if refused:
-        ctx.event(task, EventType.NOTE, what=NETWORK_REFUSED, hosts=refused, **where)
+        where = NetworkRefused(
+            hosts=refused,
+            attempt=attempt,
+            role=role,
+            agent=agent,
+            check=check,
+            command=tuple(command) if command is not None else None,
+        )
+        ctx.record(task, where)
 
 
 def cli_layer(ctx: RunContext, role: str) -> Path:

@@ -1,14 +1,14 @@
 """What one run carries (`RunContext`), and the small helpers every part of the engine uses.
 
 The engine's functions take the run's context, `ctx`, and record through `ctx.rec` (the project's
-one `Recorder`) or `ctx.event(task, type, ...)`; a few take the recorder alone, before a run exists.
+one `Recorder`) or `ctx.record(task, payload)`; a few take the recorder alone, before a run exists.
 """
 
 from __future__ import annotations
 
 import secrets as pysecrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -18,9 +18,11 @@ from loopctl.checks import verdicts as checks
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.definitions import Agent, Loop, Project
 from loopctl.journal import budgets, history
-from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.events import Event, EventLog
 from loopctl.journal.inbox import ItemKind
+from loopctl.journal.payload import Payload
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import BudgetStopped
 from loopctl.paths import ProjectPaths
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import sanitize_task_id
@@ -83,9 +85,9 @@ class RunContext:
             self.common = git.common_dir(self.repo_top()).resolve()
         return self.common
 
-    def event(self, task: str | None, type_: str, **data: Any) -> Event:
-        """An event of this run, about `task`."""
-        return self.rec.emit(type_, run=self.run_id, loop=self.loop.name, task=task, **data)
+    def record(self, task: str | None, payload: Payload, keep: Collection[str] = ()) -> Event:
+        """An event of this run, about `task` (`keep`: see `journal.payload.data_of`)."""
+        return self.rec.record(payload, run=self.run_id, loop=self.loop.name, task=task, keep=keep)
 
 
 def goal_task_id(condition: str) -> str:
@@ -202,7 +204,7 @@ def out_of_wall(ctx: RunContext, spec: TaskSpec, what: str) -> str:
 
     limit = format_duration(ctx.loop.budget.max_wall_s or 0)
     reason = f"time budget: max_wall ({limit}) ran out during {what}, which was ended"
-    ctx.event(spec.id, EventType.BUDGET_STOPPED, reason=reason)
+    ctx.record(spec.id, BudgetStopped(reason=reason))
     return reason
 
 

@@ -22,6 +22,7 @@ from loopctl.journal import history, schema
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import AttemptFinished, read
 from loopctl.journal.statuses import TaskStatus
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
@@ -136,7 +137,7 @@ def escalate(
     """The maker asked a question: open an escalation item and pause the task."""
     asked = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
     question = next(
-        (str(e.data["question"]) for e in reversed(asked) if e.data.get("question")),
+        (q for e in reversed(asked) if (q := read(AttemptFinished, e).question)),
         last.reason,
     )
     item = open_item(

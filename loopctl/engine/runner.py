@@ -47,6 +47,14 @@ from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import (
+    RunInterrupted,
+    RunResumed,
+    TaskFound,
+    TasksListed,
+    TickFinished,
+    TickStarted,
+)
 from loopctl.journal.statuses import RunStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
@@ -211,7 +219,7 @@ class Engine:
         # git calls, and these two are the same for every task.
         top = None if in_place else git.toplevel(self.paths.root)
         common = None if top is None else git.common_dir(top).resolve()
-        fired: dict[str, Any] = {"trigger": tick.trigger} if tick.trigger else {}
+        fired: dict[str, Any] = dict(tick.trigger) if tick.trigger else {}
         goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
         previous = resumable(self.rec, loop, condition.text if goal_task and condition else None)
         settings = RunSettings(
@@ -241,7 +249,7 @@ class Engine:
         )
         if previous is not None and listed:
             run_id = previous.run
-            self.rec.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
+            self.rec.record(RunResumed(trigger=fired), run=run_id, loop=loop.name)
             record_sandbox(self.rec, run_id, loop.name, (maker, judge), loop.checker)
             specs = [
                 TaskSpec(t.task, t.task, t.prompt, t.title, t.base_ref, t.fields)
@@ -251,29 +259,27 @@ class Engine:
             if previous is not None:
                 # Killed before its task list was complete: resume the run, list tasks again.
                 run_id = previous.run
-                self.rec.emit(EventType.RUN_RESUMED, run=run_id, loop=loop.name, **fired)
+                self.rec.record(RunResumed(trigger=fired), run=run_id, loop=loop.name)
             else:
                 from loopctl.delivery import remotes
 
                 run_id = new_run_id(self.clock())
-                self.rec.emit(
-                    EventType.TICK_STARTED,
-                    run=run_id,
-                    loop=loop.name,
+                started = TickStarted(
                     kind="goal"
                     if loop.name == GOAL_LOOP
                     else ("requeue" if tick.requeued_only else "tick"),
                     condition=condition.text if condition else None,
-                    check=list(condition.argv) if condition and condition.argv else None,
+                    check=tuple(condition.argv) if condition and condition.argv else None,
                     maker=maker.name,
                     judge=judge.name if judge else None,
                     in_place=in_place,
                     settings=settings.to_json(),
                     command=command or None,
+                    trigger=fired,
                     # Where this run's pushes go, read before any agent can repoint it.
-                    **remotes.tick_fields(self.paths.root, loop),
-                    **fired,
+                    extra=remotes.tick_fields(self.paths.root, loop),
                 )
+                self.rec.record(started, run=run_id, loop=loop.name)
             record_sandbox(self.rec, run_id, loop.name, (maker, judge), loop.checker)
             try:
                 specs = self._list_tasks(run_id, loop, condition, base_ref, tick, previous)
@@ -303,7 +309,7 @@ class Engine:
             outcomes = self._work_all(ctx, specs)
         except KeyboardInterrupt:
             ctx.stop.set()
-            self.rec.emit(EventType.RUN_INTERRUPTED, run=run_id, loop=loop.name)
+            self.rec.record(RunInterrupted(), run=run_id, loop=loop.name)
             self.rec.refresh_projections()
             raise
         status, reason = run_status(outcomes)
@@ -311,14 +317,10 @@ class Engine:
 
     def _close_unfinished(self, previous: history.RunView) -> None:
         """`--fresh`: the interrupted run is finished as stopped; it will not be resumed."""
-        self.rec.emit(
-            EventType.TICK_FINISHED,
-            run=previous.run,
-            loop=previous.loop,
-            status=RunStatus.STOPPED,
-            reason="closed unfinished: --fresh started a new run",
-            tasks={},
+        closed = TickFinished(
+            status=RunStatus.STOPPED, reason="closed unfinished: --fresh started a new run"
         )
+        self.rec.record(closed, run=previous.run, loop=previous.loop)
 
     def _list_tasks(
         self,
@@ -336,24 +338,18 @@ class Engine:
         for spec in specs:
             if spec.id in already:
                 continue
-            self.rec.emit(
-                EventType.TASK_FOUND,
-                run=run_id,
-                loop=loop.name,
-                task=spec.id,
+            found = TaskFound(
                 prompt=spec.prompt,
                 title=spec.title,
                 base_ref=spec.base_ref,
                 raw_id=spec.raw_id,
                 fields=spec.fields,
             )
-        self.rec.emit(
-            EventType.TASKS_LISTED,
-            run=run_id,
-            loop=loop.name,
-            count=len(specs),
-            found=len(specs) if len(specs) < loop.budget.max_tasks else None,
+            self.rec.record(found, run=run_id, loop=loop.name, task=spec.id)
+        listed = TasksListed(
+            count=len(specs), found=len(specs) if len(specs) < loop.budget.max_tasks else None
         )
+        self.rec.record(listed, run=run_id, loop=loop.name)
         return specs
 
     def _finish_run(
@@ -380,13 +376,8 @@ class Engine:
         counts: dict[str, int] = {}
         for outcome in outcomes:
             counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        self.rec.emit(
-            EventType.TICK_FINISHED,
-            run=run_id,
-            loop=loop.name,
-            status=status,
-            reason=reason,
-            tasks=counts,
+        self.rec.record(
+            TickFinished(status=status, reason=reason, tasks=counts), run=run_id, loop=loop.name
         )
         self.rec.refresh_projections()
         run = history.fold(self.log.read()).get(run_id)

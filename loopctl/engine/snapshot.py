@@ -27,6 +27,16 @@ from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import (
+    AttemptFinished,
+    CommitCreated,
+    InboxOpened,
+    IntegrityBaseline,
+    Note,
+    WorktreePrepared,
+    read,
+    read_note,
+)
 from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -52,19 +62,18 @@ def integrity_baseline(ctx: RunContext, spec: TaskSpec, number: int) -> integrit
     listing = attempt_dir(ctx, spec.id, number) / "integrity-before.json"
     events = ctx.log.read()
     for opened in ctx_events(events, ctx.run_id, spec.id, EventType.INBOX_OPENED):
-        evidence = opened.data.get("evidence")
-        if not isinstance(evidence, dict):
-            continue
+        item = read(InboxOpened, opened)
+        evidence = item.evidence
         if evidence.get("tampering") and evidence.get("attempt") == number:
             what = str(evidence.get("reason"))
-            finish_tampered(ctx, spec, number, what, opened.data.get("id"), evidence)
+            finish_tampered(ctx, spec, number, what, item.id or None, evidence)
             return None
     notes = ctx_events(events, ctx.run_id, spec.id, EventType.NOTE)
     recorded = next(
         (
-            str(e.data.get("digest"))
+            str(note.digest)
             for e in reversed(notes)
-            if e.data.get("what") == "integrity_baseline" and e.data.get("attempt") == number
+            if (note := read_note(IntegrityBaseline, e)) is not None and note.attempt == number
         ),
         None,
     )
@@ -81,13 +90,7 @@ def integrity_baseline(ctx: RunContext, spec: TaskSpec, number: int) -> integrit
             return replace(fresh, files={**fresh.files, lost: "the state before the turn"})
         return fresh
     integrity.save(fresh, listing)
-    ctx.event(
-        spec.id,
-        EventType.NOTE,
-        what="integrity_baseline",
-        attempt=number,
-        digest=fresh.digest(),
-    )
+    ctx.record(spec.id, IntegrityBaseline(attempt=number, digest=fresh.digest()))
     return fresh
 
 
@@ -100,7 +103,7 @@ def _held_to_first(ctx: RunContext, events: list[Event], notes: list[Event], num
         (
             e.seq
             for e in notes
-            if e.data.get("what") == "integrity_baseline" and e.data.get("attempt") == number
+            if (note := read_note(IntegrityBaseline, e)) is not None and note.attempt == number
         ),
         default=0,
     )
@@ -131,13 +134,8 @@ def tampered(ctx: RunContext, spec: TaskSpec, number: int, before: integrity.Bas
     users = integrity.user_branch_moves(root, before, after) if confined(ctx) else {}
     findings = integrity.compare(before, after, explained, users)
     if users:
-        ctx.event(
-            spec.id,
-            EventType.NOTE,
-            what="user_commits",
-            attempt=number,
-            refs=[f"{name} {how}" for name, how in sorted(users.items())],
-        )
+        refs = [f"{name} {how}" for name, how in sorted(users.items())]
+        ctx.record(spec.id, Note(what="user_commits", attempt=number, extra={"refs": refs}))
     if not findings:
         return False
     what = findings.describe()
@@ -167,7 +165,7 @@ def watched_turn(
         yield
     except KeyboardInterrupt:
         finished = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
-        if not any(e.data.get("attempt") == number for e in finished):
+        if not any(read(AttemptFinished, e).attempt == number for e in finished):
             tampered(ctx, spec, number, before)
         raise
 
@@ -182,16 +180,18 @@ def finish_tampered(
     held: str = "",
 ) -> None:
     """Record the attempt as failed by tampering, naming the item a human must look at."""
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.ATTEMPT_FINISHED,
-        attempt=number,
-        verdict=Verdict.FAILED,
-        reason=f"tampering: during the agent's turn, {what} (not you? then it was the agent;"
-        f" if it was you, `loopctl inbox approve {item}`{held})",
-        fingerprint=None,
-        fatal=True,
-        tampering=evidence,
+        AttemptFinished(
+            attempt=number,
+            verdict=Verdict.FAILED,
+            reason=f"tampering: during the agent's turn, {what} (not you? then it was the agent;"
+            f" if it was you, `loopctl inbox approve {item}`{held})",
+            fingerprint=None,
+            fatal=True,
+            tampering=evidence,
+        ),
+        keep=("tampering",),
     )
     ctx.rec.refresh_projections()
 
@@ -199,8 +199,7 @@ def finish_tampered(
 def placed_files(ctx: RunContext, spec: TaskSpec) -> dict[str, str | None]:
     """Files loopctl put in this run's worktree (copy, setup), with their digests then."""
     prepared = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_PREPARED)
-    files = prepared[-1].data.get("files") if prepared else None
-    return dict(files) if isinstance(files, dict) else {}
+    return dict(read(WorktreePrepared, prepared[-1]).files) if prepared else {}
 
 
 def take_snapshot(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> integrity.Snapshot:
@@ -226,11 +225,11 @@ def checked_tree(ctx: RunContext, spec: TaskSpec, attempt: int) -> tuple[str | N
     found = [
         e
         for e in ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.ATTEMPT_FINISHED)
-        if e.data.get("attempt") == attempt and e.data.get("verdict") == Verdict.PASSED
+        if (finished := read(AttemptFinished, e)).attempt == attempt
+        and finished.verdict == Verdict.PASSED
     ]
     passed = found[-1] if found else None
-    tree = passed.data.get("tree") if passed else None
-    return (tree if isinstance(tree, str) else None), passed
+    return (read(AttemptFinished, passed).tree if passed else None), passed
 
 
 def commit_checked(
@@ -269,14 +268,15 @@ def commit_checked(
     )
     folded = [] if current is None else git.commits_between(root, parent, current)
     git.reset_index(workspace.path, sha)
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.COMMIT_CREATED,
-        sha=sha,
-        branch=workspace.branch,
-        tree=tree,
-        parent=parent,
-        folded=[c for c in folded if c != sha],
+        CommitCreated(
+            sha=sha,
+            branch=workspace.branch,
+            tree=tree,
+            parent=parent,
+            folded=tuple(c for c in folded if c != sha),
+        ),
     )
     return sha
 
@@ -311,8 +311,7 @@ def archive_leftovers(ctx: RunContext, spec: TaskSpec, path: Path, branch: str) 
         for e in ctx.log.read()
         if e.type == EventType.WORKTREE_PREPARED and e.loop == ctx.loop.name and e.task == spec.id
     ]
-    files = prepared[-1].data.get("files") if prepared else None
-    placed = sorted(files) if isinstance(files, dict) else []
+    placed = sorted(read(WorktreePrepared, prepared[-1]).files) if prepared else []
     tree = git.snapshot_tree(path, head, exclude=placed)
     if tree == git.tree_of_commit(root, head):
         return None

@@ -25,8 +25,8 @@ from loopctl.engine.steps import Do, RunBudget, next_step
 from loopctl.engine.verdict import BaseRun, check_baseline, check_first
 from loopctl.engine.workspace import prepare, resolve_base, stop_orphans
 from loopctl.errors import LoopctlError
-from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, open_items
+from loopctl.journal.schema import AttemptFinished, BudgetStopped
 from loopctl.journal.statuses import TaskStatus, Verdict, task_status
 from loopctl.tasks.spec import TaskSpec
 
@@ -139,18 +139,19 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 ctx, spec, TaskStatus.PAUSED, reason, workspace, step.attempts, step.last
             )
         if step.do is Do.ABANDON:
-            ctx.event(
+            ctx.record(
                 spec.id,
-                EventType.ATTEMPT_FINISHED,
-                attempt=step.number,
-                verdict=Verdict.FAILED,
-                reason=step.reason,
-                fingerprint=None,
+                AttemptFinished(
+                    attempt=step.number,
+                    verdict=Verdict.FAILED,
+                    reason=step.reason,
+                    fingerprint=None,
+                ),
             )
             continue
         if step.do in (Do.STOP, Do.FAIL):
             if step.budget_stop:
-                ctx.event(spec.id, EventType.BUDGET_STOPPED, reason=step.reason)
+                ctx.record(spec.id, BudgetStopped(reason=step.reason))
             status = TaskStatus.STOPPED if step.do is Do.STOP else TaskStatus.FAILED
             return finish_task(ctx, spec, status, step.reason, workspace, step.attempts, step.last)
         held = integrity.held_by(ctx.log.read())

@@ -36,6 +36,7 @@ from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
 from loopctl.errors import ForeignWorkTree, LoopctlError
 from loopctl.journal.events import EventType
+from loopctl.journal.schema import BaselineChecked, Note, read
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -85,10 +86,8 @@ def check_first(
     if ctx.loop.tasks is not None:
         return None
     recorded = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.BASELINE_CHECKED)
-    runs = recorded[0].data.get("commands") if recorded else None
-    if isinstance(runs, list) and any(
-        isinstance(run, dict) and run.get("exit_code") != 0 for run in runs
-    ):
+    runs = read(BaselineChecked, recorded[0]).commands if recorded else ()
+    if any(run.get("exit_code") != 0 for run in runs):
         return None  # a counted check already failed on the base: nothing to run again
     ran = [] if ran is None else ran
     verdict = verdict_of(ctx, spec, workspace, 0, baseline, None, ran, base_runs=base_runs)
@@ -96,7 +95,7 @@ def check_first(
         return verdict if verdict.fatal else None
     shown = " && ".join(" ".join(run["argv"]) for run in ran)
     reason = f"the goal already holds: `{shown}` passes on the base; no agent was called"
-    ctx.event(spec.id, EventType.NOTE, what="goal_already_holds", reason=reason, commands=ran)
+    ctx.record(spec.id, Note(what="goal_already_holds", reason=reason, extra={"commands": ran}))
     return replace(verdict, reason=reason)
 
 
@@ -155,7 +154,11 @@ def check_baseline(
     if not runs and not hidden:
         return None
     data = checks.baseline_data(runs, hidden)
-    ctx.event(spec.id, EventType.BASELINE_CHECKED, **data)
+    first = {key: value for key, value in data.items() if key not in ("commands", "hidden")}
+    ctx.record(
+        spec.id,
+        BaselineChecked(commands=tuple(data["commands"]), hidden=data["hidden"], extra=first),
+    )
     return checks.baseline_from(data, ctx.condition)
 
 
@@ -314,7 +317,7 @@ def run_check(
     finally:
         if armed:
             runners.disarm(armed)
-    record_refused(ctx, task, box, attempt=attempt, check=True, command=list(argv))
+    record_refused(ctx, task, box, attempt=attempt, check=True, command=argv)
     if done.interrupted:
         raise KeyboardInterrupt
     return BaseRun(

@@ -16,8 +16,7 @@ from typing import Any
 
 from loopctl import node_links, warm, worktree_pool
 from loopctl.engine.context import RunContext
-from loopctl.journal.events import EventType
-from loopctl.journal.warmth import WORKSPACE_READY
+from loopctl.journal.schema import Note, WorkspaceReady
 from loopctl.seeds import SeedStore
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
@@ -131,16 +130,16 @@ def setup(
             "published": outcome.published,
             "setup_s": round(outcome.setup_s, 4),
         }
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.NOTE,
-        what=WORKSPACE_READY,
-        pool="hit" if recycled is not None else "miss",
-        discarded=list(recycled.discarded) if recycled is not None else [],
-        worktree_s=round(taken.worktree_s, 4),
-        took_s=round(time.monotonic() - taken.started, 4),
-        saved_s=round(pool_saved + outcome.saved_s, 4),
-        **setup_note,
+        WorkspaceReady(
+            pool="hit" if recycled is not None else "miss",
+            discarded=list(recycled.discarded) if recycled is not None else [],
+            worktree_s=round(taken.worktree_s, 4),
+            took_s=round(time.monotonic() - taken.started, 4),
+            saved_s=round(pool_saved + outcome.saved_s, 4),
+            extra=setup_note,
+        ),
     )
 
 
@@ -150,16 +149,16 @@ def link_node_modules(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> 
     try:
         built = node_links.link_node_modules(ctx.paths.root, workspace.path)
     except OSError as exc:  # a check then finds no packages, and says so; the run goes on
-        ctx.event(spec.id, EventType.NOTE, what="node_modules_not_linked", reason=str(exc))
+        ctx.record(spec.id, Note(what="node_modules_not_linked", reason=str(exc)), keep=("reason",))
         return False
     if built:
-        ctx.event(
+        links = sorted({f"{f.relative}/{link.name}" for f in built for link in f.workspace})
+        folders = [folder.relative for folder in built]
+        ctx.record(
             spec.id,
-            EventType.NOTE,
-            what="node_modules_linked",
-            folders=[folder.relative for folder in built],
-            workspace_links=sorted(
-                {f"{f.relative}/{link.name}" for f in built for link in f.workspace}
+            Note(
+                what="node_modules_linked",
+                extra={"folders": folders, "workspace_links": links},
             ),
         )
     return bool(built)

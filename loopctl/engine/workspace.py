@@ -25,6 +25,14 @@ from loopctl.errors import ForeignWorkTree, LoopctlError, swallowed
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import (
+    AgentFinished,
+    AgentStarted,
+    Note,
+    WorktreeCreated,
+    WorktreePrepared,
+    read,
+)
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
     Known,
@@ -52,14 +60,16 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
         head = git.head_sha(root)
         base = view.base_sha if view and view.base_sha else head
         if view is None or view.worktree is None:
-            ctx.event(
+            ctx.record(
                 spec.id,
-                EventType.WORKTREE_CREATED,
-                path=str(root),
-                branch=git.current_branch(root),
-                base_sha=base,
-                in_place=True,
-                dirty_at_start=file_hashes(root, git.changed_paths(root, base)),
+                WorktreeCreated(
+                    path=str(root),
+                    branch=git.current_branch(root),
+                    base_sha=base,
+                    in_place=True,
+                    dirty_at_start=file_hashes(root, git.changed_paths(root, base)),
+                ),
+                keep=("dirty_at_start",),
             )
         return Workspace(root, git.current_branch(root) or "HEAD", base, False)
     worktree_root = ctx.project.config.worktree_root or ctx.paths.default_worktree_root()
@@ -84,22 +94,20 @@ def prepare(ctx: RunContext, spec: TaskSpec, view: history.TaskView | None) -> W
                 snapshot_seed(ctx, spec, workspace),
                 git_dir=git.new_worktree_git_dir(workspace.path),
             )
-    ctx.event(
+    ctx.record(
         spec.id,
-        EventType.WORKTREE_CREATED,
-        path=str(workspace.path),
-        branch=workspace.branch,
-        base_sha=base_sha,
-        base_ref_sha=base_sha,
+        WorktreeCreated(
+            path=str(workspace.path),
+            branch=workspace.branch,
+            base_sha=base_sha,
+            base_ref_sha=base_sha,
+        ),
+        keep=("base_ref_sha",),
     )
     prepare_worktree(ctx, spec, workspace, taken)
     placed = git.changed_paths(workspace.path, base_sha)
     if placed:
-        ctx.event(
-            spec.id,
-            EventType.WORKTREE_PREPARED,
-            files=file_hashes(workspace.path, placed),
-        )
+        ctx.record(spec.id, WorktreePrepared(files=file_hashes(workspace.path, placed)))
     return workspace
 
 
@@ -140,14 +148,8 @@ def retire_previous(
         suffix += 1
         archive = f"{branch}-{head[:8]}-{suffix}"
     git.rename_branch(root, branch, archive)
-    ctx.event(
-        spec.id,
-        EventType.NOTE,
-        what="branch_archived",
-        branch=branch,
-        archive=archive,
-        head=head,
-    )
+    archived = {"branch": branch, "archive": archive, "head": head}
+    ctx.record(spec.id, Note(what="branch_archived", extra=archived))
     return None
 
 
@@ -206,13 +208,8 @@ def prepare_worktree(
                 cancel=ctx.stop,
                 sandbox=sandbox_for(ctx, workspace, None, setup=True),
             )
-            ctx.event(
-                spec.id,
-                EventType.NOTE,
-                what="setup",
-                argv=list(argv),
-                exit_code=done.exit_code,
-            )
+            ran = {"argv": list(argv), "exit_code": done.exit_code}
+            ctx.record(spec.id, Note(what="setup", extra=ran))
             if not done.ok:
                 raise LoopctlError(f"worktree setup `{' '.join(argv)}` exited {done.exit_code}")
 
@@ -225,7 +222,7 @@ def placed_unchanged(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> l
     events = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_PREPARED)
     if not events:
         return []
-    placed = events[-1].data.get("files", {})
+    placed = read(WorktreePrepared, events[-1]).files
     now = file_hashes(workspace.path, list(placed))
     return [path for path, digest in placed.items() if now.get(path) == digest]
 
@@ -244,13 +241,8 @@ def reattach(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
     head = git.head_sha(workspace.path)
     git.point_branch(ctx.paths.root, workspace.branch, head)
     git.switch_branch(workspace.path, workspace.branch)
-    ctx.event(
-        spec.id,
-        EventType.NOTE,
-        what="reattached",
-        left_on=current or "detached HEAD",
-        head=head,
-    )
+    left = {"left_on": current or "detached HEAD", "head": head}
+    ctx.record(spec.id, Note(what="reattached", extra=left))
 
 
 def earlier_changes(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> list[str]:
@@ -273,7 +265,7 @@ def earlier_changes(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> li
 def changed_in_place(ctx: RunContext, spec: TaskSpec, changed: list[str]) -> list[str]:
     """In place, only what changed since the run began is the maker's doing."""
     events = ctx_events(ctx.log.read(), ctx.run_id, spec.id, EventType.WORKTREE_CREATED)
-    before = events[0].data.get("dirty_at_start", {}) if events else {}
+    before = read(WorktreeCreated, events[0]).dirty_at_start if events else {}
     now = file_hashes(ctx.paths.root, changed)
     own = {".loop/STATE.md", ".loop/INBOX.md", ".loop/.gitignore"}
     return [
@@ -290,12 +282,13 @@ def stop_orphans(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
     events = ctx.log.read()
     started = ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_STARTED)
     finished = {
-        (e.data.get("attempt"), e.data.get("role"))
+        ((done := read(AgentFinished, e)).attempt, done.role)
         for e in ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_FINISHED)
     }
     for event in started:
-        if (event.data.get("attempt"), event.data.get("role")) in finished:
+        turn = read(AgentStarted, event)
+        if (turn.attempt, turn.role) in finished:
             continue
-        pid = event.data.get("pid")
-        if isinstance(pid, int) and kill_leftover_group(pid, workspace.path):
-            ctx.event(spec.id, EventType.NOTE, what="orphan_killed", pid=pid)
+        pid = turn.pid
+        if pid is not None and kill_leftover_group(pid, workspace.path):
+            ctx.record(spec.id, Note(what="orphan_killed", extra={"pid": pid}))

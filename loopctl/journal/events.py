@@ -12,11 +12,12 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path, PurePath
 from typing import Any, NoReturn
+
+import msgspec
 
 from loopctl.atomicfile import fsync_dir
 from loopctl.errors import LoopctlError
@@ -82,8 +83,9 @@ class LogCorrupt(LoopctlError):
         return (type(self), (self.path, self.line, self.reason))
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+# A frozen msgspec struct rather than a dataclass: replay builds one per line, and a frozen
+# dataclass's __init__ (one object.__setattr__ per field) cost more than decoding the line.
+class Event(msgspec.Struct, frozen=True, gc=False):
     """One record of the log; `type` stays a plain string so unknown types still load."""
 
     seq: int
@@ -375,7 +377,8 @@ _OPTIONAL_TEXT = ("run", "loop", "task")
 
 
 _SUM_MARKER = b', "sum": "'
-_SUM_TAIL = len(_SUM_MARKER) + 8 + 2  # marker, 8 hex digits, closing quote and brace
+_MARKER_LEN = len(_SUM_MARKER)
+_SUM_TAIL = _MARKER_LEN + 8 + 2  # marker, 8 hex digits, closing quote and brace
 
 
 def encode_line(event: Event) -> bytes:
@@ -394,6 +397,40 @@ def _encode(record: Mapping[str, Any]) -> bytes:
 
 
 def _decode(raw: bytes) -> Event:
+    """The event of one log line (without its newline), or _BadRecord saying what is wrong."""
+    # The common case, a well-formed record of this version, is checked and decoded straight
+    # into a typed envelope: replay runs this on every line, and msgspec builds the record
+    # about five times faster than `json` builds a dict. Anything else takes `_decode_slowly`,
+    # which says exactly what is wrong. msgspec refuses all that `json` refuses here (bad
+    # UTF-8, NaN, 1e999, lone surrogates, deep nesting) and keeps the last of duplicate keys as
+    # `json` does; the leading "{" rules out the whitespace it would skip.
+    tail = len(raw) - _SUM_TAIL
+    if (
+        tail > 0
+        and raw.startswith(_SUM_MARKER, tail)
+        and raw.endswith(b'"}')
+        and raw.startswith(b"{")
+        and b"%08x" % zlib.crc32(raw[:tail] + b"}") == raw[tail + _MARKER_LEN : -2]
+    ):
+        try:
+            record = _ENVELOPE.decode(raw)
+        except msgspec.MsgspecError:
+            pass
+        else:
+            if record.v == FORMAT_VERSION and record.seq >= 1:
+                return Event(
+                    record.seq,
+                    record.ts,
+                    record.type,
+                    record.run,
+                    record.loop,
+                    record.task,
+                    record.data,
+                )
+    return _decode_slowly(raw)
+
+
+def _decode_slowly(raw: bytes) -> Event:
     marker = raw.rfind(_SUM_MARKER)
     if marker < 0 or len(raw) - marker != _SUM_TAIL or not raw.endswith(b'"}'):
         raise _unreadable(raw)
@@ -407,7 +444,7 @@ def _decode(raw: bytes) -> Event:
             f"checksum {shown!r} does not match the content ({actual.decode()})", torn=True
         )
     # With a matching sum the whole line is the record plus a "sum" member: one parse of it,
-    # straight through the decoder's scanner (replay runs this on every line).
+    # straight through the decoder's scanner.
     try:  # a matching sum does not make the bytes UTF-8: UnicodeDecodeError is a ValueError
         text = raw.decode("utf-8")
         record, end = _SCAN(text, 0)
@@ -554,6 +591,21 @@ def _last_line(recent: bytes) -> bytes:
     """The last complete line of `recent`, which ends with a newline."""
     return recent[recent.rfind(b"\n", 0, len(recent) - 1) + 1 :]
 
+
+class _Envelope(msgspec.Struct, gc=False):
+    """A well-formed record as `_decode` accepts it; its "sum" and unknown members are ignored."""
+
+    v: int
+    seq: int
+    ts: str
+    type: str
+    run: str | None
+    loop: str | None
+    task: str | None
+    data: dict[str, Any]
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
 
 # One decoder for every line: json.loads with a keyword argument builds a new one per call.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)

@@ -183,10 +183,11 @@ def _apply(run: RunView, event: Event) -> None:
         task.fields = found.fields
     elif kind == EventType.WORKTREE_CREATED:
         task = _task(run, event)
-        task.worktree = data.get("path")
-        task.branch = data.get("branch")
-        task.base_sha = data.get("base_sha")
-        task.base_ref_sha = data.get("base_ref_sha") or data.get("base_sha")
+        created = schema.read(schema.WorktreeCreated, event)
+        task.worktree = created.path
+        task.branch = created.branch
+        task.base_sha = created.base_sha
+        task.base_ref_sha = created.base_ref_sha or created.base_sha
     elif kind == EventType.ATTEMPT_STARTED:
         task = _task(run, event)
         number = schema.attempt_started(event).attempt or len(task.attempts) + 1
@@ -225,7 +226,7 @@ def _apply(run: RunView, event: Event) -> None:
             attempt.claims = claimed.read(data.get("claims"))
     elif kind == EventType.COMMIT_CREATED:
         task = _task(run, event)
-        task.commit = data.get("sha")
+        task.commit = schema.read(schema.CommitCreated, event).sha
     elif kind == EventType.NOTE and (refusal := schema.network_refused(event)) is not None:
         task = _task(run, event)
         task.refused += [host for host in refusal.hosts if host not in task.refused]
@@ -268,9 +269,13 @@ def human_answers(events: Iterable[Event]) -> dict[tuple[str, str], tuple[str, s
         if event.task is None or event.loop is None:
             continue
         key = (event.loop, event.task)
-        if event.type == EventType.TASK_REQUEUED and event.data.get("answer") is not None:
-            question = str(event.data.get("question") or "")
-            waiting[key] = (question, str(event.data["answer"]))
+        requeued = (
+            schema.read(schema.TaskRequeued, event)
+            if event.type == EventType.TASK_REQUEUED
+            else None
+        )
+        if requeued is not None and requeued.answer is not None:
+            waiting[key] = (requeued.question or "", requeued.answer)
         elif event.type == EventType.TASK_FOUND and event.run is not None and key in waiting:
             given[(event.run, event.task)] = waiting.pop(key)
     return given

@@ -11,7 +11,7 @@ from typing import Any
 
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.events import Event, EventType
-from loopctl.journal.schema import inbox_closed, inbox_opened
+from loopctl.journal.schema import ApprovalRefused, Approved, inbox_closed, inbox_opened, read
 from loopctl.journal.statuses import ItemState
 from loopctl.text import code_block, code_span, escape_markdown, strip_controls
 
@@ -120,16 +120,15 @@ def items(events: Iterable[Event]) -> list[InboxItem]:
             if item is not None and item.is_open:
                 found[closed.id] = replace(item, closed=event.ts, resolution=closed.resolution)
         elif event.type == EventType.APPROVED:
-            item = found.get(str(event.data.get("id")))
+            item = found.get(read(Approved, event).id)
             if item is not None and item.is_open:
                 found[item.id] = replace(item, approved=event.ts, refused=None)
         elif event.type == EventType.APPROVAL_REFUSED:
-            item = found.get(str(event.data.get("id")))
+            refusal = read(ApprovalRefused, event)
+            item = found.get(refusal.id)
             if item is not None and item.is_open:
                 found[item.id] = replace(
-                    item,
-                    approved=None,
-                    refused=strip_controls(str(event.data.get("reason", "refused"))),
+                    item, approved=None, refused=strip_controls(refusal.reason)
                 )
     return list(found.values())
 

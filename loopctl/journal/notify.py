@@ -20,7 +20,7 @@ from loopctl.definitions.config import Notify
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
-from loopctl.journal.schema import inbox_closed
+from loopctl.journal.schema import DigestSent, InboxOpened, NotifyFailed, inbox_closed, read
 
 if TYPE_CHECKING:
     from loopctl.journal.recorder import Recorder
@@ -186,7 +186,7 @@ def item_opened(config: Notify, root: Path, allow: Iterable[str], event: Event) 
 
     Sending only: the caller (`Recorder.open_item`) records how each channel took it.
     """
-    kind = str(event.data.get("kind", ""))
+    kind = read(InboxOpened, event).kind or ""
     if not configured(config) or kind not in config.on:
         return []
     found = items([event])
@@ -356,7 +356,7 @@ def send_digest_if_due(
         return False  # the time passed while nothing ran; the next one goes out at its time
     slot = slot_time.astimezone(UTC).isoformat()
     events = rec.log.read()
-    if any(e.type == EventType.DIGEST_SENT and e.data.get("slot") == slot for e in events):
+    if any(e.type == EventType.DIGEST_SENT and read(DigestSent, e).slot == slot for e in events):
         return False
     digest = build_digest(events, now)
     text = digest.text()
@@ -371,22 +371,13 @@ def send_digest_if_due(
     )
     for result in results:
         if not result.ok:
-            rec.emit(
-                EventType.NOTIFY_FAILED,
-                run=None,
-                loop=None,
-                channel=result.channel,
-                attempts=result.attempts,
-                error=result.error,
-                digest=slot,
+            failed = NotifyFailed(
+                channel=result.channel, attempts=result.attempts, error=result.error, digest=slot
             )
+            rec.record(failed, run=None, loop=None)
     # Recorded even when a channel failed: a broken webhook must not be retried every minute.
-    rec.emit(
-        EventType.DIGEST_SENT,
-        run=None,
-        loop=None,
-        slot=slot,
-        channels={r.channel: r.ok for r in results},
-        waiting=len(digest.waiting),
+    sent = DigestSent(
+        slot=slot, channels={r.channel: r.ok for r in results}, waiting=len(digest.waiting)
     )
+    rec.record(sent, run=None, loop=None)
     return True

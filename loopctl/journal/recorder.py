@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,8 @@ from loopctl.errors import swallowed
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, items, open_items, render_inbox_md, unique_item_id
+from loopctl.journal.payload import Payload, data_of, read
+from loopctl.journal.schema import InboxOpened, Notified, NotifyFailed
 from loopctl.journal.state import write_state
 from loopctl.secrets import Redactor, withheld_values
 
@@ -88,7 +90,32 @@ class Recorder:
         task: str | None = None,
         **data: Any,
     ) -> Event:
-        """Append one event and tell the observer and the live traces about it."""
+        """Append one event of untyped `data` (producers not yet typed; prefer `record`)."""
+        return self._append(type_, run=run, loop=loop, task=task, data=data)
+
+    def record(
+        self,
+        payload: Payload,
+        *,
+        run: str | None,
+        loop: str | None,
+        task: str | None = None,
+        keep: Collection[str] = (),
+    ) -> Event:
+        """Append `payload` as its event (its fields as `data`, in the log's unchanged format;
+        `keep`: see `data_of`) and tell the observer and the live traces about it."""
+        data = data_of(payload, keep)
+        return self._append(payload.TYPE, run=run, loop=loop, task=task, data=data)
+
+    def _append(
+        self,
+        type_: EventType | str,
+        *,
+        run: str | None,
+        loop: str | None,
+        task: str | None,
+        data: Mapping[str, Any],
+    ) -> Event:
         # Task text, agent output and check output can all carry a secret: scrub before writing.
         clean = _redact_values(data, self.redactor)
         event = self.log.append(type_, run=run, loop=loop, task=task, data=clean)
@@ -171,15 +198,11 @@ class Recorder:
                 for item in items(events)
             ):
                 return None
-            event = self.emit(
-                EventType.INBOX_OPENED,
+            event = self.record(
+                InboxOpened(id=item_id, kind=kind.value, summary=summary, evidence=clean),
                 run=run,
                 loop=loop,
                 task=task,
-                id=item_id,
-                kind=kind.value,
-                summary=summary,
-                evidence=clean,
             )
         self._notify(event)
         self.refresh_projections()
@@ -190,17 +213,16 @@ class Recorder:
         from loopctl.journal import notify
 
         config = self.project.config
+        item = read(InboxOpened, event).id
         for result in notify.item_opened(config.notify, self.paths.root, config.env_allow, event):
-            self.emit(
-                EventType.NOTIFIED if result.ok else EventType.NOTIFY_FAILED,
-                run=event.run,
-                loop=event.loop,
-                task=event.task,
-                item=event.data.get("id"),
+            kind = Notified if result.ok else NotifyFailed
+            told = kind(
+                item=item,
                 channel=result.channel,
                 attempts=result.attempts,
                 error=result.error or None,
             )
+            self.record(told, run=event.run, loop=event.loop, task=event.task)
 
 
 def _redact_values(value: Any, redactor: Redactor) -> Any:

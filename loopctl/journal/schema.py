@@ -1,90 +1,139 @@
-"""Typed payloads of the events more than one module reads, and one tolerant reader per type.
+"""One frozen class per event type, used both to write an event's `data` and to read it back.
 
-The log outlives the code that wrote it, and an agent may have had a hand in what it holds: a
-reader here takes whatever an older or newer loopctl (or a hostile process) left in `data` and
-returns a frozen value without ever raising. A missing key gives the field's default, a value of
-the wrong type gives None (or the default), unknown keys are ignored; token counts and costs go
-through `loopctl.usage`'s clamps. Writers are untouched: these types describe the log format,
-they do not change it.
+Producers build one (`Recorder.record(TaskFinished(...), run=…)`) and consumers read one
+(`read(TaskFinished, event)`, or the named readers at the end); loopctl.journal.payload says how
+a class is read tolerantly and written in the log's unchanged format. A `note` is one event type
+of many kinds (its `what`): `Note` reads any of them; a kind something reads back has its own
+`NotePayload` class.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from loopctl.journal.events import Event
-from loopctl.usage import clamp_tokens, clamp_usd
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.payload import (
+    NotePayload,
+    Payload,
+    as_read,
+    item_id,
+    read,
+    read_note,
+    tokens,
+    usd,
+)
 
-# --- tolerant field readers ----------------------------------------------------------------------
-
-
-def _data(event: Event) -> Mapping[str, Any]:
-    data = event.data
-    return data if isinstance(data, Mapping) else {}
-
-
-def _name(value: object) -> str | None:
-    """A non-empty string (an id, a status, a name), or None."""
-    return value if isinstance(value, str) and value else None
-
-
-def _text(value: object, default: str = "") -> str:
-    """Free text (a reason, an output tail): `default` when absent or not a string."""
-    return value if isinstance(value, str) else default
+__all__ = ["NotePayload", "Payload", "read", "read_note"]
 
 
-def _int(value: object) -> int | None:
-    """An integer (an attempt number, an exit code), or None; booleans are not numbers here."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _sparse(*names: str) -> frozenset[str]:
+    return frozenset(names)
 
 
-def _seconds(value: object) -> float | None:
-    """A finite, non-negative duration in seconds, or None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        seconds = float(value)
-    except OverflowError:  # a 400-digit integer
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def _flag(value: object) -> bool:
-    """True only for a JSON `true`: "yes", 1 or a list is not a yes."""
-    return value is True
-
-
-def _mapping(value: object) -> dict[str, Any]:
-    """A copy of a JSON object, or {} for anything else."""
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(key): item for key, item in value.items()}
-
-
-def _records(value: object) -> tuple[dict[str, Any], ...]:
-    """The objects of a JSON list (other entries dropped), or () for anything but a list."""
-    if not isinstance(value, list | tuple):
-        return ()
-    return tuple(_mapping(item) for item in value if isinstance(item, Mapping))
-
-
-def _words(value: object) -> tuple[str, ...] | None:
-    """A list of strings (an argv, test names): entries as text; None when not a list."""
-    if not isinstance(value, list | tuple):
-        return None
-    return tuple(item if isinstance(item, str) else str(item) for item in value)
-
-
-# --- task_found and attempt_started -------------------------------------------------------------
+# --- ticks and runs ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class TaskFound:
+class TickStarted(Payload):
+    """A tick or goal run began."""
+
+    TYPE: ClassVar[EventType] = EventType.TICK_STARTED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("trigger")
+    kind: str = "tick"  # tick | goal | requeue
+    condition: str | None = None  # a goal's condition
+    check: tuple[str, ...] | None = None  # the check command, when the loop has one
+    maker: str | None = None
+    judge: str | None = None
+    in_place: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+    command: str | None = None
+    trigger: dict[str, Any] = field(default_factory=dict)  # what fired it: fired, due, …
+    extra: dict[str, Any] = field(default_factory=dict)  # the push remote (delivery.remotes)
+
+
+@dataclass(frozen=True, slots=True)
+class TickFinished(Payload):
+    """A tick or goal run ended."""
+
+    TYPE: ClassVar[EventType] = EventType.TICK_FINISHED
+    status: str | None = None  # a RunStatus's value
+    reason: str = ""
+    tasks: dict[str, int] = field(default_factory=dict)  # task status -> how many
+
+
+@dataclass(frozen=True, slots=True)
+class TickSkipped(Payload):
+    """The scheduler did not start a due tick."""
+
+    TYPE: ClassVar[EventType] = EventType.TICK_SKIPPED
+    reason: str = ""
+    trigger: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunInterrupted(Payload):
+    """A run was stopped before it ended (it resumes with the same command)."""
+
+    TYPE: ClassVar[EventType] = EventType.RUN_INTERRUPTED
+
+
+@dataclass(frozen=True, slots=True)
+class RunResumed(Payload):
+    """An interrupted run went on."""
+
+    TYPE: ClassVar[EventType] = EventType.RUN_RESUMED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("trigger")
+    trigger: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TasksListed(Payload):
+    """A run's task source was asked for tasks."""
+
+    TYPE: ClassVar[EventType] = EventType.TASKS_LISTED
+    count: int = 0
+    found: int | None = None  # None: the source may hold more than the budget took
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStopped(Payload):
+    """A budget stopped a task or a run."""
+
+    TYPE: ClassVar[EventType] = EventType.BUDGET_STOPPED
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStarted(Payload):
+    """`loopctl up` (or a service) started the scheduler."""
+
+    TYPE: ClassVar[EventType] = EventType.SCHEDULER_STARTED
+    by: str | None = None
+    pid: int | None = None
+    only: tuple[str, ...] | None = None
+    loops: dict[str, Any] = field(default_factory=dict)  # loop -> its schedule, described
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStopped(Payload):
+    """The scheduler stopped."""
+
+    TYPE: ClassVar[EventType] = EventType.SCHEDULER_STOPPED
+    by: str | None = None
+    pid: int | None = None
+    ticks: int | None = None
+    failed: int | None = None
+
+
+# --- tasks, worktrees and attempts ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFound(Payload):
     """A run picked up a task."""
 
+    TYPE: ClassVar[EventType] = EventType.TASK_FOUND
     prompt: str = ""
     title: str = ""
     base_ref: str | None = None
@@ -92,55 +141,102 @@ class TaskFound:
     fields: dict[str, Any] = field(default_factory=dict)  # the source's extra fields
 
 
-def task_found(event: Event) -> TaskFound:
-    """The payload of a `task_found` event, whatever wrote it."""
-    data = _data(event)
-    return TaskFound(
-        prompt=_text(data.get("prompt")),
-        title=_text(data.get("title")),
-        base_ref=_name(data.get("base_ref")),
-        raw_id=_name(data.get("raw_id")),
-        fields=_mapping(data.get("fields")),
-    )
+@dataclass(frozen=True, slots=True)
+class TaskFinished(Payload):
+    """A task reached its outcome for this run."""
+
+    TYPE: ClassVar[EventType] = EventType.TASK_FINISHED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("commit", "attempts")
+    status: str | None = None  # a TaskStatus's value
+    reason: str = ""
+    commit: str | None = None
+    attempts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptStarted:
+class TaskRequeued(Payload):
+    """A human sent a task back to run again (retry, or an answer to its question)."""
+
+    TYPE: ClassVar[EventType] = EventType.TASK_REQUEUED
+    item: str | None = None
+    reason: str = ""
+    raw_id: str | None = None
+    prompt: str = ""
+    title: str = ""
+    base_ref: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    question: str | None = None
+    answer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorktreeCreated(Payload):
+    """A task's worktree (or the checkout itself, in place) was made ready to work in."""
+
+    TYPE: ClassVar[EventType] = EventType.WORKTREE_CREATED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("base_ref_sha", "in_place", "dirty_at_start")
+    path: str | None = None
+    branch: str | None = None
+    base_sha: str | None = None
+    base_ref_sha: str | None = None
+    in_place: bool = False
+    dirty_at_start: dict[str, Any] = field(default_factory=dict)  # in place: path -> hash
+
+
+@dataclass(frozen=True, slots=True)
+class WorktreePrepared(Payload):
+    """Files were placed into a fresh worktree before its agent ran."""
+
+    TYPE: ClassVar[EventType] = EventType.WORKTREE_PREPARED
+    files: dict[str, Any] = field(default_factory=dict)  # path -> hash
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStarted(Payload):
     """An attempt began (again, after an interruption, with the same number)."""
 
+    TYPE: ClassVar[EventType] = EventType.ATTEMPT_STARTED
     attempt: int | None = None
 
 
-def attempt_started(event: Event) -> AttemptStarted:
-    """The payload of an `attempt_started` event, whatever wrote it."""
-    return AttemptStarted(attempt=_int(_data(event).get("attempt")))
+@dataclass(frozen=True, slots=True)
+class AgentStarted(Payload):
+    """A maker or checker turn began."""
 
-
-# --- agent_finished ------------------------------------------------------------------------------
+    TYPE: ClassVar[EventType] = EventType.AGENT_STARTED
+    attempt: int | None = None
+    role: str | None = None
+    agent: str | None = None
+    pid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class AgentFinished:
+class AgentFinished(Payload):
     """One maker or checker turn ended (engine/agents.py writes it)."""
 
+    TYPE: ClassVar[EventType] = EventType.AGENT_FINISHED
+    # model, turns and tool_calls come in the backend's `extra`, when it has them.
+    SPARSE: ClassVar[frozenset[str]] = _sparse("escalate", "model", "turns", "tool_calls")
     attempt: int | None = None
     role: str | None = None  # maker | judge
     agent: str | None = None
     backend: str | None = None
+    request_model: str | None = None  # what was asked for
+    output_tail: str = ""  # the last lines the agent printed
+    escalate: str | None = None  # a question the agent wants a human to answer
     status: str | None = None  # ok, failed, timeout, approval, …
     exit_code: int | None = None
     duration_s: float | None = None
-    input_tokens: int | None = None  # None: not reported (or not usable)
-    output_tokens: int | None = None
-    cached_tokens: int | None = None
-    cost_usd: float | None = None  # None: nobody priced the call
-    model: str | None = None  # what answered, if the backend said
-    request_model: str | None = None  # what was asked for
+    input_tokens: int | None = field(default=None, metadata=as_read(tokens))  # None: not reported
+    output_tokens: int | None = field(default=None, metadata=as_read(tokens))
+    cached_tokens: int | None = field(default=None, metadata=as_read(tokens))
+    cost_usd: float | None = field(default=None, metadata=as_read(usd))  # None: nobody priced it
     session_id: str | None = None
-    turns: int | None = None
-    output_tail: str = ""  # the last lines the agent printed
     text: str = ""  # the end of its final message
+    model: str | None = None  # what answered, if the backend said
+    turns: int | None = None
     tool_calls: tuple[dict[str, Any], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # the rest of the backend's result
 
     @property
     def tokens(self) -> int:
@@ -148,39 +244,11 @@ class AgentFinished:
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
-def agent_finished(event: Event) -> AgentFinished:
-    """The payload of an `agent_finished` event, whatever wrote it."""
-    data = _data(event)
-    return AgentFinished(
-        attempt=_int(data.get("attempt")),
-        role=_name(data.get("role")),
-        agent=_name(data.get("agent")),
-        backend=_name(data.get("backend")),
-        status=_name(data.get("status")),
-        exit_code=_int(data.get("exit_code")),
-        duration_s=_seconds(data.get("duration_s")),
-        # Clamped again on reading: a log written before usage was checked may hold 1e999.
-        input_tokens=clamp_tokens(data.get("input_tokens")),
-        output_tokens=clamp_tokens(data.get("output_tokens")),
-        cached_tokens=clamp_tokens(data.get("cached_tokens")),
-        cost_usd=clamp_usd(data.get("cost_usd")),
-        model=_name(data.get("model")),
-        request_model=_name(data.get("request_model")),
-        session_id=_name(data.get("session_id")),
-        turns=_int(data.get("turns")),
-        output_tail=_text(data.get("output_tail")),
-        text=_text(data.get("text")),
-        tool_calls=_records(data.get("tool_calls")),
-    )
-
-
-# --- check_finished and attempt_finished ---------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
-class CheckFinished:
+class CheckFinished(Payload):
     """An attempt's checks (commands and the checker's verdict) ended."""
 
+    TYPE: ClassVar[EventType] = EventType.CHECK_FINISHED
     attempt: int | None = None
     passed: bool = False
     reason: str = ""
@@ -192,26 +260,14 @@ class CheckFinished:
     commands: tuple[dict[str, Any], ...] = ()  # one object per check command that ran
 
 
-def check_finished(event: Event) -> CheckFinished:
-    """The payload of a `check_finished` event, whatever wrote it."""
-    data = _data(event)
-    return CheckFinished(
-        attempt=_int(data.get("attempt")),
-        passed=_flag(data.get("passed")),
-        reason=_text(data.get("reason")),
-        fingerprint=_name(data.get("fingerprint")),
-        exit_code=_int(data.get("exit_code")),
-        source=_name(data.get("source")),
-        failing_tests=_words(data.get("failing_tests")) or (),
-        output_tail=_text(data.get("output_tail")),
-        commands=_records(data.get("commands")),
-    )
-
-
 @dataclass(frozen=True, slots=True)
-class AttemptFinished:
+class AttemptFinished(Payload):
     """An attempt ended with a verdict."""
 
+    TYPE: ClassVar[EventType] = EventType.ATTEMPT_FINISHED
+    SPARSE: ClassVar[frozenset[str]] = _sparse(
+        "output_tail", "fatal", "question", "tree", "tampering"
+    )
     attempt: int | None = None
     verdict: str | None = None  # a Verdict's value; a plain string if this version lacks it
     reason: str = ""
@@ -220,172 +276,175 @@ class AttemptFinished:
     fatal: bool = False  # no further attempt can help
     question: str | None = None  # the maker asked a human
     tree: str | None = None  # the tree that passed
-
-
-def attempt_finished(event: Event) -> AttemptFinished:
-    """The payload of an `attempt_finished` event, whatever wrote it."""
-    data = _data(event)
-    return AttemptFinished(
-        attempt=_int(data.get("attempt")),
-        verdict=_name(data.get("verdict")),
-        reason=_text(data.get("reason")),
-        fingerprint=_name(data.get("fingerprint")),
-        output_tail=_text(data.get("output_tail")),
-        fatal=_flag(data.get("fatal")),
-        question=_name(data.get("question")),
-        tree=_name(data.get("tree")),
-    )
-
-
-# --- task_finished -------------------------------------------------------------------------------
+    tampering: dict[str, Any] = field(default_factory=dict)  # the findings, when any
+    extra: dict[str, Any] = field(default_factory=dict)  # the review (engine.review)
 
 
 @dataclass(frozen=True, slots=True)
-class TaskFinished:
-    """A task reached its outcome for this run."""
+class BaselineChecked(Payload):
+    """The check commands ran on the base before the agent, to tell its failures from ours."""
 
-    status: str | None = None  # a TaskStatus's value
-    reason: str = ""
-    commit: str | None = None
-    attempts: int | None = None
-
-
-def task_finished(event: Event) -> TaskFinished:
-    """The payload of a `task_finished` event, whatever wrote it."""
-    data = _data(event)
-    return TaskFinished(
-        status=_name(data.get("status")),
-        reason=_text(data.get("reason")),
-        commit=_name(data.get("commit")),
-        attempts=_int(data.get("attempts")),
-    )
-
-
-# --- tick_started and tick_finished --------------------------------------------------------------
+    TYPE: ClassVar[EventType] = EventType.BASELINE_CHECKED
+    commands: tuple[dict[str, Any], ...] = ()
+    hidden: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # the first run's exit_code, counts
 
 
 @dataclass(frozen=True, slots=True)
-class TickStarted:
-    """A tick or goal run began."""
+class CommitCreated(Payload):
+    """A task's work was committed."""
 
-    kind: str = "tick"  # tick | goal
-    maker: str | None = None
-    judge: str | None = None
-    condition: str | None = None  # a goal's condition
-    in_place: bool = False
-    check: tuple[str, ...] | None = None  # the check command, when the loop has one
-    trigger: dict[str, Any] = field(default_factory=dict)  # what fired it: fired, due, …
+    TYPE: ClassVar[EventType] = EventType.COMMIT_CREATED
+    sha: str | None = None
+    branch: str | None = None
+    tree: str | None = None
+    parent: str | None = None
+    folded: tuple[str, ...] = ()  # the agent's own commits folded into it
 
 
-def tick_started(event: Event) -> TickStarted:
-    """The payload of a `tick_started` event, whatever wrote it."""
-    data = _data(event)
-    return TickStarted(
-        kind=_name(data.get("kind")) or "tick",
-        maker=_name(data.get("maker")),
-        judge=_name(data.get("judge")),
-        condition=_name(data.get("condition")),
-        in_place=_flag(data.get("in_place")),
-        check=_words(data.get("check")),
-        trigger=_mapping(data.get("trigger")),
-    )
+# --- the inbox, approvals and delivery -----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class TickFinished:
-    """A tick or goal run ended."""
-
-    status: str | None = None  # a RunStatus's value
-    reason: str = ""
-    tasks: dict[str, int] = field(default_factory=dict)  # task status -> how many
-
-
-def tick_finished(event: Event) -> TickFinished:
-    """The payload of a `tick_finished` event, whatever wrote it."""
-    data = _data(event)
-    counts = {
-        key: count
-        for key, value in _mapping(data.get("tasks")).items()
-        if (count := _int(value)) is not None
-    }
-    return TickFinished(
-        status=_name(data.get("status")), reason=_text(data.get("reason")), tasks=counts
-    )
-
-
-# --- inbox_opened and inbox_closed ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class InboxOpened:
+class InboxOpened(Payload):
     """An inbox item opened; `id` is "" when the record has none."""
 
-    id: str = ""
+    TYPE: ClassVar[EventType] = EventType.INBOX_OPENED
+    id: str = field(default="", metadata=as_read(item_id))
     kind: str | None = None  # an ItemKind's value
     summary: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def _item_id(value: object) -> str:
-    # Ids are short strings; a number written by hand still names an item the way `str` would.
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return ""
-
-
-def inbox_opened(event: Event) -> InboxOpened:
-    """The payload of an `inbox_opened` event, whatever wrote it."""
-    data = _data(event)
-    return InboxOpened(
-        id=_item_id(data.get("id")),
-        kind=_name(data.get("kind")),
-        summary=_text(data.get("summary")),
-        evidence=_mapping(data.get("evidence")),
-    )
-
-
 @dataclass(frozen=True, slots=True)
-class InboxClosed:
+class InboxClosed(Payload):
     """An inbox item closed."""
 
-    id: str = ""
+    TYPE: ClassVar[EventType] = EventType.INBOX_CLOSED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("by", "reason", "outcome")
+    id: str = field(default="", metadata=as_read(item_id))
     resolution: str = "closed"  # approved, dismissed, retried, resolved, …
-
-
-def inbox_closed(event: Event) -> InboxClosed:
-    """The payload of an `inbox_closed` event, whatever wrote it."""
-    data = _data(event)
-    return InboxClosed(
-        id=_item_id(data.get("id")), resolution=_name(data.get("resolution")) or "closed"
-    )
-
-
-# --- note ----------------------------------------------------------------------------------------
+    by: str | None = None
+    reason: str | None = None
+    outcome: Any = None
 
 
 @dataclass(frozen=True, slots=True)
-class Note:
-    """A `note`: something worth knowing, named by `what` (None when the record has none)."""
+class Approved(Payload):
+    """A human approved an item (a gated delivery step, or what an agent asked to run)."""
 
+    TYPE: ClassVar[EventType] = EventType.APPROVED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("step")
+    id: str = field(default="", metadata=as_read(item_id))
+    sha: str | None = None
+    step: int | None = None
+    action: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRefused(Payload):
+    """An approval could not be acted on."""
+
+    TYPE: ClassVar[EventType] = EventType.APPROVAL_REFUSED
+    id: str = field(default="", metadata=as_read(item_id))
+    reason: str = "refused"
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPlanned(Payload):
+    """What delivering a task will do, step by step (delivery.gates.Plan)."""
+
+    TYPE: ClassVar[EventType] = EventType.DELIVERY_PLANNED
+    plan: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionStarted(Payload):
+    """A delivery step began."""
+
+    TYPE: ClassVar[EventType] = EventType.ACTION_STARTED
+    step: int | None = None
+    action: str | None = None
+    commit: str | None = None
+    gated: bool = False
+    approval: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionFinished(Payload):
+    """A delivery step ended."""
+
+    TYPE: ClassVar[EventType] = EventType.ACTION_FINISHED
+    step: int | None = None
+    action: str | None = None
+    commit: str | None = None
+    ok: bool = False
+    detail: str = ""
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionDeferred(Payload):
+    """A delivery step waits (for an approval, or a later run)."""
+
+    TYPE: ClassVar[EventType] = EventType.ACTION_DEFERRED
+    action: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Notified(Payload):
+    """A `[notify]` channel took an item."""
+
+    TYPE: ClassVar[EventType] = EventType.NOTIFIED
+    item: str | None = None
+    channel: str | None = None
+    attempts: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyFailed(Payload):
+    """A `[notify]` channel refused an item or a digest."""
+
+    TYPE: ClassVar[EventType] = EventType.NOTIFY_FAILED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("item", "digest")
+    item: str | None = None
+    channel: str | None = None
+    attempts: int | None = None
+    error: str | None = None
+    digest: str | None = None  # the digest's slot
+
+
+@dataclass(frozen=True, slots=True)
+class DigestSent(Payload):
+    """The daily digest went out (to the channels that took it)."""
+
+    TYPE: ClassVar[EventType] = EventType.DIGEST_SENT
+    slot: str | None = None
+    channels: dict[str, Any] = field(default_factory=dict)  # channel -> it took the digest
+    waiting: int | None = None
+
+
+# --- notes ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Note(Payload):
+    """A `note`: something worth knowing, named by `what` (None when the record has none).
+
+    Read for the fields every kind may carry; written for the kinds nothing reads back (their
+    own fields in `extra`). A kind something reads has its own class below.
+    """
+
+    TYPE: ClassVar[EventType] = EventType.NOTE
+    SPARSE: ClassVar[frozenset[str]] = _sparse("attempt", "role", "reason", "warning")
     what: str | None = None
     attempt: int | None = None
     role: str | None = None
     reason: str = ""
     warning: str = ""
-
-
-def note(event: Event) -> Note:
-    """The common fields of a `note` event, whatever wrote it."""
-    data = _data(event)
-    return Note(
-        what=_name(data.get("what")),
-        attempt=_int(data.get("attempt")),
-        role=_name(data.get("role")),
-        reason=_text(data.get("reason")),
-        warning=_text(data.get("warning")),
-    )
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # The `what` of the note loopctl.engine.containment records when the egress proxy refused
@@ -394,15 +453,18 @@ NETWORK_REFUSED = "network_refused"
 
 
 @dataclass(frozen=True, slots=True)
-class NetworkRefused:
+class NetworkRefused(NotePayload):
     """The `network_refused` note: each host:port a sandboxed process was refused, and whose
     (an agent's turn, as `role`, or a check)."""
 
+    WHAT: ClassVar[str] = NETWORK_REFUSED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("attempt", "role", "agent", "check", "command")
     hosts: tuple[str, ...] = ()
     attempt: int | None = None
     role: str | None = None
     agent: str | None = None
     check: bool = False
+    command: tuple[str, ...] | None = None  # the check's argv
 
     @property
     def who(self) -> str:
@@ -411,44 +473,174 @@ class NetworkRefused:
         return " ".join(p for p in (self.role or "agent", self.agent) if p)
 
 
-def network_refused(event: Event) -> NetworkRefused | None:
-    """The payload of a `network_refused` note, or None for any other event."""
-    data = _data(event)
-    if event.type != "note" or data.get("what") != NETWORK_REFUSED:
-        return None
-    return NetworkRefused(
-        hosts=_words(data.get("hosts")) or (),
-        attempt=_int(data.get("attempt")),
-        role=_name(data.get("role")),
-        agent=_name(data.get("agent")),
-        check=_flag(data.get("check")),
-    )
-
-
 # The `what` of the note loopctl.engine.warming records once a task's worktree is ready.
 WORKSPACE_READY = "workspace_ready"
 
 
 @dataclass(frozen=True, slots=True)
-class WorkspaceReady:
+class WorkspaceReady(NotePayload):
     """The `workspace_ready` note: how a task's worktree was made ready, and what that saved."""
 
+    WHAT: ClassVar[str] = WORKSPACE_READY
+    SPARSE: ClassVar[frozenset[str]] = _sparse("decision", "reason")
     pool: str | None = None  # hit | miss
+    discarded: Any = None
+    worktree_s: float | None = None
     took_s: float | None = None
     saved_s: float | None = None
     decision: str | None = None  # skipped | seeded | ran, when the loop has a setup
     reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class IntegrityBaseline(NotePayload):
+    """The digest of the files a check must not see changed, before an attempt's agent ran."""
+
+    WHAT: ClassVar[str] = "integrity_baseline"
+    attempt: int | None = None
+    digest: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkOpen(NotePayload):
+    """The `network` note: an agent (or the checks) ran with the network open."""
+
+    WHAT: ClassVar[str] = "network"
+    SPARSE: ClassVar[frozenset[str]] = _sparse("agent", "check")
+    mode: str | None = None
+    agent: str | None = None
+    check: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxNote(NotePayload):
+    """The `sandbox` note: how a run's agents and checks were confined (or not)."""
+
+    WHAT: ClassVar[str] = "sandbox"
+    SPARSE: ClassVar[frozenset[str]] = _sparse("mechanism", "program")
+    mode: str | None = None
+    mechanism: str | None = None
+    program: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionsReloaded(NotePayload):
+    """`loopctl up` reloaded the loop definitions after they changed."""
+
+    WHAT: ClassVar[str] = "definitions_reloaded"
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    loops: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopStopped(NotePayload):
+    """`loopctl up` stopped a loop's running tick."""
+
+    WHAT: ClassVar[str] = "loop_stopped"
+    pid: int | None = None
+
+
+# Every payload class with its own event type (notes of every kind are `Note` here).
+PAYLOADS: tuple[type[Payload], ...] = (
+    TickStarted,
+    TickFinished,
+    TickSkipped,
+    TaskFound,
+    TaskFinished,
+    WorktreeCreated,
+    AttemptStarted,
+    AgentStarted,
+    AgentFinished,
+    CheckFinished,
+    AttemptFinished,
+    CommitCreated,
+    InboxOpened,
+    InboxClosed,
+    BudgetStopped,
+    RunInterrupted,
+    RunResumed,
+    TasksListed,
+    WorktreePrepared,
+    BaselineChecked,
+    ActionDeferred,
+    Note,
+    DeliveryPlanned,
+    ActionStarted,
+    ActionFinished,
+    Approved,
+    ApprovalRefused,
+    TaskRequeued,
+    Notified,
+    NotifyFailed,
+    DigestSent,
+    SchedulerStarted,
+    SchedulerStopped,
+)
+NOTES: tuple[type[NotePayload], ...] = (
+    NetworkRefused,
+    WorkspaceReady,
+    IntegrityBaseline,
+    NetworkOpen,
+    SandboxNote,
+    DefinitionsReloaded,
+    LoopStopped,
+)
+
+
+# --- the readers other modules call by name ------------------------------------------------------
+
+
+def task_found(event: Event) -> TaskFound:
+    return read(TaskFound, event)
+
+
+def attempt_started(event: Event) -> AttemptStarted:
+    return read(AttemptStarted, event)
+
+
+def agent_finished(event: Event) -> AgentFinished:
+    return read(AgentFinished, event)
+
+
+def check_finished(event: Event) -> CheckFinished:
+    return read(CheckFinished, event)
+
+
+def attempt_finished(event: Event) -> AttemptFinished:
+    return read(AttemptFinished, event)
+
+
+def task_finished(event: Event) -> TaskFinished:
+    return read(TaskFinished, event)
+
+
+def tick_started(event: Event) -> TickStarted:
+    return read(TickStarted, event)
+
+
+def tick_finished(event: Event) -> TickFinished:
+    return read(TickFinished, event)
+
+
+def inbox_opened(event: Event) -> InboxOpened:
+    return read(InboxOpened, event)
+
+
+def inbox_closed(event: Event) -> InboxClosed:
+    return read(InboxClosed, event)
+
+
+def note(event: Event) -> Note:
+    return read(Note, event)
+
+
+def network_refused(event: Event) -> NetworkRefused | None:
+    return read_note(NetworkRefused, event)
 
 
 def workspace_ready(event: Event) -> WorkspaceReady | None:
-    """The payload of a `workspace_ready` note, or None for any other event."""
-    data = _data(event)
-    if event.type != "note" or data.get("what") != WORKSPACE_READY:
-        return None
-    return WorkspaceReady(
-        pool=_name(data.get("pool")),
-        took_s=_seconds(data.get("took_s")),
-        saved_s=_seconds(data.get("saved_s")),
-        decision=_name(data.get("decision")),
-        reason=_text(data.get("reason")),
-    )
+    return read_note(WorkspaceReady, event)

@@ -27,6 +27,14 @@ from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Observer, Recorder
+from loopctl.journal.schema import (
+    DefinitionsReloaded,
+    LoopStopped,
+    SchedulerStarted,
+    SchedulerStopped,
+    read,
+    read_note,
+)
 from loopctl.lock import RunnerLock, read_holder
 from loopctl.paths import ProjectPaths
 from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
@@ -75,15 +83,14 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
         events = EventLog(paths.events_file).read()
     stopped: set[str] = set()  # by `loopctl stop NAME` since it started
     for event in reversed(events):
-        if (
-            event.type == EventType.NOTE
-            and event.data.get("what") == "loop_stopped"
-            and event.data.get("pid") == pid
-            and event.loop
-        ):
+        halted = read_note(LoopStopped, event)
+        if halted is not None and halted.pid == pid and event.loop:
             stopped.add(event.loop)
-        if event.type == EventType.SCHEDULER_STARTED and event.data.get("by") == "up":
-            if event.data.get("pid") == pid:
+        started_by = (
+            read(SchedulerStarted, event) if event.type == EventType.SCHEDULER_STARTED else None
+        )
+        if started_by is not None and started_by.by == "up":
+            if started_by.pid == pid:
                 names = event.data.get("loops")
                 if isinstance(names, Mapping):
                     loops = tuple(sorted(str(n) for n in names if n not in stopped))
@@ -187,29 +194,22 @@ def run_foreground(
 def _started(
     recorder: Recorder, by: str, schedules: Mapping[str, Schedule], only: Sequence[str]
 ) -> None:
-    recorder.emit(
-        EventType.SCHEDULER_STARTED,
-        run=None,
-        loop=None,
+    started = SchedulerStarted(
         by=by,
         pid=os.getpid(),
-        only=list(only) or None,
+        only=tuple(only) or None,
         loops={name: schedule.describe() for name, schedule in sorted(schedules.items())},
     )
+    recorder.record(started, run=None, loop=None)
 
 
 def _stopped(recorder: Recorder, by: str, scheduler: Scheduler) -> None:
     # Stopping must not fail because the log cannot take one more line.
     with swallowed(logger, "recording that the scheduler stopped"):
-        recorder.emit(
-            EventType.SCHEDULER_STOPPED,
-            run=None,
-            loop=None,
-            by=by,
-            pid=os.getpid(),
-            ticks=scheduler.ticks,
-            failed=scheduler.failed,
+        stopped = SchedulerStopped(
+            by=by, pid=os.getpid(), ticks=scheduler.ticks, failed=scheduler.failed
         )
+        recorder.record(stopped, run=None, loop=None)
 
 
 # --- `loopctl up` -----------------------------------------------------------------------------
@@ -276,9 +276,7 @@ class _Reloader:
             with contextlib.suppress(FileNotFoundError):
                 request.unlink()
             if self.scheduler.stop_loop(name):
-                self.recorder.emit(
-                    EventType.NOTE, run=None, loop=name, what="loop_stopped", pid=os.getpid()
-                )
+                self.recorder.record(LoopStopped(pid=os.getpid()), run=None, loop=name)
 
     def _send_digest(self) -> None:
         """The daily `[notify] digest`, sent by whichever `up` is running when it falls due."""
@@ -332,17 +330,14 @@ class _Reloader:
         changed = sorted(
             n for n in set(selected) & before if previous.loops.get(n) != project.loops.get(n)
         )
-        self.recorder.emit(
-            EventType.NOTE,
-            run=None,
-            loop=None,
-            what="definitions_reloaded",
-            added=sorted(set(selected) - before),
-            removed=sorted(before - set(selected)),
-            changed=changed,
-            kept=kept,
+        reloaded = DefinitionsReloaded(
+            added=tuple(sorted(set(selected) - before)),
+            removed=tuple(sorted(before - set(selected))),
+            changed=tuple(changed),
+            kept=tuple(kept),
             loops={name: item.schedule.describe() for name, item in sorted(selected.items())},
         )
+        self.recorder.record(reloaded, run=None, loop=None)
 
     def skipped_loop(self, name: str, first_error: str) -> None:
         self._item(name, f"loop {name} is invalid and not scheduled: {first_error}")
@@ -430,7 +425,10 @@ def start_detached(root: Path, only: Sequence[str] = (), *, timeout: float = 30.
                 f"loopctl up exited with code {code} at start: {_last_line(log)} (see {log})"
             )
         for event in events.iter_from(before):
-            if event.type == EventType.SCHEDULER_STARTED and event.data.get("pid") == child.pid:
+            if (
+                event.type == EventType.SCHEDULER_STARTED
+                and read(SchedulerStarted, event).pid == child.pid
+            ):
                 return Detached(child.pid, log)
         if time.monotonic() > deadline:
             return Detached(child.pid, log)  # still starting (a slow watch); it is running

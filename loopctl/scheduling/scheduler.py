@@ -22,9 +22,9 @@ from loopctl.definitions import Loop, Project
 from loopctl.engine.runner import Engine, RunOutcome
 from loopctl.errors import LockHeld, LoopctlError, swallowed
 from loopctl.journal import fuse
-from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import TickSkipped
 from loopctl.scheduling.timing import (
     Action,
     Decision,
@@ -387,9 +387,7 @@ class Scheduler:
         trigger = self._trigger_data(entry.item, decision.slot or self.clock(), decision)
         if decision.action is Action.SKIP:
             trigger.pop("fired", None)
-        self._recorder.emit(
-            EventType.TICK_SKIPPED, run=None, loop=name, reason=reason, trigger=trigger
-        )
+        self._recorder.record(TickSkipped(reason=reason, trigger=trigger), run=None, loop=name)
 
     def _fuse_blown(self, name: str, now: datetime) -> str | None:
         config = self.project.config
@@ -485,9 +483,8 @@ class Scheduler:
     def _emit_skip(self, name: str, trigger: dict[str, Any], reason: str) -> None:
         # A failing log is reported by the next tick.
         with swallowed(logger, f"recording a skipped tick of loop {name}"):
-            self._recorder.emit(
-                EventType.TICK_SKIPPED, run=None, loop=name, reason=reason, trigger=trigger
-            )
+            skipped = TickSkipped(reason=reason, trigger=trigger)
+            self._recorder.record(skipped, run=None, loop=name)
 
     # --- file watches --------------------------------------------------------------------
 
