@@ -23,6 +23,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -244,7 +245,6 @@ def limits(wanted: dict[str, int]) -> None:
 def network(doors: dict[str, object]) -> None:
     """The host's loopback listener and abstract socket stay out of reach (a network namespace
     of its own); through the proxy, a host nobody listed is refused."""
-    import socket
 
     reached = []
     knocks: list[tuple[socket.AddressFamily, object, str]] = [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from loopctl.atomicfile import write_atomic
 from loopctl.errors import NotAGitRepository
 
 LOOP_DIR = ".loop"
@@ -41,7 +43,6 @@ def cache_home() -> Path:
 
 def repo_slug(root: Path) -> str:
     """A folder name unique to one repository path, readable by a human."""
-    import hashlib
 
     digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:10]
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in root.name)[:40] or "repo"
@@ -106,7 +107,6 @@ class ProjectPaths:
 
 def ensure_loop_gitignore(loop_dir: Path) -> None:
     """`.loop/` appears on first use; its runtime folders must never be committed."""
-    from loopctl.atomicfile import write_atomic
 
     target = loop_dir / ".gitignore"
     if not target.exists():

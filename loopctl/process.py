@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from loopctl import limits, syscall_filter
+from loopctl import egress_proxy, limits, syscall_filter
 from loopctl.errors import LoopctlError
 from loopctl.secrets import REDACTED, Redactor, masked_regions
+from loopctl.text import strip_controls
 
 if TYPE_CHECKING:
     from loopctl.sandbox import Sandbox
@@ -181,7 +182,6 @@ class _Capture:
                 self.error = exc
 
     def tail(self) -> str:
-        from loopctl.text import strip_controls
 
         raw = bytes(self._tail[-self._tail_bytes :] if self._tail_bytes else b"")
         # Tails become event data and reach a human's terminal (agent and check output): no
@@ -538,7 +538,6 @@ def _serve_egress(stack: contextlib.ExitStack, sandbox: Sandbox | None) -> Path 
     """Start the egress proxy of a proxied bwrap sandbox (its socket folder), else None."""
     if sandbox is None or sandbox.mechanism != "bwrap" or not sandbox.egress.proxied:
         return None
-    from loopctl import egress_proxy  # here: `loopctl --help` must not pay for ssl
 
     return stack.enter_context(egress_proxy.serving(sandbox.egress, sandbox.refused))
 

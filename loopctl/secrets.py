@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import AnyStr
+from urllib.parse import quote, quote_plus
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 BASE_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER", "SHELL", "TZ")
@@ -78,8 +80,6 @@ def encoded_forms(secret: str) -> set[str]:
     Base64 of a value depends on where it starts in the encoded stream (offset mod 3), so for
     each alignment keep only the characters determined by the secret's own bits.
     """
-    import base64
-    from urllib.parse import quote, quote_plus
 
     raw = secret.encode("utf-8")
     forms = {quote(secret, safe=""), quote_plus(secret)}

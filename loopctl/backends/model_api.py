@@ -22,6 +22,9 @@ from loopctl.backends.base import (
 from loopctl.definitions.agents import Agent
 from loopctl.errors import AgentUnavailable
 from loopctl.secrets import Redactor
+from loopctl.toolagent import SessionConfig, run_session
+from loopctl.toolagent.client import uses_environment
+from loopctl.toolagent.wire import wire_for
 
 
 class ModelApiBackend:
@@ -29,7 +32,6 @@ class ModelApiBackend:
         # Lazy, as the two below: the registry imports every backend module to read its
         # declaration, and the tool agent with httpx (~80 ms, `python -X importtime`) is for
         # a model-API agent only, not for a run of CLI agents or the live view.
-        from loopctl.toolagent.wire import wire_for
 
         self.name = wire_name
         self.wire = wire_for(wire_name)
@@ -74,7 +76,6 @@ class ModelApiBackend:
         return Invocation([], request.prompt, self._tool_env(request, self._api_key(request.agent)))
 
     def run(self, request: AgentRequest) -> AgentResult:
-        from loopctl.toolagent import SessionConfig, run_session  # lazy: see __init__
 
         agent = request.agent
         key = self._api_key(agent)
@@ -141,8 +142,6 @@ class ModelApiBackend:
 
     def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
         import httpx  # lazy: see __init__
-
-        from loopctl.toolagent.client import uses_environment
 
         checks: list[ProbeCheck] = []
         name = self.key_env(agent)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from loopctl.errors import LoopctlError
-from loopctl.journal.events import Event, EventType
+from loopctl.journal.events import Event, EventLog, EventType
 
 ROLE_VARIABLE = "LOOPCTL_ROLE"
 _MARK = ROLE_VARIABLE.encode() + b"="
@@ -154,8 +154,6 @@ def refuse_inside_agent(command: str, events_file: Path | None = None) -> None:
     """
     agents: dict[int, float] = {}
     if events_file is not None:
-        from loopctl.journal.events import EventLog
-
         agents = running_agents(EventLog(events_file).read())
     marker = agent_marker(agents=agents)
     if marker is not None:

@@ -14,6 +14,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loopctl import git
+from loopctl.backends import backend_for
+from loopctl.commands.inbox import approve
+from loopctl.commands.inbox_show import patch
+from loopctl.commands.init import detect_agent_clis
+from loopctl.definitions import load_project
+from loopctl.engine.runner import Engine
+from loopctl.errors import AgentUnavailable
+from loopctl.journal.inbox import ItemKind, open_items
+from loopctl.journal.recorder import Recorder
+from loopctl.paths import TEMPLATES
+from loopctl.text import strip_controls
 
 if TYPE_CHECKING:
     from loopctl.definitions import Project
@@ -121,8 +132,6 @@ def make_demo_repo(parent: Path, maker_cli: str | None) -> Path:
     (root / "agents" / "demo-fixer.toml").write_text(DEMO_AGENT.format(python=python))
     maker = "demo-fixer"
     if maker_cli is not None:
-        from loopctl.paths import TEMPLATES
-
         maker = f"{maker_cli}-maker"
         shutil.copy(TEMPLATES / "agents" / f"{maker}.toml", root / "agents" / f"{maker}.toml")
     worktrees = _toml_string(str(parent / "worktrees"))
@@ -169,12 +178,6 @@ def _run_demo(
     say: Callable[[str], None],
     observer: Callable[[Event], None] | None,
 ) -> bool:
-    from loopctl.backends import backend_for
-    from loopctl.commands.init import detect_agent_clis
-    from loopctl.definitions import load_project
-    from loopctl.engine.runner import Engine
-    from loopctl.errors import AgentUnavailable
-    from loopctl.journal.recorder import Recorder
 
     detected = detect_agent_clis()
     root = make_demo_repo(parent, detected[0] if detected else None)
@@ -217,11 +220,6 @@ def _review_and_approve(
     say: Callable[[str], None],
 ) -> bool:
     """Show the fix as a person reviews it (the approval's diff), approve it, show it landed."""
-    from loopctl.commands.inbox import approve
-    from loopctl.commands.inbox_show import patch
-    from loopctl.journal.inbox import ItemKind, open_items
-    from loopctl.journal.recorder import Recorder
-    from loopctl.text import strip_controls
 
     waiting = [
         item for item in open_items(Recorder(project).log.read()) if item.kind == ItemKind.APPROVAL

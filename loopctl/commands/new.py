@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopctl.definitions import load_project
+from loopctl.definitions.fields import parse_duration, validate_cron
+from loopctl.definitions.loops import LOOP_NAME
+from loopctl.definitions.project import DefinitionKind
 from loopctl.errors import DefinitionError, LoopctlError, UsageError
+from loopctl.paths import ProjectPaths
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +34,6 @@ def loop_document(
     description: str | None = None,
 ) -> dict[str, Any]:
     """The TOML table of a new loop; usage errors are raised before anything is written."""
-    from loopctl.definitions.fields import parse_duration, validate_cron
 
     if every is not None and cron is not None:
         raise UsageError("give --every or --cron, not both")
@@ -60,7 +64,6 @@ def loop_document(
 
 def check_name(name: str) -> None:
     """Refuse a name the loader would refuse as a file name (exit 2, nothing written)."""
-    from loopctl.definitions.loops import LOOP_NAME
 
     if name == "goal":
         raise UsageError("the loop name 'goal' is reserved for `loopctl goal`; pick another name")
@@ -74,10 +77,6 @@ def check_name(name: str) -> None:
 def create_loop(root: Path, name: str, doc: dict[str, Any]) -> NewLoop:
     """Write `.loop/loops/<name>.toml`; never overwrite, and remove it again if it is invalid."""
     import tomli_w
-
-    from loopctl.definitions import load_project
-    from loopctl.definitions.project import DefinitionKind
-    from loopctl.paths import ProjectPaths
 
     check_name(name)
     path = ProjectPaths(root).loops_dir / f"{name}.toml"

@@ -33,10 +33,15 @@ from pathlib import Path
 import msgspec
 
 from loopctl import git
+from loopctl.atomicfile import write_atomic
 from loopctl.delivery import remotes
 from loopctl.errors import GitError, LoopctlError
+from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, encode_line
-from loopctl.paths import ProjectPaths
+from loopctl.journal.inbox import open_items, render_inbox_md
+from loopctl.journal.state import write_state
+from loopctl.lock import STATE_SYNC_LOCK, inbox_lock, read_holder, short_lock
+from loopctl.paths import ProjectPaths, ensure_loop_gitignore
 
 STATE_BRANCH = "loopctl-state"
 STATE_FORMAT = 1
@@ -245,7 +250,6 @@ def push(paths: ProjectPaths, remote: str = "origin", *, author: str = "") -> Sy
 
 def _merge_into_local(paths: ProjectPaths, remote_events: Sequence[Event]) -> LogMerge:
     """Merge the remote's events into the local log and re-render STATE.md and INBOX.md."""
-    from loopctl.lock import inbox_lock
 
     log = EventLog(paths.events_file)
     paths.log_dir.mkdir(parents=True, exist_ok=True)
@@ -291,7 +295,6 @@ def _append_events(path: Path, local: Sequence[Event], new: Sequence[Event]) -> 
 
 
 def _replace_log(path: Path, events: Sequence[Event]) -> None:
-    from loopctl.atomicfile import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, b"".join(encode_line(event) for event in events))
@@ -299,11 +302,6 @@ def _replace_log(path: Path, events: Sequence[Event]) -> None:
 
 def _refresh_projections(paths: ProjectPaths, events: Sequence[Event]) -> None:
     """STATE.md and INBOX.md from the merged log, as the engine renders them."""
-    from loopctl.atomicfile import write_atomic
-    from loopctl.journal import history
-    from loopctl.journal.inbox import open_items, render_inbox_md
-    from loopctl.journal.state import write_state
-    from loopctl.paths import ensure_loop_gitignore
 
     paths.loop_dir.mkdir(parents=True, exist_ok=True)
     ensure_loop_gitignore(paths.loop_dir)  # the log it may have created is never committed
@@ -313,7 +311,6 @@ def _refresh_projections(paths: ProjectPaths, events: Sequence[Event]) -> None:
 
 def _running_loops(paths: ProjectPaths) -> list[str]:
     """'loop NAME (pid N)' for each runner lock held in this clone (`up` included)."""
-    from loopctl.lock import read_holder
 
     running: list[str] = []
     if not paths.locks_dir.is_dir():
@@ -331,7 +328,6 @@ def _running_loops(paths: ProjectPaths) -> list[str]:
 @contextlib.contextmanager
 def _sync_lock(paths: ProjectPaths) -> Iterator[None]:
     """One sync at a time per clone (a second one waits)."""
-    from loopctl.lock import STATE_SYNC_LOCK, short_lock
 
     with short_lock(paths.locks_dir, STATE_SYNC_LOCK):
         yield

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from loopctl.definitions import Project
@@ -11,6 +12,8 @@ from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.journal.warmth import time_saved
 from loopctl.lock import read_holder
+from loopctl.scheduling.daemon import up_info
+from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire
 from loopctl.text import strip_controls
 from loopctl.usage import clamp_usd, tokens_of
 
@@ -110,10 +113,6 @@ def loop_statuses(
 
 def _scheduled(project: Project, events: list[Event]) -> dict[str, tuple[str | None, int | None]]:
     """Per loop `loopctl up` schedules: its next tick (from the log, as `up` decides) and pid."""
-    from datetime import UTC, datetime
-
-    from loopctl.scheduling.daemon import up_info
-    from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire
 
     info = up_info(project.paths, events)
     if info is None:

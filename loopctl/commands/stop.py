@@ -20,14 +20,18 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
+from loopctl.engine.context import goal_task_id
 from loopctl.errors import LoopctlError, UsageError
+from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.schema import SchedulerStarted, SchedulerStopped, read
 from loopctl.lock import read_holder
 from loopctl.paths import ProjectPaths
+from loopctl.scheduling.daemon import stop_request_path, up_info
 
 GOAL_LOOP = "goal"
 
@@ -68,7 +72,6 @@ def stop(
     """Stop loop `ref` (a name in `loops`) or run `ref` (a run id or a unique prefix of one)."""
     events = EventLog(paths.events_file).read()
     target = _target(events, ref, loops)
-    from loopctl.scheduling.daemon import stop_request_path, up_info
 
     up = up_info(paths, events)
     if up is not None and up.loops is not None and target.loop in up.loops and up.pid:
@@ -99,7 +102,6 @@ def stop(
 
 
 def _target(events: list[Event], ref: str, loops: Sequence[str]) -> _Target:
-    from loopctl.journal import history
 
     runs = history.fold(events)
     if ref in loops:
@@ -114,8 +116,6 @@ def _target(events: list[Event], ref: str, loops: Sequence[str]) -> _Target:
     if len(matches) > 1:
         raise UsageError(f"run prefix {ref!r} is ambiguous: {', '.join(matches[:5])}")
     if not matches:
-        from difflib import get_close_matches
-
         close = get_close_matches(ref, list(loops), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         known = ", ".join(sorted(loops)) or "none"
@@ -125,8 +125,6 @@ def _target(events: list[Event], ref: str, loops: Sequence[str]) -> _Target:
         raise NothingToStop(f"run {run.run} already ended ({run.status})")
     lock = run.loop
     if run.loop == GOAL_LOOP:
-        from loopctl.engine.context import goal_task_id
-
         lock = f"goal-{goal_task_id(str(run.data.get('condition') or 'goal'))}"
     return _Target(run.loop, lock, run.run, by_run=True)
 

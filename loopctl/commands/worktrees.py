@@ -9,8 +9,10 @@ from typing import Any
 
 from loopctl.definitions import Project
 from loopctl.definitions.config import KeepPolicy
+from loopctl.engine.context import goal_task_id
 from loopctl.journal import history
 from loopctl.journal.events import EventLog
+from loopctl.lock import WORKTREES_LOCK, read_holder, short_lock
 from loopctl.seeds import Seed, SeedStore
 from loopctl.worktree_pool import list_pool, prune_pool
 from loopctl.worktrees import WorktreeInfo, list_worktrees, prune_worktrees, remove_worktree
@@ -56,7 +58,6 @@ def _task_states(project: Project) -> dict[tuple[str, str], str]:
 
 def _task_resumes(project: Project) -> dict[tuple[str, str], tuple[str, str | None]]:
     """Each task's state, and for an interrupted one the command that resumes it."""
-    from loopctl.lock import read_holder
 
     runs = history.fold(EventLog(project.paths.events_file).read())
     states: dict[tuple[str, str], tuple[str, str | None]] = {}
@@ -87,7 +88,6 @@ def _task_resumes(project: Project) -> dict[tuple[str, str], tuple[str, str | No
 
 
 def _goal_id(condition: str) -> str:
-    from loopctl.engine.context import goal_task_id
 
     return goal_task_id(condition or "goal")
 
@@ -165,7 +165,6 @@ def prune(project: Project, *, dry_run: bool = False) -> list[WorktreeRow]:
 
     Branches stay: the commits on them are the work. A task still running is never touched.
     """
-    from loopctl.lock import WORKTREES_LOCK, short_lock
 
     with short_lock(project.paths.locks_dir, WORKTREES_LOCK):
         return _prune(project, dry_run=dry_run)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loopctl import git
 from loopctl.definitions.agents import Backend, argv_files
 from loopctl.errors import Problem
 
@@ -26,7 +27,6 @@ def agent_file_problems(project: Project) -> list[Problem]:
     An agent runs in the task's worktree, checked out from a commit: a script that exists only
     in this checkout (untracked, or not committed yet) is not there, nor on another machine.
     """
-    from loopctl import git
 
     named: dict[str, list[str]] = {}
     for agent in project.agents.values():

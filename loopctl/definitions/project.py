@@ -13,7 +13,7 @@ from loopctl.definitions.connectors import Connector
 from loopctl.definitions.fields import did_you_mean
 from loopctl.definitions.loops import Loop, load_loop
 from loopctl.definitions.skills import Skill, load_skill
-from loopctl.definitions.source import Problems
+from loopctl.definitions.source import Problems, parse_toml
 from loopctl.errors import DefinitionError, Problem, UsageError
 from loopctl.paths import ProjectPaths
 
@@ -245,7 +245,6 @@ def _check_references(
     bad_agents: Mapping[str, Path],
     bad_skills: Mapping[str, Path],
 ) -> None:
-    from loopctl.definitions.source import parse_toml
 
     def line_of(loop: Loop, *key: str) -> int | None:
         doc = parse_toml(loop.path, Problems())

@@ -7,6 +7,7 @@ module keeps a cheap index from key paths to line numbers next to every parsed d
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,7 +167,6 @@ class ParsedDoc:
 
 
 def parse_toml(path: Path, problems: Problems) -> ParsedDoc | None:
-    import tomllib
 
     text = read_definition_text(path, problems)
     if text is None:

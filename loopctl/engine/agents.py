@@ -7,9 +7,16 @@ import os
 import re
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loopctl.atomicfile import write_atomic
+from loopctl.backends import AgentRequest, AgentResult, AgentStatus, backend_for
+from loopctl.backends.base import checked
+from loopctl.backends.output_tail import agent_output_tail
+from loopctl.backends.pricing import priced
+from loopctl.checks import import_roots
 from loopctl.definitions import Agent
 from loopctl.definitions.agents import Backend, argv_files, runs_script
 from loopctl.engine.containment import forget_private_objects, record_refused, sandbox_for
@@ -21,9 +28,11 @@ from loopctl.engine.context import (
 )
 from loopctl.git import is_ignored
 from loopctl.journal.events import EventType
-from loopctl.journal.inbox import ItemKind
+from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import AgentFinished, AgentStarted, Note
+from loopctl.process import ProgramNotFound
+from loopctl.secrets import build_env
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -41,8 +50,6 @@ def run_agent(
     prompt: str,
     session: str | None,
 ) -> AgentResult:
-    from loopctl.atomicfile import write_atomic
-    from loopctl.backends import AgentRequest
 
     folder = attempt_dir(ctx, spec.id, number)
     prompt_file = folder / f"{role}-prompt.md"
@@ -83,9 +90,6 @@ def run_agent(
             {**evidence, "agent": agent.name, "role": role, "attempt": number},
         ),
     )
-    from loopctl.backends.base import checked
-    from loopctl.backends.output_tail import agent_output_tail
-    from loopctl.backends.pricing import priced
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
     result = priced(checked(_run_turn(request)), agent, dict(ctx.project.config.prices))
@@ -134,8 +138,6 @@ def run_agent(
 
 def _run_turn(request: AgentRequest) -> AgentResult:
     """The backend's turn; a program that cannot be executed is a result that says so."""
-    from loopctl.backends import AgentResult, AgentStatus, backend_for
-    from loopctl.process import ProgramNotFound
 
     try:
         return backend_for(request.agent).run(request)
@@ -166,9 +168,6 @@ def _run_turn(request: AgentRequest) -> AgentResult:
 def limit_reached(result: AgentResult, reason: str) -> AgentResult:
     """The turn ended by a resource limit (loopctl.limits): an error whose reason is the limit,
     whatever the agent printed as it died."""
-    from dataclasses import replace
-
-    from loopctl.backends import AgentStatus
 
     return replace(
         result, status=AgentStatus.ERROR, text=reason, extra={**result.extra, "limit": reason}
@@ -190,8 +189,6 @@ def agent_env(
 ) -> dict[str, str]:
     """The scrubbed environment of one agent turn, with the agent protocol's variables; the
     worktree's sources first on PYTHONPATH where the checkout's venv imports the checkout's."""
-    from loopctl.checks import import_roots
-    from loopctl.secrets import build_env
 
     env = build_env(
         allow=agent_allow(ctx.rec, agent),
@@ -211,7 +208,6 @@ def agent_env(
 
 def approved_commands(rec: Recorder, loop: str, task: str) -> dict[str, tuple[str, ...]]:
     """Commands this task's maker asked to run and a human approved, not yet used."""
-    from loopctl.journal.inbox import items
 
     events = rec.log.read()
     used = {
@@ -268,7 +264,6 @@ def cannot_start(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> str |
 
 def _agent_path(rec: Recorder, agent: Agent) -> str | None:
     """The PATH the agent's program is looked up on (its scrubbed environment keeps PATH)."""
-    from loopctl.secrets import build_env
 
     return build_env(allow=agent_allow(rec, agent)).get("PATH")
 

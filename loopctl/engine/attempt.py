@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loopctl.backends.base import auth_failure
 from loopctl.checks import verdicts as checks
+from loopctl.delivery.gates import asked_question
 from loopctl.engine.agents import exec_failure, run_agent
 from loopctl.engine.context import (
     RunContext,
@@ -20,6 +22,7 @@ from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
 from loopctl.journal import history
 from loopctl.journal.events import EventType
+from loopctl.journal.history import human_answers
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     AgentFinished,
@@ -105,8 +108,6 @@ def run_attempt(
             )
             ctx.rec.refresh_projections()
             return
-        from loopctl.backends.base import auth_failure
-        from loopctl.delivery.gates import asked_question
 
         question = asked_question(maker_result.escalate, maker_result.text)
         if question:
@@ -230,6 +231,5 @@ def maker_sessions(rec: Recorder, run_id: str, task_id: str) -> list[str]:
 
 def human_answer(rec: Recorder, run_id: str, task_id: str) -> tuple[str, str] | None:
     """The answer `loopctl inbox reply` gave to this task's question, for this run."""
-    from loopctl.journal.history import human_answers
 
     return human_answers(rec.log.read()).get((run_id, task_id))

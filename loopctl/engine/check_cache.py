@@ -33,10 +33,12 @@ from typing import Any
 from loopctl import git, node_links
 from loopctl.atomicfile import write_atomic
 from loopctl.checks import verdicts as checks
+from loopctl.checks.import_roots import python_of, site_folders
 from loopctl.definitions.sandbox import SandboxMode
 from loopctl.engine.context import RunContext, check_commands, check_env
 from loopctl.engine.workspace import resolve_base
 from loopctl.errors import LoopctlError, swallowed
+from loopctl.globs import compile_glob
 from loopctl.journal.schema import Note
 from loopctl.secrets import is_secret_name
 from loopctl.tasks.spec import TaskSpec
@@ -177,7 +179,6 @@ def cache_key(ctx: RunContext, tree: str) -> str:
 def program_identity(argv: Sequence[str], root: Path, env: Mapping[str, str]) -> dict[str, Any]:
     """What a check command starts, as files: the program, and for Python its interpreter and
     what the interpreter's venv has installed (a new version of a plugin changes the result)."""
-    from loopctl.checks.import_roots import python_of, site_folders
 
     if not argv:
         return {}
@@ -247,7 +248,6 @@ def _mtime(path: Path) -> int | None:
 
 def _copied(root: Path, patterns: Sequence[str]) -> dict[str, str | None]:
     """The files `[worktree] copy` puts into each worktree (untracked, so not in the tree)."""
-    from loopctl.globs import compile_glob
 
     if not patterns:
         return {}

@@ -8,6 +8,7 @@ from typing import Any
 from loopctl.checks.sabotage import Finding
 from loopctl.checks.sabotage import summary as sabotage_summary
 from loopctl.definitions import Loop
+from loopctl.delivery import pipeline as delivery
 from loopctl.delivery.gates import delivery_view, follow_up
 from loopctl.engine.context import (
     GOAL_LOOP,
@@ -27,6 +28,7 @@ from loopctl.journal.events import Event, EventType
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import AttemptFinished, read
 from loopctl.journal.statuses import TaskStatus, Verdict
+from loopctl.tasks.github import push_branch
 from loopctl.tasks.spec import TaskSpec
 from loopctl.text import strip_controls
 from loopctl.worktrees import Workspace
@@ -73,8 +75,6 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         except LoopctlError as exc:
             return finish_task(ctx, spec, TaskStatus.FAILED, str(exc), workspace, attempt, None)
     # Push, PR, merge and custom actions: gated ones wait in the inbox (loopctl.delivery).
-    from loopctl.delivery import pipeline as delivery
-    from loopctl.tasks.github import push_branch
 
     result = delivery.deliver_task(
         ctx.rec,
@@ -164,6 +164,5 @@ def deliver_approved(rec: Recorder, loop: Loop) -> None:
     """Approvals given while this loop held its lock (or before a crash) are delivered now."""
     if loop.name == GOAL_LOOP:
         return
-    from loopctl.delivery import pipeline as delivery
 
     delivery.deliver_approved(rec, loop.name)

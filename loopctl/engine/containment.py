@@ -7,13 +7,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loopctl import git
+from loopctl import git, sandbox
 from loopctl.checks.runners import REPORTERS
 from loopctl.definitions import Agent
 from loopctl.definitions.loops import CheckerSpec
 from loopctl.definitions.sandbox import SandboxMode
 from loopctl.egress import EgressPolicy, NetworkMode
 from loopctl.engine.context import RunContext
+from loopctl.engine.egress_policy import agent_policy, check_policy
 from loopctl.errors import GitError
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import NetworkOpen, NetworkRefused, SandboxNote
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 def sandbox_preflight(rec: Recorder) -> None:
     """Refuse before any worktree exists when agents cannot be confined and must be."""
-    from loopctl import sandbox
 
     sandbox.harden_self()
     if rec.project.config.sandbox is SandboxMode.REQUIRED:
@@ -47,7 +47,6 @@ def record_sandbox(
 ) -> None:
     """Note what confines this run's agents (once a run, before its tasks are listed), and
     each of `agents` (and the checks) that opted out of the network namespace."""
-    from loopctl import sandbox
 
     if rec.project.config.sandbox is SandboxMode.OFF:
         rec.record(SandboxNote(mode="off"), run=run_id, loop=loop)
@@ -75,7 +74,6 @@ def sandbox_for(
 ) -> Sandbox | None:
     """The confinement for one agent turn (`agent`, as `role`, lent `env`), one check command
     (None), or (`setup`) one `[worktree] setup` command."""
-    from loopctl import sandbox
 
     if ctx.project.config.sandbox is SandboxMode.OFF:
         return None
@@ -109,7 +107,6 @@ def egress_for(
 
     `[worktree] setup` keeps the host's network: it installs dependencies from the committed
     files, before any agent has run in the worktree."""
-    from loopctl.engine.egress_policy import agent_policy, check_policy
 
     if setup:
         return EgressPolicy(mode=NetworkMode.OPEN)

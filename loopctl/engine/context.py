@@ -6,6 +6,7 @@ one `Recorder`) or `ctx.record(task, payload)`; a few take the recorder alone, b
 
 from __future__ import annotations
 
+import hashlib
 import secrets as pysecrets
 import threading
 from collections.abc import Collection, Sequence
@@ -14,9 +15,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from loopctl import git
 from loopctl.checks import verdicts as checks
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.definitions import Agent, Loop, Project
+from loopctl.definitions.fields import format_duration
 from loopctl.journal import budgets, history
 from loopctl.journal.events import Event, EventLog
 from loopctl.journal.inbox import ItemKind
@@ -24,6 +27,7 @@ from loopctl.journal.payload import Payload
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import BudgetStopped
 from loopctl.paths import ProjectPaths
+from loopctl.secrets import build_env
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import sanitize_task_id
 
@@ -72,16 +76,12 @@ class RunContext:
     def repo_top(self) -> Path:
         """The top folder of the repository the project is in (asked once a run)."""
         if self.top is None:
-            from loopctl import git
-
             self.top = git.toplevel(self.paths.root)
         return self.top
 
     def repo_common(self) -> Path:
         """The git dir the repository's worktrees share, resolved (asked once a run)."""
         if self.common is None:
-            from loopctl import git
-
             self.common = git.common_dir(self.repo_top()).resolve()
         return self.common
 
@@ -126,7 +126,6 @@ def printable(text: str) -> str:
 
 def file_hashes(root: Path, paths: Sequence[str]) -> dict[str, str | None]:
     """Content hashes of repository files (None: deleted), to tell later edits apart."""
-    import hashlib
 
     hashes: dict[str, str | None] = {}
     for relative in paths:
@@ -169,7 +168,6 @@ def scrub(rec: Recorder, spec: TaskSpec) -> TaskSpec:
 
 
 def check_env(rec: Recorder) -> dict[str, str]:
-    from loopctl.secrets import build_env
 
     # Bytecode written by one run can be older than the source the next attempt edits
     # within the same second; checks must always see the maker's latest code.
@@ -200,7 +198,6 @@ def wall_capped(ctx: RunContext, agent: Agent) -> Agent:
 
 def out_of_wall(ctx: RunContext, spec: TaskSpec, what: str) -> str:
     """Record that `max_wall` ended `what` mid-attempt; the reason the attempt stops with."""
-    from loopctl.definitions.fields import format_duration
 
     limit = format_duration(ctx.loop.budget.max_wall_s or 0)
     reason = f"time budget: max_wall ({limit}) ran out during {what}, which was ended"

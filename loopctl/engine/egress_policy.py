@@ -17,11 +17,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopctl.backends.endpoints import ModelEndpoints, model_endpoints
+from loopctl.backends.model_api import ModelApiBackend
 from loopctl.definitions import Agent
 from loopctl.definitions.agents import HTTP_BACKENDS
 from loopctl.definitions.loops import CheckerSpec
 from loopctl.egress import EgressPolicy, HostPort, LentSecret, NetworkMode
-from loopctl.secrets import is_secret_name
+from loopctl.secrets import build_env, is_secret_name
 
 if TYPE_CHECKING:
     from loopctl.definitions import Project
@@ -98,7 +99,6 @@ def _own_key(agent: Agent) -> str | None:
     """The variable loopctl's own agent reads its API key from: never lent to its tools."""
     if agent.backend not in HTTP_BACKENDS:
         return None
-    from loopctl.backends.model_api import ModelApiBackend
 
     return ModelApiBackend(agent.backend.value).key_env(agent)
 
@@ -199,7 +199,6 @@ def egress_lines(summary: Mapping[str, Any], indent: str = "") -> list[str]:
 def project_egress(project: Project) -> dict[str, Any]:
     """Per agent, what its turns may reach and the secrets lent to it (as this machine's
     environment would lend them); per loop, what its checks may reach. For `doctor`."""
-    from loopctl.secrets import build_env
 
     agents: dict[str, Any] = {}
     for name, agent in sorted(project.agents.items()):

@@ -8,16 +8,21 @@ Environment variables appear by name only: their values can be credentials.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopctl import git
+from loopctl import git, node_links
+from loopctl.backends import AgentRequest, backend_for
 from loopctl.checks.conditions import ResolvedCondition
+from loopctl.checks.import_roots import checkout_program, describe, import_roots
 from loopctl.definitions import Agent, Loop
 from loopctl.definitions.sandbox import SandboxMode
+from loopctl.delivery import pipeline as delivery
+from loopctl.delivery.tools import machine_problems
 from loopctl.engine.agents import agent_env
 from loopctl.engine.attempt import maker_context
 from loopctl.engine.containment import sandbox_for
@@ -108,7 +113,6 @@ class Preview:
 
 def render(preview: Preview) -> str:
     """A preview for people."""
-    import shlex
 
     lines = [
         f"Dry run of {preview.loop}: nothing runs, no worktree is made, nothing is logged.",
@@ -163,8 +167,6 @@ def build_preview(
 ) -> Preview:
     """The first maker turn of each task a run would work, built by the code that runs it
     (prompt, environment, sandbox, backend argv), with every side effect left out."""
-    from loopctl.backends import AgentRequest, backend_for
-    from loopctl.delivery import pipeline as delivery
 
     root = rec.paths.root
     if not in_place and not git.has_commits(root):
@@ -290,7 +292,6 @@ def build_preview(
 def validate_warnings(rec: Recorder) -> tuple[str, ...]:
     """Every warning `loopctl validate` prints, as it prints it: a dry run is where a user
     looks before a run, and a warning seen only after the run cost attempts."""
-    from loopctl.delivery.tools import machine_problems
 
     found = (*rec.project.warnings, *machine_problems(rec.project))
     return tuple(dict.fromkeys(p.render(rec.paths.root) for p in found if not p.is_error))
@@ -302,8 +303,6 @@ def _imports(
     """For each check, which source tree its Python imports the project from, when an
     editable install or PYTHONPATH points into the main checkout (and the override used);
     for a Node check, where its node_modules resolves the workspace packages."""
-    from loopctl import node_links
-    from loopctl.checks.import_roots import checkout_program, describe, import_roots
 
     root = rec.paths.root
     where = worktree if worktree is not None else root

@@ -14,9 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from loopctl import git
+from loopctl.atomicfile import sweep_temp_files
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.checks.verdicts import check_commands
 from loopctl.definitions import Agent, Loop
+from loopctl.delivery import pipeline as delivery
+from loopctl.delivery import remotes
 from loopctl.engine.commit import deliver_approved
 from loopctl.engine.containment import record_sandbox, sandbox_preflight
 from loopctl.engine.context import (
@@ -58,6 +61,7 @@ from loopctl.journal.schema import (
 from loopctl.journal.statuses import RunStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
+from loopctl.tasks import github as github_tasks
 from loopctl.tasks.spec import TaskSourceError, TaskSpec
 
 __all__ = ["GOAL_LOOP", "Engine", "GoalOptions", "RunOutcome", "TaskOutcome"]
@@ -176,14 +180,11 @@ class Engine:
             )
         check_available(self.rec, [a for a in (maker, judge) if a is not None])
         check_programs(self.rec, loop, condition)
-        from loopctl.delivery import pipeline as delivery
 
         delivery.check_tools(self.project, loop)  # a `pr` without gh: refused before any work
         refuse_if_held(self.rec)
         sandbox_preflight(self.rec)
         if from_github(loop):
-            from loopctl.tasks import github as github_tasks
-
             github_tasks.preflight(root)  # gh missing or logged out: one line, no worktree
         lock_name = (
             loop.name
@@ -191,8 +192,6 @@ class Engine:
             else f"goal-{goal_task_id(condition.text if condition else 'goal')}"
         )
         with RunnerLock(self.paths.locks_dir, lock_name):
-            from loopctl.atomicfile import sweep_temp_files
-
             sweep_temp_files(self.paths.loop_dir)
             ensure_loop_gitignore(self.paths.loop_dir)
             deliver_approved(self.rec, loop)
@@ -261,8 +260,6 @@ class Engine:
                 run_id = previous.run
                 self.rec.record(RunResumed(trigger=fired), run=run_id, loop=loop.name)
             else:
-                from loopctl.delivery import remotes
-
                 run_id = new_run_id(self.clock())
                 started = TickStarted(
                     kind="goal"

@@ -6,6 +6,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import replace
 
+from loopctl.backends import backend_for
 from loopctl.checks import verdicts as checks
 from loopctl.checks.conditions import ResolvedCondition, resolve_condition
 from loopctl.checks.runner_detection import runner_protect
@@ -24,7 +25,9 @@ from loopctl.engine.outcomes import GoalOptions
 from loopctl.errors import LoopctlError, UsageError
 from loopctl.journal import history
 from loopctl.journal.recorder import Recorder
+from loopctl.secrets import build_env
 from loopctl.tasks import TaskSpec, discover
+from loopctl.tasks.spec import requeued_specs
 
 
 def loop_setup(rec: Recorder, loop: Loop) -> tuple[ResolvedCondition | None, Agent, Agent | None]:
@@ -92,8 +95,6 @@ def judge_agent(rec: Recorder, loop: Loop, condition: ResolvedCondition | None) 
 
 
 def check_available(rec: Recorder, agents: Sequence[Agent]) -> None:
-    from loopctl.backends import backend_for
-    from loopctl.secrets import build_env
 
     for agent in agents:
         env = build_env(allow=(*agent.env_allow, *rec.project.config.env_allow))
@@ -189,7 +190,6 @@ def find_specs(
     )
     # Tasks `loopctl inbox retry/reply` queued come first (max_tasks never cuts them);
     # their text was scrubbed when it was first found.
-    from loopctl.tasks.spec import requeued_specs
 
     again = requeued_specs(rec.log.read(), loop.name)
     ids = {spec.id for spec in again}

@@ -14,6 +14,7 @@ from typing import Any
 
 from loopctl import git
 from loopctl.checks import integrity
+from loopctl.definitions.sandbox import SandboxMode
 from loopctl.engine.context import (
     RunContext,
     attempt_dir,
@@ -116,7 +117,6 @@ def _held_to_first(ctx: RunContext, events: list[Event], notes: list[Event], num
 
 def confined(ctx: RunContext) -> bool:
     """True when the run's agents and checks run in the sandbox: they cannot write refs."""
-    from loopctl.definitions.sandbox import SandboxMode
 
     return ctx.project.config.sandbox is not SandboxMode.OFF
 

@@ -8,7 +8,8 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopctl import git
+from loopctl import git, process
+from loopctl.backends.base import auth_failure
 from loopctl.checks import integrity, runners
 from loopctl.checks import verdicts as checks
 from loopctl.checks.counts import (
@@ -17,6 +18,8 @@ from loopctl.checks.counts import (
     report_counts,
     unproven_pass,
 )
+from loopctl.checks.fingerprint import fingerprint
+from loopctl.checks.import_roots import checkout_program, import_roots, redirected_env
 from loopctl.checks.runner_detection import runner_of
 from loopctl.engine.agents import run_agent
 from loopctl.engine.containment import record_refused, sandbox_for
@@ -106,7 +109,6 @@ def worktree_check(
     program named relative to the checkout that only the checkout has (an ignored venv) runs
     from there, and the project's import roots that point into the main checkout (an
     editable install, PYTHONPATH) point into the worktree instead."""
-    from loopctl.checks.import_roots import checkout_program, import_roots, redirected_env
 
     env = {**check_env(ctx.rec), "PYTHONPYCACHEPREFIX": str(folder / "pycache")}
     checkout = ctx.paths.root
@@ -248,8 +250,6 @@ def verdict_of(
             report=done.report,
         )
         if unproven is not None:
-            from loopctl.checks.fingerprint import fingerprint
-
             source, reason = unproven
             return checks.Verdict(
                 False,
@@ -291,7 +291,6 @@ def run_check(
 ) -> BaseRun:
     """One run of a check command in the worktree, confined, its output kept under `name`;
     what the proxy refused it is noted against `task` and `attempt`."""
-    from loopctl import process
 
     started = ctx.clock().astimezone(UTC).isoformat(timespec="microseconds")
     timeout, capped = wall_cap(ctx, ctx.loop.checker.timeout_s)
@@ -351,7 +350,6 @@ def ask_judge(
     if result.status == "timeout" and limited.timeout_s < judge.timeout_s:
         why = out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
         return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)
-    from loopctl.backends.base import auth_failure
 
     refused = auth_failure(result)
     if refused is not None:
@@ -369,8 +367,6 @@ def ask_judge(
         )
     answer = checks.parse_judge_answer(result.text) or checks.parse_judge_answer(result.output_tail)
     if answer is None:
-        from loopctl.checks.fingerprint import fingerprint
-
         # An answer loopctl cannot read is never taken as "met".
         said = " ".join(result.text.split())[-160:]
         return checks.Verdict(
@@ -388,7 +384,6 @@ def ask_judge(
         return checks.Verdict(
             True, reason or "the checker judged the condition met", None, 0, "", "judge"
         )
-    from loopctl.checks.fingerprint import fingerprint
 
     return checks.Verdict(
         False,
@@ -419,7 +414,6 @@ def check_turn(
     """
     if ctx.in_place:  # nothing is committed in place: the checkout is the human's
         return None, verdict_of(ctx, spec, workspace, number, baseline, maker_result, ran)
-    from loopctl.checks.fingerprint import fingerprint
 
     try:
         snapshot = take_snapshot(ctx, spec, workspace)

@@ -10,7 +10,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from loopctl import git
+from loopctl import git, lock, process
 from loopctl.engine import warming
 from loopctl.engine.containment import sandbox_for
 from loopctl.engine.context import (
@@ -22,6 +22,7 @@ from loopctl.engine.context import (
 )
 from loopctl.engine.snapshot import archive_leftovers, snapshot_seed
 from loopctl.errors import ForeignWorkTree, LoopctlError, swallowed
+from loopctl.globs import compile_glob
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.recorder import Recorder
@@ -33,6 +34,7 @@ from loopctl.journal.schema import (
     WorktreePrepared,
     read,
 )
+from loopctl.process import kill_leftover_group
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
     Known,
@@ -155,7 +157,6 @@ def retire_previous(
 
 def worktree_lock(rec: Recorder) -> contextlib.AbstractContextManager[None]:
     """git's worktree bookkeeping races under concurrent adds and removals: one at a time."""
-    from loopctl import lock
 
     return lock.worktree_lock(rec.paths.locks_dir)
 
@@ -176,8 +177,6 @@ def resolve_base(rec: Recorder, ref: str) -> str:
 def prepare_worktree(
     ctx: RunContext, spec: TaskSpec, workspace: Workspace, taken: warming.Taken
 ) -> None:
-    from loopctl import process
-    from loopctl.globs import compile_glob
 
     spec_worktree = ctx.loop.worktree
     root = ctx.paths.root
@@ -277,7 +276,6 @@ def changed_in_place(ctx: RunContext, spec: TaskSpec, changed: list[str]) -> lis
 
 def stop_orphans(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
     """Kill agents a killed runner left behind in this task's worktree."""
-    from loopctl.process import kill_leftover_group
 
     events = ctx.log.read()
     started = ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_STARTED)

@@ -8,6 +8,7 @@ often carries a token in its path) is never written to the log or to any message
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -16,11 +17,16 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopctl.definitions.config import Notify
+from loopctl import process
+from loopctl.definitions.config import Notify, load_config
+from loopctl.definitions.source import Problems
 from loopctl.errors import LoopctlError
+from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
 from loopctl.journal.schema import DigestSent, InboxOpened, NotifyFailed, inbox_closed, read
+from loopctl.secrets import Redactor, build_env, withheld_values
+from loopctl.text import strip_controls
 
 if TYPE_CHECKING:
     from loopctl.journal.recorder import Recorder
@@ -53,7 +59,6 @@ class Sent:
 
 def webhook_url(config: Notify, environ: dict[str, str] | None = None) -> str | None:
     """The webhook URL: from the file, or from the variable `webhook_env` names."""
-    import os
 
     if config.webhook:
         return config.webhook
@@ -103,9 +108,6 @@ def run_command(
     allow: Iterable[str],
 ) -> None:
     """Run the notify command: placeholders filled as plain arguments, the JSON on stdin."""
-    from loopctl import process
-    from loopctl.secrets import Redactor, build_env, withheld_values
-    from loopctl.text import strip_controls
 
     filled = []
     for arg in argv:
@@ -283,7 +285,6 @@ def build_digest(
     events: Sequence[Event], now: datetime, window: timedelta = DIGEST_WINDOW
 ) -> Digest:
     """Summarise `events` of the `window` before `now`; `waiting` is the open inbox at `now`."""
-    from loopctl.journal import history
 
     since = now - window
     runs = history.fold(events)
@@ -341,8 +342,6 @@ def send_digest_if_due(
     the `digest_sent` events in the log (so a restart never sends it twice), and only within
     DIGEST_GRACE of its time, never early.
     """
-    from loopctl.definitions.config import load_config
-    from loopctl.definitions.source import Problems
 
     paths = rec.paths
     problems = Problems()

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from loopctl._version import __version__
 from loopctl.definitions.traces import DEFAULT_TRACES_FILE, TraceExporter, TracesConfig
 from loopctl.errors import ExitCode, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog
 from loopctl.journal.spans import TOKEN_BUCKETS, TOKEN_METRIC, SpanKind, SpanStatus, TraceBatch
 from loopctl.journal.traces import TraceBuilder
+from loopctl.secrets import Redactor
 
 if TYPE_CHECKING:
     from loopctl.definitions import Project
@@ -125,7 +127,6 @@ class OtelSender:
                 f"tracing is on ({settings.why or 'asked for'}) but OpenTelemetry is not"
                 f' installed: {EXTRA_HINT}, or set [traces] exporter = "none"'
             ) from None
-        from loopctl._version import __version__
 
         self.settings = settings
         # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES apply; the name defaults to loopctl.
@@ -260,7 +261,6 @@ class OtelSender:
 
 def env_redactor() -> Callable[[str], str]:
     """Masks every secret of this process's environment in span text."""
-    from loopctl.secrets import Redactor
 
     return Redactor.from_environment().redact
 
@@ -373,7 +373,6 @@ def live_traces(project: Project, log: EventLog) -> Callable[[Event], None] | No
 
 def quiet_otel_logging() -> None:
     """The exporters log failures; loopctl's core never prints, so nobody hears them."""
-    import logging
 
     logger = logging.getLogger("opentelemetry")
     if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):

@@ -15,14 +15,17 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from loopctl.atomicfile import write_atomic
 from loopctl.errors import swallowed
-from loopctl.journal import history
+from loopctl.journal import history, notify
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, items, open_items, render_inbox_md, unique_item_id
+from loopctl.journal.otel import live_traces
 from loopctl.journal.payload import Payload, data_of, read
 from loopctl.journal.schema import InboxOpened, Notified, NotifyFailed
 from loopctl.journal.state import write_state
 from loopctl.secrets import Redactor, withheld_values
+from loopctl.text import clean_data, strip_controls
 
 if TYPE_CHECKING:
     from loopctl.definitions import Project
@@ -53,7 +56,6 @@ class Recorder:
         self._items_lock = threading.Lock()
         self._pending_render: threading.Thread | None = None
         self._redactor: Redactor | None = None
-        from loopctl.journal.otel import live_traces
 
         # None unless [traces] or OTEL_TRACES_EXPORTER turns tracing on: then every event feeds it.
         self.traces = live_traces(project, self.log)
@@ -151,7 +153,6 @@ class Recorder:
         thread.start()
 
     def _render_projections(self) -> None:
-        from loopctl.atomicfile import write_atomic
 
         with self._projection_lock:
             # Each render reads the log inside the lock, so whichever runs last shows it all.
@@ -182,7 +183,6 @@ class Recorder:
         `again_once_closed`, never again once it was opened (a fuse blown today). Returns None
         when nothing was opened.
         """
-        from loopctl.text import clean_data, strip_controls
 
         # Summaries and evidence carry agent text (questions, check output) to a human's terminal.
         summary = strip_controls(summary)
@@ -210,7 +210,6 @@ class Recorder:
 
     def _notify(self, event: Event) -> None:
         """Send the item `event` opened to `[notify]`, and record how each channel took it."""
-        from loopctl.journal import notify
 
         config = self.project.config
         item = read(InboxOpened, event).id

@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta, tzinfo
 from enum import StrEnum
 from typing import Any
 
+from loopctl.definitions.fields import parse_duration
 from loopctl.errors import UsageError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.schema import AgentFinished, agent_finished
@@ -70,7 +71,6 @@ def parse_since(text: str, now: datetime) -> datetime | None:
     """`--since`: a duration back from `now` ("7d", "24h", "30m"), or "all" (None)."""
     if text.strip().lower() == "all":
         return None
-    from loopctl.definitions.fields import parse_duration
 
     try:
         seconds = parse_duration(text)

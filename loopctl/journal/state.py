@@ -13,6 +13,7 @@ from pathlib import Path
 from loopctl.atomicfile import write_atomic
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.history import RunView, Spend, TaskView
+from loopctl.paths import attempt_folder
 from loopctl.text import code_span, escape_markdown, strip_controls
 
 STATE_FORMAT = 1
@@ -101,8 +102,6 @@ def _task_lines(task: TaskView) -> list[str]:
         lines += claims_lines(said)
     last = attempts[-1] if attempts else None
     if last is not None and last.verdict != "passed" and last.agent_tail.strip():
-        from loopctl.paths import attempt_folder
-
         where = _code(attempt_folder(task.run, task.task, last.number), 300)
         lines.append(
             f"- the agent's last output ({last.agent_status or '?'}; all of it in {where}):"

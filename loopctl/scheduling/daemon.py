@@ -21,11 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loopctl.checks import integrity
 from loopctl.definitions import Project, Trigger, load_project
-from loopctl.definitions.project import DefinitionKind
+from loopctl.definitions.project import AGENT_SOURCES, SKILL_SOURCES, DefinitionKind
 from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
+from loopctl.journal.notify import send_digest_if_due
 from loopctl.journal.recorder import Observer, Recorder
 from loopctl.journal.schema import (
     DefinitionsReloaded,
@@ -35,8 +37,9 @@ from loopctl.journal.schema import (
     read,
     read_note,
 )
-from loopctl.lock import RunnerLock, read_holder
+from loopctl.lock import RunnerLock, lock_path, read_holder
 from loopctl.paths import ProjectPaths
+from loopctl.process import spawn_detached
 from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
 from loopctl.scheduling.timing import Schedule
 
@@ -108,7 +111,6 @@ def _held_message(info: UpInfo | None) -> str:
 
 def stop_request_path(paths: ProjectPaths, name: str) -> Path:
     """The file `loopctl stop NAME` writes for the `up` that runs loop `name` to pick up."""
-    from loopctl.lock import lock_path
 
     return lock_path(paths.locks_dir, name).with_suffix(".stop")
 
@@ -217,7 +219,6 @@ def _stopped(recorder: Recorder, by: str, scheduler: Scheduler) -> None:
 
 def definitions_fingerprint(root: Path) -> tuple[tuple[str, int, int, int], ...]:
     """What changes when a definition file is edited, added or removed (stat only, cheap)."""
-    from loopctl.definitions.project import AGENT_SOURCES, SKILL_SOURCES
 
     paths = ProjectPaths(root)
     files: list[Path] = [paths.config, *paths.loops_dir.glob("*.toml")]
@@ -254,7 +255,6 @@ class _Reloader:
         fingerprint = definitions_fingerprint(self.root)
         if fingerprint == self.fingerprint:
             return
-        from loopctl.checks import integrity
 
         if integrity.turns_open() or integrity.held_by(self.recorder.log.read()):
             # Invariant 12: a change made while an attempt runs may be the agent's; once the
@@ -280,9 +280,6 @@ class _Reloader:
 
     def _send_digest(self) -> None:
         """The daily `[notify] digest`, sent by whichever `up` is running when it falls due."""
-        from datetime import UTC, datetime
-
-        from loopctl.journal.notify import send_digest_if_due
 
         try:
             send_digest_if_due(self.recorder, datetime.now(UTC))
@@ -404,7 +401,6 @@ class Detached:
 
 def start_detached(root: Path, only: Sequence[str] = (), *, timeout: float = 30.0) -> Detached:
     """Start `loopctl up` in the background; return once it schedules (or say why it did not)."""
-    from loopctl.process import spawn_detached
 
     paths = ProjectPaths(root)
     info = up_info(paths)

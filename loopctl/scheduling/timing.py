@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from loopctl.definitions.loops import Loop, Trigger, TriggerKind
 from loopctl.journal.events import Event, EventType
@@ -129,8 +130,6 @@ class Decision:
 def zone(name: str | None) -> tzinfo:
     """The time zone called `name`, or the machine's local one (honours $TZ)."""
     if name:
-        from zoneinfo import ZoneInfo
-
         return ZoneInfo(name)
     from tzlocal import get_localzone
 

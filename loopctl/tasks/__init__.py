@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loopctl.tasks import command, github
 from loopctl.tasks.spec import TaskSourceError, TaskSpec, single_task
 
 if TYPE_CHECKING:
@@ -35,9 +36,6 @@ def discover(
     if loop.tasks is None:
         return [single_task(loop, changed)]
     if loop.tasks.source == "github":
-        from loopctl.tasks import github
-
         return github.discover(loop, repo, events, changed)
-    from loopctl.tasks import command
 
     return command.discover(loop, repo, timeout=timeout, changed=changed)

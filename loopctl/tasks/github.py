@@ -19,8 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopctl import gh, git
 from loopctl.definitions.github_source import GithubKind, GithubQuery
 from loopctl.errors import LoopctlError
+from loopctl.journal import history
 from loopctl.tasks.spec import TaskSourceError, TaskSpec, changed_text, load_json, render_template
 
 if TYPE_CHECKING:
@@ -83,7 +85,6 @@ class ReviewNote:
 
 
 def _gh(repo: Path, args: Sequence[str], *, timeout: float = GH_TIMEOUT) -> Completed:
-    from loopctl import gh
 
     try:
         return gh.run(
@@ -257,7 +258,6 @@ def seen_until(events: Sequence[Event], loop: str, task: str) -> datetime | None
     Review comments newer than this are "new": a tick whose task failed or stopped has not
     answered them, so they are shown again until a tick gets the task done.
     """
-    from loopctl.journal import history
 
     for run in reversed(list(history.fold(events).values())):
         if run.loop != loop:
@@ -358,7 +358,6 @@ def discover(
     loop: Loop, repo: Path, events: Sequence[Event] = (), changed: Sequence[str] = ()
 ) -> list[TaskSpec]:
     """List the loop's issues or pull requests with `gh` and make one task of each."""
-    from loopctl import git
 
     source = loop.tasks
     assert source is not None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from loopctl.secrets import Redactor
 
@@ -43,7 +44,6 @@ def uses_environment(url: str) -> bool:
     A remote API honours HTTPS_PROXY and friends; a server on this machine is always reached
     directly, whatever proxy is configured.
     """
-    from urllib.parse import urlsplit
 
     host = (urlsplit(url).hostname or "").lower()
     return host not in ("localhost", "127.0.0.1", "::1") and not host.startswith("127.")

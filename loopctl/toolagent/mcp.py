@@ -18,6 +18,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -198,7 +199,6 @@ class ConnectorTools:
                 self._ready.set_exception(ConnectorError(str(exc)))
 
     async def _main(self) -> None:
-        from contextlib import AsyncExitStack
 
         from mcp import Client
 

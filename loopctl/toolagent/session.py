@@ -16,12 +16,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from loopctl.definitions.connectors import Connector
+from loopctl.definitions.connectors import Connector, secret_values
 from loopctl.definitions.skills import Skill
+from loopctl.errors import LoopctlError
 from loopctl.sandbox import Sandbox
 from loopctl.secrets import Redactor
 from loopctl.toolagent.client import ApiError, Caller, RetryPolicy, uses_environment
 from loopctl.toolagent.context import Conversation, estimate_tokens
+from loopctl.toolagent.mcp import ConnectorTools
 from loopctl.toolagent.tools import (
     ToolContext,
     ToolOutcome,
@@ -336,10 +338,6 @@ def run_session(config: SessionConfig) -> SessionResult:
 
     remote = None
     if config.connectors:
-        from loopctl.definitions.connectors import secret_values
-        from loopctl.errors import LoopctlError
-        from loopctl.toolagent.mcp import ConnectorTools
-
         # What the connectors are given is redacted from everything the session writes.
         secrets = secret_values(config.connectors)
         config = replace(config, redactor=Redactor((*config.redactor.secrets, *secrets)))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopctl import process
 from loopctl.definitions.skills import Skill
 from loopctl.errors import LoopctlError
 from loopctl.sandbox import Sandbox
@@ -333,7 +334,6 @@ def _argv(args: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _run(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    from loopctl import process
 
     argv = _argv(args)
     shown = shlex.join(argv)
