@@ -117,7 +117,8 @@ def build(nested_userns: bool, denied_errno: int = errno.EPERM) -> bytes:
 
     Raises ImportError or RuntimeError without pyseccomp or libseccomp, OSError if libseccomp
     refuses a rule."""
-    import pyseccomp as seccomp  # type: ignore[import-untyped]  # here: it loads libseccomp
+    # lazy: it loads libseccomp; only a sandboxed start needs the filter
+    import pyseccomp as seccomp  # type: ignore[import-untyped]
 
     deny = seccomp.ERRNO(denied_errno)
     rules = seccomp.SyscallFilter(seccomp.ALLOW)

@@ -76,6 +76,7 @@ def check_name(name: str) -> None:
 
 def create_loop(root: Path, name: str, doc: dict[str, Any]) -> NewLoop:
     """Write `.loop/loops/<name>.toml`; never overwrite, and remove it again if it is invalid."""
+    # lazy: only `loopctl new` writes TOML; kept off every other command's start
     import tomli_w
 
     check_name(name)

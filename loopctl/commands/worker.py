@@ -38,6 +38,7 @@ def run_worker(
 ) -> int:
     """Serve until SIGINT or SIGTERM; exit code 0 after a clean stop."""
     _need_the_extra("loopctl worker")
+    # lazy: loopctl.temporal imports the `temporal` extra, checked for just above
     from loopctl.temporal.worker import WorkerOptions, serve
 
     options = WorkerOptions(root, server, namespace, task_queue, identity, slots=slots)
@@ -59,6 +60,7 @@ def schedule_loops(
     """`loopctl up --engine temporal`: each interval or cron loop as a Temporal Schedule
     (created, or updated to its definition); the schedules, for the CLI to print."""
     _need_the_extra("loopctl up --engine temporal")
+    # lazy: loopctl.temporal imports the `temporal` extra, checked for just above
     from loopctl.definitions import load_project
     from loopctl.temporal import schedules
     from loopctl.temporal.worker import connect
@@ -85,7 +87,7 @@ def schedule_loops(
 
 def _need_the_extra(command: str) -> None:
     try:
-        import temporalio  # noqa: F401
+        import temporalio  # noqa: F401  # lazy: the `temporal` extra may not be installed
     except ImportError:
         raise LoopctlError(
             f"{command} needs the `temporal` extra: pip install 'loopctl-runtime[temporal]'"

@@ -56,6 +56,7 @@ def validate_cron(expr: str) -> str | None:
             f"cron expression {expr!r} has {len(fields)} fields; expected 5"
             " (minute hour day-of-month month day-of-week)"
         )
+    # lazy: apscheduler is slow to import and only cron loops need it (bench/startup.py)
     from apscheduler.triggers.cron import CronTrigger
 
     try:

@@ -203,6 +203,7 @@ def parse_front_matter(path: Path, problems: Problems) -> ParsedDoc | None:
         else:
             problems.error(path, 1, "missing YAML front matter: the file must start with `---`")
         return None
+    # lazy: pyyaml is read only when a YAML definition exists (bench/startup.py, validate)
     import yaml
 
     try:

@@ -77,6 +77,7 @@ def send_webhook(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """POST `payload` as JSON; retry on errors and 5xx/408/429; return the attempts it took."""
+    # lazy: httpx is slow to import and only a network call needs it (bench/startup.py)
     import httpx
 
     last = ""

@@ -120,6 +120,7 @@ class OtelSender:
 
     def __init__(self, settings: TraceSettings, stream: IO[str] | None = None) -> None:
         try:
+            # lazy: the `otel` extra, imported only when traces are exported
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         except ImportError:
@@ -144,6 +145,7 @@ class OtelSender:
         self.spans: Any
         self.metrics: Any
         if stream is not None or settings.exporter is TraceExporter.FILE:
+            # lazy: the `otel` extra, imported only when traces are exported
             from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
 
             if stream is None:
@@ -154,6 +156,7 @@ class OtelSender:
             self.spans = FileSpanExporter(stream=stream)
             self.metrics = FileMetricExporter(stream=stream)
         else:
+            # lazy: the `otel` extra, imported only when traces are exported
             from opentelemetry.exporter.otlp.json.http.metric_exporter import OTLPMetricExporter
             from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter
 
@@ -162,6 +165,7 @@ class OtelSender:
 
     def send(self, batch: TraceBatch) -> bool:
         """Export one batch; True when every part of it was accepted."""
+        # lazy: the `otel` extra, imported only when traces are exported
         from opentelemetry.sdk.metrics.export import MetricExportResult
         from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -183,6 +187,7 @@ class OtelSender:
             self._owned.close()
 
     def _span(self, record: Any) -> Any:
+        # lazy: the `otel` extra, imported only when traces are exported
         from opentelemetry import trace
         from opentelemetry.sdk.trace import Event as SpanEvent
         from opentelemetry.sdk.trace import ReadableSpan
@@ -221,6 +226,7 @@ class OtelSender:
         )
 
     def _metrics(self, batch: TraceBatch) -> Any:
+        # lazy: the `otel` extra, imported only when traces are exported
         from opentelemetry.sdk.metrics.export import (
             AggregationTemporality,
             Histogram,

@@ -131,6 +131,7 @@ def zone(name: str | None) -> tzinfo:
     """The time zone called `name`, or the machine's local one (honours $TZ)."""
     if name:
         return ZoneInfo(name)
+    # lazy: only a loop without `tz` asks for the local zone
     from tzlocal import get_localzone
 
     local: tzinfo = get_localzone()
@@ -150,6 +151,7 @@ def stable_jitter(name: str, slot: datetime, jitter_s: float) -> float:
 
 @functools.lru_cache(maxsize=64)
 def _cron_trigger(expr: str, tz: str | None) -> Any:
+    # lazy: apscheduler is slow to import and only cron loops need it (bench/startup.py)
     from apscheduler.triggers.cron import CronTrigger
 
     return CronTrigger.from_crontab(expr, timezone=zone(tz))

@@ -203,6 +203,7 @@ class RepoWatcher:
         return found
 
     def _watch(self) -> None:
+        # lazy: only `watch` triggers need it; kept off `up`'s start
         from watchfiles import watch
 
         try:

@@ -102,6 +102,7 @@ class Caller:
             self.note(self.redactor.redact(text))
 
     def post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        # lazy: httpx is slow to import and only a network call needs it (bench/startup.py)
         import httpx
 
         attempt = 0

@@ -40,6 +40,7 @@ class ConnectorError(LoopctlError):
 def require_sdk() -> None:
     """Fail with one line naming the extra when the `mcp` SDK is not installed."""
     try:
+        # lazy: the `mcp` extra, imported only when a connector is used
         import mcp  # noqa: F401
     except ImportError:
         raise UsageError(
@@ -71,6 +72,7 @@ class ToolReply:
 def _transport(
     connector: Connector, cwd: Path, source: Mapping[str, str] | None, errlog: TextIO
 ) -> Any:
+    # lazy: the `mcp` extra, imported only when a connector is used
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -85,6 +87,7 @@ def _transport(
             cwd=str(cwd),
         )
         return stdio_client(params, errlog=errlog)
+    # lazy: the `mcp` extra, imported only when a connector is used
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -200,6 +203,7 @@ class ConnectorTools:
 
     async def _main(self) -> None:
 
+        # lazy: the `mcp` extra, imported only when a connector is used
         from mcp import Client
 
         self._loop = asyncio.get_running_loop()

@@ -334,6 +334,7 @@ class _Session:
 
 def run_session(config: SessionConfig) -> SessionResult:
     """Drive the model until it is done; every failure is a result, never an exception."""
+    # lazy: httpx is slow to import and only a network call needs it (bench/startup.py)
     import httpx
 
     remote = None
