@@ -143,6 +143,8 @@ def _deliver_locked(
     assert task.commit
     assert task.branch
     assert task.base_sha
+    if len(sha) >= 7 and task.commit.startswith(sha.lower()):
+        sha = task.commit  # an abbreviated sha, as `git log` and the page show it
     # Read again under the lock: whoever held it a moment ago may have delivered it since.
     done = _succeeded(rec.log.read(), run, task.task, task.commit)
     if action in done and sha == task.commit:

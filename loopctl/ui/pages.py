@@ -514,9 +514,10 @@ def deliver_section(found: DeliverView | None) -> str:
     where = f" · origin: <code>{esc(offer.remote_url)}</code>" if offer.remote_url else ""
     patch = diff_html(found.patch) if found.patch else "<p class=muted>(empty)</p>"
     return (
-        f"<section id=actions class=actions><h2>Deliver</h2><p>commit <code"
+        f"<section id=actions><h2>Deliver</h2><p>commit <code"
         f" id=deliver-sha>{esc(offer.commit[:12])}</code> on <code>{esc(offer.branch)}</code>"
-        f"{where}</p>{''.join(forms)}</section><section id=evidence><h2>Diff</h2>{patch}"
+        f"{where}</p><div class=deliver>{''.join(forms)}</div></section>"
+        f"<section id=evidence><h2>Diff</h2>{patch}"
         "</section>"
     )
 

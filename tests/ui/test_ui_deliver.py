@@ -155,3 +155,22 @@ def test_a_branch_that_moved_after_the_page_was_shown_is_refused(
         page.goto(f"{ui.base}/runs/{run}")
         assert page.locator("form.merge button").is_disabled()
         assert "moved" in page.inner_text("form.merge")
+
+
+def test_the_cli_delivers_through_the_same_command_once(
+    finished_goal: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _remote = finished_goal
+    run, commit, _branch = the_goal(repo)
+    stale = invoke(monkeypatch, repo, "deliver", run[:12], "merge", "--commit", "0" * 12)
+    assert stale.exit_code == 1
+    assert "refused" in stale.output
+    merged = invoke(monkeypatch, repo, "deliver", run[:12], "merge", "--commit", commit[:12])
+    assert merged.exit_code == 0, merged.output
+    assert f"fast-forwarded main to {commit[:12]}" in merged.output
+    again = invoke(monkeypatch, repo, "deliver", run[:12], "merge", "--commit", commit[:12])
+    assert again.exit_code == 0
+    assert "already done" in again.output
+    assert rev(repo, "rev-parse", "main") == commit
+    assert len(finished(repo, "merge")) == 1
+    assert len(refusals(repo)) == 1
