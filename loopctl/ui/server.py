@@ -40,7 +40,7 @@ from loopctl.journal.events import EventLog
 from loopctl.ui import assets, live, pages, views
 from loopctl.ui.jobs import ACTIONS, Jobs, JobState, deliver_runner, runner
 from loopctl.ui.jobs import state as job_state
-from loopctl.ui.security import Guard, Sessions, is_loopback, query_token
+from loopctl.ui.security import Guard, Sessions, is_loopback, query_token, store_path
 
 # How long one poll of a job's state waits for it to end before answering "still running".
 JOB_WAIT_S = 20.0
@@ -457,6 +457,10 @@ def serve(
     sock = bind(host, port)
     bound = sock.getsockname()[1]
     guard = Guard(host=host, port=bound)
+    # A restart on the same address and port keeps the tabs it had open (their sessions).
+    from loopctl.paths import cache_home
+
+    sessions.persist(store_path(cache_home(), root, host, bound))
     board = Dashboard(root=root, guard=guard, sessions=sessions)
     config = uvicorn.Config(
         build_app(board),
