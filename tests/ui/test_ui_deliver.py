@@ -94,6 +94,12 @@ def test_merge_and_push_from_the_page_land_exactly_once(
             assert pr.is_disabled()
             assert "gh" in page.inner_text("form.pr")
         screenshot(page, "goal-deliver")
+        # On a phone the page does not scroll sideways (the diff scrolls in its own box).
+        page.set_viewport_size({"width": 390, "height": 900})
+        wide = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert wide[0] <= wide[1], wide
+        screenshot(page, "goal-deliver-390")
+        page.set_viewport_size({"width": 1280, "height": 900})
 
         # Merge: clicked, then the same POST replayed twice; one fast-forward, one event.
         said = click(page, "merge")
