@@ -15,6 +15,7 @@ push goes to the URL the remote has now, which the page shows and the request mu
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
 ACTIONS = {"push": 1, "pr": 2, "merge": 3}
 REMOTE = "origin"
 REFUSED = "delivery_refused"
+# One delivery at a time in this process (the dashboard runs actions on two threads): a second
+# request waits and then finds the first one's result, instead of finding the goal busy. Another
+# process is kept out by the goal's RunnerLock.
+_IN_PROCESS = threading.Lock()
 
 
 class DeliverError(LoopctlError):
@@ -126,14 +131,15 @@ def deliver(
         raise DeliverError(f"run {ref} is not a goal that finished done with a commit")
     run, task = found
     runner = RunnerLock(project.paths.locks_dir, lock_name(GOAL_LOOP, task.task))
-    try:
-        runner.acquire()
-    except LockHeld as exc:
-        raise DeliverError(f"the goal is busy (running or being delivered): {exc}") from None
-    try:
-        return _deliver_locked(rec, run, task, action, sha, remote_url)
-    finally:
-        runner.release()
+    with _IN_PROCESS:
+        try:
+            runner.acquire()
+        except LockHeld as exc:
+            raise DeliverError(f"the goal is busy (running or being delivered): {exc}") from None
+        try:
+            return _deliver_locked(rec, run, task, action, sha, remote_url)
+        finally:
+            runner.release()
 
 
 def _deliver_locked(

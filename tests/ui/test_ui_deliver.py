@@ -180,3 +180,34 @@ def test_the_cli_delivers_through_the_same_command_once(
     assert rev(repo, "rev-parse", "main") == commit
     assert len(finished(repo, "merge")) == 1
     assert len(refusals(repo)) == 1
+
+
+def test_two_merges_sent_at_once_land_once(finished_goal: tuple[Path, Path]) -> None:
+    """A double click that got past the page's own guard: two POSTs in flight together."""
+    repo, _remote = finished_goal
+    run, commit, _branch = the_goal(repo)
+    with dashboard(repo) as ui, browser() as chromium:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        page.goto(ui.url)
+        page.goto(f"{ui.base}/runs/{run}")
+        jobs = page.evaluate(
+            """async (sha) => {
+                const send = () => fetch(document.querySelector("form.merge").action, {
+                    method: "POST", credentials: "same-origin",
+                    headers: { Accept: "application/json" },
+                    body: new URLSearchParams({ sha: sha }),
+                }).then((answer) => answer.json());
+                const started = await Promise.all([send(), send()]);
+                return Promise.all(started.map((job) =>
+                    fetch(job.state + "?wait=20", { headers: { Accept: "application/json" } })
+                        .then((answer) => answer.json())));
+            }""",
+            commit,
+        )
+    assert all(job["done"] for job in jobs), jobs
+    said = sorted(job["message"] for job in jobs)
+    assert sum(m.startswith(f"fast-forwarded main to {commit[:12]}") for m in said) == 1, said
+    assert sum("already done" in m for m in said) == 1, said
+    assert rev(repo, "rev-parse", "main") == commit
+    assert len(finished(repo, "merge")) == 1
+    assert len([e for e in events(repo, "action_started") if e.data["action"] == "merge"]) == 1
