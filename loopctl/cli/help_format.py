@@ -19,7 +19,19 @@ if TYPE_CHECKING:
     from typer import _click as click
 
 PANELS: dict[str, tuple[str, ...]] = {
-    "Run": ("init", "new", "validate", "goal", "run", "demo", "up", "down", "stop", "worker"),
+    "Run": (
+        "init",
+        "new",
+        "validate",
+        "goal",
+        "deliver",
+        "run",
+        "demo",
+        "up",
+        "down",
+        "stop",
+        "worker",
+    ),
     "Inspect": (
         "status",
         "log",
@@ -49,6 +61,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         'loopctl goal "tests green"',
         'loopctl goal "lint clean" --check "ruff check ." --max-iterations 3 -v',
         'loopctl goal "tests green" --dry-run',
+    ),
+    "deliver": (
+        "loopctl deliver 20260301T101500 merge --commit 69ade1bc2da2",
+        "loopctl deliver 20260301T101500 push --commit 69ade1bc2da2",
     ),
     "run": (
         "loopctl run nightly --once",

@@ -411,7 +411,34 @@ def demo(
     raise typer.Exit(code)
 
 
+def deliver(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="The finished goal's run (a prefix).")],
+    action: Annotated[str, typer.Argument(metavar="ACTION", help="merge, push or pr.")],
+    commit: Annotated[
+        str,
+        typer.Option(
+            "--commit", metavar="SHA", help="The commit you reviewed; refused if it moved."
+        ),
+    ],
+) -> None:
+    """Merge, push or open a pull request for a finished goal's commit, once."""
+    from loopctl.cli.reporting import eprint
+    from loopctl.commands.agent_context import refuse_inside_agent
+    from loopctl.commands.deliver import deliver as deliver_goal
+    from loopctl.definitions import load_project
+    from loopctl.paths import ProjectPaths, find_repo_root
+
+    root = find_repo_root()
+    refuse_inside_agent("deliver", ProjectPaths(root).events_file)
+    result = deliver_goal(load_project(root), run, action, commit)
+    if not result.ok:
+        eprint(f"loopctl: {result.message}")
+        raise typer.Exit(1)
+    print(result.message)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(boundary(goal))
+    app.command()(boundary(deliver))
     app.command()(boundary(run))
     app.command()(boundary(demo))

@@ -54,7 +54,8 @@ section.total { margin:8px 0 16px; }
 pre.diff .add { color:var(--ok); background:#e6f4ea; display:inline-block; min-width:100%; }
 pre.diff .del { color:var(--bad); background:#fce8e6; display:inline-block; min-width:100%; }
 pre.diff .hunk { color:#6f42c1; } pre.diff .file { color:#111827; font-weight:600; }
-section.actions { display:flex; gap:12px; flex-wrap:wrap; margin:10px 0; align-items:flex-start; }
+section.actions, div.deliver { display:flex; gap:12px; flex-wrap:wrap; margin:10px 0;
+  align-items:flex-start; }
 form.act { display:flex; flex-wrap:wrap; gap:6px; align-items:flex-start; max-width:100%; }
 form.act input, form.act textarea { font:inherit; padding:5px 8px; border:1px solid #d1d5db;
   border-radius:6px; min-width:200px; max-width:100%; }

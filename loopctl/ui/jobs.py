@@ -84,6 +84,21 @@ def runner(
     return run
 
 
+def deliver_runner(
+    project: Callable[[], Any], run: str, action: str, form: dict[str, str]
+) -> Callable[[], Any]:
+    """The function a finished goal's delivery buttons run (`loopctl.commands.deliver`), bound
+    to the commit and the remote URL the page showed."""
+    from loopctl.commands import deliver
+
+    def work() -> Any:
+        return deliver.deliver(
+            project(), run, action, form.get("sha", ""), form.get("remote_url") or None
+        )
+
+    return work
+
+
 @dataclass(slots=True)
 class Jobs:
     """The actions this server started, by id (in memory: they end with the server)."""

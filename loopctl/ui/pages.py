@@ -21,6 +21,7 @@ from loopctl.text import strip_controls
 from loopctl.ui.jobs import JobState
 from loopctl.ui.views import (
     AttemptFolder,
+    DeliverView,
     InboxView,
     ItemView,
     LoopsView,
@@ -479,7 +480,51 @@ def _reason(run: RunView) -> str:
     return next(iter(reasons))[:120] if len(reasons) == 1 else ""
 
 
-def run_page(view: RunPage, project: str) -> str:
+def deliver_section(found: DeliverView | None) -> str:
+    """A finished goal's diff and its merge / push / pull request buttons, each bound to the
+    commit shown (and a push to the remote URL shown); one that ran says what it did."""
+    if found is None:
+        return ""
+    offer = found.offer
+    moved = offer.head != offer.commit
+    forms = []
+    for action, label in (
+        ("merge", f"Merge into {offer.base_branch or '(no base branch)'}"),
+        ("push", f"Push to origin {offer.branch}"),
+        ("pr", "Open a pull request"),
+    ):
+        if action in offer.done:
+            forms.append(f'<p class="done {action}">{esc(offer.done[action])}</p>')
+            continue
+        why = offer.unavailable.get(action)
+        if why is None and moved:
+            why = f"{offer.branch} moved since this commit"
+        if action == "merge" and offer.base_branch is None:
+            why = "no base branch (HEAD was detached)"
+        hidden = f'<input type=hidden name=sha value="{esc(offer.commit)}">'
+        if offer.remote_url is not None and action != "merge":
+            hidden += f'<input type=hidden name=remote_url value="{esc(offer.remote_url)}">'
+        disabled = f' disabled title="{esc(why)}"' if why else ""
+        reason = f"<span class=muted>{esc(why)}</span>" if why else ""
+        forms.append(
+            f'<form method=post action="{url("runs", offer.run, "deliver", action)}"'
+            f' class="act {action}">{hidden}<button type=submit name=do value="{action}"'
+            f"{disabled}>{esc(label)}</button>{reason}</form>"
+        )
+    where = f" · origin: <code>{esc(offer.remote_url)}</code>" if offer.remote_url else ""
+    patch = diff_html(found.patch) if found.patch else "<p class=muted>(empty)</p>"
+    return (
+        f"<section id=actions><h2>Deliver</h2><p>commit <code"
+        f" id=deliver-sha>{esc(offer.commit[:12])}</code> on <code>{esc(offer.branch)}</code>"
+        f"{where}</p><div class=deliver>{''.join(forms)}</div></section>"
+        f"<section id=evidence><h2>Diff</h2>{patch}"
+        "</section>"
+    )
+
+
+def run_page(
+    view: RunPage, project: str, deliver: DeliverView | None = None, job: JobState | None = None
+) -> str:
     run = view.run
     live = run.status == "running"
     stream = (
@@ -516,6 +561,7 @@ def run_page(view: RunPage, project: str) -> str:
             if live
             else ""
         )
+        + (notice(job) + deliver_section(deliver) if deliver is not None or job else "")
         + f"<div id=attempts>{_attempts(view.folders)}</div>"
     )
     return layout(f"run {run.run}", body, active="runs", project=project)

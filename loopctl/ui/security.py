@@ -9,8 +9,11 @@ host's /tmp, so it cannot read the server's memory, argv or terminal.
   id in an HttpOnly SameSite=Strict cookie) and the token dies, so a token found later (in a
   browser's history, a terminal's scrollback, a screenshot) opens nothing. A new link comes
   from the terminal that runs `loopctl ui` (Enter) or a signal, never over HTTP.
-- Sessions live in this process's memory only, as hashes of their ids: they end when idle, at a
-  fixed age, and when the server stops.
+- Sessions are kept as hashes of their ids, never the ids: they end when idle and at a fixed
+  age. So that a restart of `loopctl ui` on the same address and port keeps its open tabs, the
+  hashes and their times are also written to a 0600 file under loopctl's home (atomically) and
+  read back when it starts again, expiring as before; a hash opens nothing by itself (the cookie
+  must hash to it), and an agent's sandbox cannot write there. Links are never written.
 - `Host` must name the address the server is bound to: a page whose DNS name rebinds to
   127.0.0.1 sends its own name and is refused.
 - A change (approve, reject, …) is a POST whose `Origin` is this server exactly (scheme, host
@@ -20,14 +23,20 @@ host's /tmp, so it cannot read the server's memory, argv or terminal.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
+import json
+import os
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
+
+from loopctl.atomicfile import write_atomic
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -38,6 +47,10 @@ IDLE_S = 30 * 60.0
 MAX_AGE_S = 12 * 3600.0
 # Live sessions kept at most (the oldest goes first): a human opens a handful.
 MAX_SESSIONS = 64
+# A session's last activity is written again after this much more of it (not on every request):
+# a restart may then count it idle up to this much early, never late.
+SAVE_EVERY_S = 15.0
+STORE_FORMAT = 1
 
 
 def new_token() -> str:
@@ -123,10 +136,11 @@ class _Session:
 
 
 class Sessions:
-    """The dashboard's one live link and the sessions links opened, in memory only.
+    """The dashboard's one live link and the sessions links opened.
 
-    Only hashes are kept, so that not even a dump of this object holds a usable id. `clock` is
-    monotonic seconds (a test passes its own to move time)."""
+    Only hashes are kept, so that not even a dump of this object (or its file) holds a usable
+    id. `clock` is monotonic seconds (a test passes its own to move time); `wall` is the time
+    of day, for the file only (a monotonic clock starts again with the machine)."""
 
     def __init__(
         self,
@@ -134,14 +148,48 @@ class Sessions:
         idle_s: float = IDLE_S,
         max_age_s: float = MAX_AGE_S,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.idle_s = idle_s
         self.max_age_s = max_age_s
         self._clock = clock
+        self._wall = wall
         # Requests are served from several threads; a link must not open two sessions.
         self._lock = threading.Lock()
         self._link: bytes | None = None
         self._sessions: dict[bytes, _Session] = {}
+        self._store: Path | None = None
+        self._saved: dict[bytes, float] = {}  # each session's `seen` as last written
+
+    def persist(self, store: Path) -> None:
+        """Keep the sessions in `store` from now on, first taking back those a previous server
+        on the same address and port wrote there that have not ended."""
+        with self._lock:
+            self._store = store
+            now = self._clock()
+            offset = self._wall() - now  # wall time = monotonic time + offset
+            for key, started, seen in _read_store(store):
+                if key not in self._sessions:
+                    self._sessions[key] = _Session(started=started - offset, seen=seen - offset)
+            self._prune(now)
+            self._save()
+
+    def _save(self) -> None:
+        """Write the live sessions' hashes and times (the caller holds the lock)."""
+        if self._store is None:
+            return
+        offset = self._wall() - self._clock()
+        records = {
+            key.hex(): {"started": s.started + offset, "seen": s.seen + offset}
+            for key, s in self._sessions.items()
+        }
+        data = json.dumps({"format": STORE_FORMAT, "sessions": records}, sort_keys=True)
+        try:
+            self._store.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_atomic(self._store, data + "\n", mode=0o600)
+        except OSError:
+            return  # the sessions still work; only a restart forgets them
+        self._saved = {key: s.seen for key, s in self._sessions.items()}
 
     def new_link(self) -> str:
         """A fresh one-time link token; any unused earlier one dies."""
@@ -163,6 +211,7 @@ class Sessions:
                 del self._sessions[oldest]
             session = new_token()
             self._sessions[_digest(session)] = _Session(started=now, seen=now)
+            self._save()
             return session
 
     def valid(self, session: str | None, *, touch: bool = True) -> bool:
@@ -175,10 +224,13 @@ class Sessions:
             now = self._clock()
             found = self._sessions.get(key)
             if found is None or self._ended(found, now):
-                self._sessions.pop(key, None)
+                if self._sessions.pop(key, None) is not None:
+                    self._save()
                 return False
             if touch:
                 found.seen = now
+                if now - self._saved.get(key, 0.0) >= SAVE_EVERY_S:
+                    self._save()
             return True
 
     def _ended(self, session: _Session, now: float) -> bool:
@@ -187,3 +239,43 @@ class Sessions:
     def _prune(self, now: float) -> None:
         for key in [k for k, s in self._sessions.items() if self._ended(s, now)]:
             del self._sessions[key]
+
+
+def store_path(home: Path, root: Path, host: str, port: int) -> Path:
+    """Where the sessions of a dashboard of `root` on `host`:`port` are kept: one file per
+    address, as the browser's cookie is per port."""
+    from loopctl.paths import repo_slug
+
+    name = "".join(c if c.isalnum() or c in ".-" else "_" for c in host) or "any"
+    return home / "ui-sessions" / f"{repo_slug(root)}-{name}-{port}.json"
+
+
+def _read_store(store: Path) -> list[tuple[bytes, float, float]]:
+    """(hash, started, seen) of each session in `store`, wall-clock times; nothing when the
+    file is missing, unreadable, not ours, open to others, or not what we write."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(store, flags)
+    except OSError:
+        return []
+    with contextlib.closing(os.fdopen(fd, "rb")) as handle:
+        info = os.fstat(handle.fileno())
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            return []
+        try:
+            data = json.loads(handle.read(1 << 20))
+        except (OSError, ValueError):
+            return []
+    if not isinstance(data, dict) or data.get("format") != STORE_FORMAT:
+        return []
+    records = data.get("sessions")
+    found = []
+    for key, times in records.items() if isinstance(records, dict) else ():
+        try:
+            digest = bytes.fromhex(key)
+            started, seen = float(times["started"]), float(times["seen"])
+        except (TypeError, ValueError, KeyError):
+            continue
+        if len(digest) == hashlib.sha256().digest_size:
+            found.append((digest, started, seen))
+    return found

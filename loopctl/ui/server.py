@@ -38,9 +38,9 @@ from loopctl.definitions.fields import format_duration
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import EventLog
 from loopctl.ui import assets, live, pages, views
-from loopctl.ui.jobs import ACTIONS, Jobs, JobState, runner
+from loopctl.ui.jobs import ACTIONS, Jobs, JobState, deliver_runner, runner
 from loopctl.ui.jobs import state as job_state
-from loopctl.ui.security import Guard, Sessions, is_loopback, query_token
+from loopctl.ui.security import Guard, Sessions, is_loopback, query_token, store_path
 
 # How long one poll of a job's state waits for it to end before answering "still running".
 JOB_WAIT_S = 20.0
@@ -210,10 +210,33 @@ def build_app(board: Dashboard) -> ASGIApp:
 
     def run(request: Request) -> Response:
         try:
-            view = views.run_page(board.project(), board.events(), request.path_params["run"])
+            project = board.project()
+            view = views.run_page(project, board.events(), request.path_params["run"])
+            offer = views.deliver_view(project, view.run.run)
         except LoopctlError as exc:
             return _html(pages.layout("not found", f"<p>{pages.esc(exc)}</p>"), 404)
-        return _html(pages.run_page(view, board.name))
+        notice = _notice(board, request.query_params.get("job"))
+        return _html(pages.run_page(view, board.name, offer, notice))
+
+    async def deliver(request: Request) -> Response:
+        ref, action = request.path_params["run"], request.path_params["action"]
+        from loopctl.commands.deliver import ACTIONS as DELIVERIES
+
+        if action not in DELIVERIES:
+            return _refused(f"no delivery action {action!r}", 404)
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return _refused("the form is too large", 413)
+        form = dict(parse_qsl(body.decode("utf-8", "replace")))
+        events = await to_thread.run_sync(board.events)
+        after = events[-1].seq if events else 0
+        work = deliver_runner(board.project, ref, action, form)
+        job = board.jobs.start(ref, action, None, after, work).id
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse(
+                {"job": job, "run": ref, "action": action, "state": f"/jobs/{job}"}, 202
+            )
+        return RedirectResponse(pages.url("runs", ref) + "?" + urlencode({"job": job}), 303)
 
     def stream(request: Request) -> Response:
         ref = request.path_params["run"]
@@ -251,6 +274,7 @@ def build_app(board: Dashboard) -> ASGIApp:
             Route("/runs", runs),
             Route("/runs/{run}", run),
             Route("/runs/{run}/stream", stream),
+            Route("/runs/{run}/deliver/{action}", deliver, methods=["POST"]),
             Route("/static/app.css", css),
             Route("/static/app.js", js),
         ]
@@ -433,6 +457,10 @@ def serve(
     sock = bind(host, port)
     bound = sock.getsockname()[1]
     guard = Guard(host=host, port=bound)
+    # A restart on the same address and port keeps the tabs it had open (their sessions).
+    from loopctl.paths import cache_home
+
+    sessions.persist(store_path(cache_home(), root, host, bound))
     board = Dashboard(root=root, guard=guard, sessions=sessions)
     config = uvicorn.Config(
         build_app(board),

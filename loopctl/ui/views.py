@@ -21,6 +21,7 @@ from loopctl.journal.spending import GroupBy, SpendRow, spend_report
 from loopctl.journal.statuses import RunStatus, TaskStatus
 
 if TYPE_CHECKING:
+    from loopctl.commands.deliver import Offer
     from loopctl.commands.inbox_show import ItemDetail
     from loopctl.definitions import Project
 
@@ -128,6 +129,29 @@ def item_view(project: Project, ref: str) -> ItemView:
         except LoopctlError as exc:
             text = f"(the patch is unavailable: {exc})"
     return ItemView(detail, text)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverView:
+    """A finished goal's diff and what its delivery buttons may do (`commands.deliver`)."""
+
+    offer: Offer
+    patch: str
+
+
+def deliver_view(project: Project, run: str) -> DeliverView | None:
+    """The diff and delivery of a finished goal; None for any other run."""
+    from loopctl.commands.deliver import offer as goal_offer
+    from loopctl.errors import LoopctlError
+
+    found = goal_offer(project, run)
+    if found is None:
+        return None
+    try:
+        text = found.patch(project)
+    except LoopctlError as exc:
+        text = f"(the patch is unavailable: {exc})"
+    return DeliverView(found, text)
 
 
 @dataclass(frozen=True, slots=True)
