@@ -17,6 +17,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopctl.commands import deliver
+from loopctl.commands import inbox as commands
+from loopctl.commands.status import describe
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 
@@ -65,7 +68,6 @@ def runner(
     project: Callable[[], Any], ref: str, action: str, form: dict[str, str]
 ) -> Callable[[], Any]:
     """The function `loopctl inbox ACTION` calls, with the form's fields as its arguments."""
-    from loopctl.commands import inbox as commands
 
     def run() -> Any:
         loaded = project()
@@ -89,7 +91,6 @@ def deliver_runner(
 ) -> Callable[[], Any]:
     """The function a finished goal's delivery buttons run (`loopctl.commands.deliver`), bound
     to the commit and the remote URL the page showed."""
-    from loopctl.commands import deliver
 
     def work() -> Any:
         return deliver.deliver(
@@ -160,7 +161,6 @@ def _progress(job: Job, events: Sequence[Event]) -> tuple[str | None, str]:
     """The newest run of the job's loop started since the job began, and its latest event."""
     if job.loop is None:
         return None, ""
-    from loopctl.commands.status import describe
 
     run: str | None = None
     latest: Event | None = None

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loopctl.backends.streams import render
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.ui import views
 
@@ -37,7 +38,6 @@ class _Capture:
 
     def lines(self, *, final: bool) -> list[tuple[int, str]]:
         """The complete lines written since the last look: (offset after the line, text)."""
-        from loopctl.backends.streams import render
 
         try:
             with self.path.open("rb") as handle:

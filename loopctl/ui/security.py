@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopctl.atomicfile import write_atomic
+from loopctl.paths import repo_slug
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -244,7 +245,6 @@ class Sessions:
 def store_path(home: Path, root: Path, host: str, port: int) -> Path:
     """Where the sessions of a dashboard of `root` on `host`:`port` are kept: one file per
     address, as the browser's cookie is per port."""
-    from loopctl.paths import repo_slug
 
     name = "".join(c if c.isalnum() or c in ".-" else "_" for c in host) or "any"
     return home / "ui-sessions" / f"{repo_slug(root)}-{name}-{port}.json"

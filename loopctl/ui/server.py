@@ -15,6 +15,7 @@ import contextlib
 import socket
 import threading
 import time
+import webbrowser
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +35,17 @@ from starlette.responses import (
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from loopctl.commands.deliver import ACTIONS as DELIVERIES
+from loopctl.definitions import load_project
 from loopctl.definitions.fields import format_duration
 from loopctl.errors import LoopctlError
+from loopctl.journal import history
 from loopctl.journal.events import EventLog
+from loopctl.journal.history import find_run
+from loopctl.journal.inbox import items
+from loopctl.paths import ProjectPaths, cache_home
+from loopctl.sandbox import harden_self
+from loopctl.scheduling.timing import zone
 from loopctl.ui import assets, live, pages, views
 from loopctl.ui.jobs import ACTIONS, Jobs, JobState, deliver_runner, runner
 from loopctl.ui.jobs import state as job_state
@@ -88,19 +97,15 @@ class Dashboard:
         return self.jobs.workers
 
     def project(self) -> Any:
-        from loopctl.definitions import load_project
 
         return load_project(self.root)
 
     def events(self) -> list[Any]:
         if self.log is None:
-            from loopctl.paths import ProjectPaths
-
             self.log = EventLog(ProjectPaths(self.root).events_file)
         return self.log.read()
 
     def items(self) -> list[Any]:
-        from loopctl.journal.inbox import items
 
         events = self.events()
         seq = events[-1].seq if events else 0
@@ -110,7 +115,6 @@ class Dashboard:
 
     def runs(self) -> dict[str, Any]:
         """`history.fold` of the log as of its last seq."""
-        from loopctl.journal import history
 
         events = self.events()
         seq = events[-1].seq if events else 0
@@ -119,7 +123,6 @@ class Dashboard:
         return self._runs[1]
 
     def loops(self) -> views.LoopsView:
-        from loopctl.scheduling.timing import zone
 
         events = self.events()
         return views.loops_view(
@@ -220,8 +223,6 @@ def build_app(board: Dashboard) -> ASGIApp:
 
     async def deliver(request: Request) -> Response:
         ref, action = request.path_params["run"], request.path_params["action"]
-        from loopctl.commands.deliver import ACTIONS as DELIVERIES
-
         if action not in DELIVERIES:
             return _refused(f"no delivery action {action!r}", 404)
         body = await request.body()
@@ -243,8 +244,6 @@ def build_app(board: Dashboard) -> ASGIApp:
         raw = request.headers.get("last-event-id") or request.query_params.get("after", "0")
         after = int(raw) if raw.isdigit() else 0
         try:
-            from loopctl.journal.history import find_run
-
             found = find_run(board.events(), ref)
         except LoopctlError as exc:
             return _refused(str(exc), 404)
@@ -398,7 +397,6 @@ def _notice(board: Dashboard, job: str | None) -> JobState | None:
 
 def _follow(board: Dashboard, run: str, start: str, after: int) -> Iterator[str]:
     """Server-sent events of `run` (`live.follow`) for one stream's time."""
-    from loopctl.paths import ProjectPaths
 
     paths = ProjectPaths(board.root)
     try:
@@ -448,9 +446,7 @@ def serve(
     """Serve the dashboard of `root` until interrupted; `on_ready(url, new_link)` once it
     listens, with its first one-time link and a function that makes the next one (any thread;
     it is the caller's to show it to the human, never over HTTP)."""
-    import uvicorn
-
-    from loopctl.sandbox import harden_self
+    import uvicorn  # lazy: the `ui` extra's server, loaded only when the dashboard starts
 
     # Our /proc files (memory, environ) unreadable to other processes of the user.
     harden_self()
@@ -458,7 +454,6 @@ def serve(
     bound = sock.getsockname()[1]
     guard = Guard(host=host, port=bound)
     # A restart on the same address and port keeps the tabs it had open (their sessions).
-    from loopctl.paths import cache_home
 
     sessions.persist(store_path(cache_home(), root, host, bound))
     board = Dashboard(root=root, guard=guard, sessions=sessions)
@@ -495,6 +490,5 @@ def _warm(board: Dashboard) -> None:
 
 def start_browser(url: str) -> None:
     """Open `url` in the user's browser, off the main thread (it may block on some systems)."""
-    import webbrowser
 
     threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()

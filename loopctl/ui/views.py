@@ -12,13 +12,17 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loopctl.commands.deliver import offer as goal_offer
+from loopctl.commands.inbox_show import InboxError, patch, show
 from loopctl.commands.status import LoopStatus, describe, loop_statuses
+from loopctl.errors import LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.history import find_run
-from loopctl.journal.inbox import InboxItem
+from loopctl.journal.inbox import InboxItem, ItemKind
 from loopctl.journal.spending import GroupBy, SpendRow, spend_report
 from loopctl.journal.statuses import RunStatus, TaskStatus
+from loopctl.scheduling.daemon import up_info
 
 if TYPE_CHECKING:
     from loopctl.commands.deliver import Offer
@@ -58,7 +62,6 @@ def loops_view(
     """Each loop's trigger, next tick, last runs and spend per day (as `status` and `spend`).
 
     `runs` and `every`: `history.fold` and `journal.inbox.items` of `events`, when known."""
-    from loopctl.scheduling.daemon import up_info
 
     if runs is None:
         runs = history.fold(events)
@@ -115,9 +118,6 @@ class ItemView:
 
 def item_view(project: Project, ref: str) -> ItemView:
     """`loopctl inbox show ID`: the evidence, and an approval's whole patch (`inbox diff`)."""
-    from loopctl.commands.inbox_show import InboxError, patch, show
-    from loopctl.errors import LoopctlError
-    from loopctl.journal.inbox import ItemKind
 
     detail = show(project, ref)
     text: str | None = None
@@ -141,8 +141,6 @@ class DeliverView:
 
 def deliver_view(project: Project, run: str) -> DeliverView | None:
     """The diff and delivery of a finished goal; None for any other run."""
-    from loopctl.commands.deliver import offer as goal_offer
-    from loopctl.errors import LoopctlError
 
     found = goal_offer(project, run)
     if found is None:
