@@ -232,5 +232,8 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     done = run_loopctl(tmp_path, "demo", "--no-keep", env=env)
 
     assert_clean_exit(done, 0)
-    assert "tests-green: done" in done.stdout or "task tests-green: done" in done.stdout
+    # The demo's story: a fix, its diff, a gated push approved, pushed once (tests/commands/
+    # test_demo.py checks each step); here, that it ends there and leaves nothing behind.
+    assert "the approved commit, pushed once" in done.stdout
+    assert "nothing is left behind" in done.stdout
     assert list(scratch.iterdir()) == []
