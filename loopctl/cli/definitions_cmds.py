@@ -39,7 +39,10 @@ def init() -> None:
     if result.detected:
         found = f"agent CLIs found: {', '.join(result.detected)}"
         # Only what was written is claimed: a kept config keeps its own default maker.
-        print(f"{found}; default maker: {result.maker}" if result.config_written else found)
+        if result.config_written:
+            print(f"{found}; default maker: {result.maker}")
+        else:
+            print(f"{found}; .loop/config.toml was kept: its [defaults] maker is unchanged")
     else:
         print(
             f"no agent CLI found on PATH ({', '.join(result.looked_for)}): {PLACEHOLDER} is a"

@@ -51,10 +51,11 @@ class InitResult:
     def next_command(self) -> str:
         """A command that works on this machine now, in a shell: checked, and a first look.
 
-        With an agent CLI, the example loop's dry run (its checker judges "tests green" when no
-        test runner is found). Without one, the placeholder maker's own check: a run would only
-        stop at its message, and the example's goal needs a checker or a test runner."""
-        if self.detected:
+        With an agent CLI and the config init wrote, the example loop's dry run (the checker it
+        set judges "tests green" where no test runner is found). With a kept config, whose
+        maker init does not know, or with no CLI, the maker's own check: a run of the
+        placeholder would only stop at its message."""
+        if self.detected and self.config_written:
             return "loopctl validate && loopctl run example --dry-run"
         return f"loopctl validate && loopctl agents test {self.maker}"
 

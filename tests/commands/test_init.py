@@ -185,7 +185,11 @@ def test_init_never_overwrites(repo: Path, bin_dir: Path, monkeypatch: pytest.Mo
         assert f"skipped  {relative} (already exists)" in result.stdout
     assert created_files(result) == [f for f in CLAUDE_FILES if f not in mine]
     # A kept config keeps its own default maker: init does not claim one.
-    assert "agent CLIs found: claude\n" in result.stdout
+    assert (
+        "agent CLIs found: claude; .loop/config.toml was kept: its [defaults] maker is unchanged"
+        in result.stdout
+    )
+    assert next_line(result) == "loopctl validate && loopctl agents test claude-maker"
 
     # A second run changes nothing at all and reports every file as skipped.
     before = files_under(repo)
@@ -321,14 +325,17 @@ def test_init_without_a_cli_writes_no_cli_agent(
 # --- on a real machine: the printed next step, a real run, a clean tree ----------------------
 
 
-@pytest.mark.parametrize("cli", [None, "claude"])
+@pytest.mark.parametrize("machine", ["no-cli", "claude", "claude-installed-later"])
 def test_the_next_line_works(
-    outside: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, cli: str | None
+    outside: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, machine: str
 ) -> None:
-    """The exact command init prints, run in a shell on a machine with no agent CLI and on one
-    with Claude Code (a stand-in on PATH: nothing runs it)."""
-    if cli is not None:
-        fake_cli(bin_dir, cli)
+    """The exact command init prints, run in a shell: on a machine with no agent CLI, on one
+    with Claude Code (a stand-in on PATH that answers `--version`), and on one that installed
+    it after a first init (the second init adds its agents and keeps the config)."""
+    if machine == "claude-installed-later":
+        assert invoke(outside, monkeypatch, "init").exit_code == 0
+    if machine != "no-cli":
+        fake_cli(bin_dir, "claude")
     result = invoke(outside, monkeypatch, "init")
     assert result.exit_code == 0, result.output
     command = next_line(result)
@@ -336,10 +343,12 @@ def test_the_next_line_works(
     assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
     assert ran.stdout.startswith("ok: 1 loops, ")
     assert "warning" not in ran.stdout + ran.stderr
-    if cli is None:
-        assert ran.stdout.rstrip().endswith("ready")
-    else:
+    if machine == "claude":
         assert "Dry run of example" in ran.stdout
+    else:
+        maker = "command-maker" if machine == "no-cli" else "claude-maker"
+        assert f"\n{maker} (" in ran.stdout
+        assert ran.stdout.rstrip().endswith("ready")
 
 
 def test_a_run_after_init_leaves_the_tree_clean(
