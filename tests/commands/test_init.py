@@ -301,6 +301,10 @@ def test_init_detects_agent_clis_on_path(
         "codex-maker.toml",
     ]
     assert not (repo / "agents").exists()
+    # Shell completion offers them from their new folder too.
+    from loopctl.cli.completion import agent_names
+
+    assert sorted(agent_names("")) == [Path(name).stem for name in agents]
     config = tomllib.loads((repo / ".loop" / "config.toml").read_text())
     assert config["defaults"] == {"maker": "codex-maker", "checker": "codex-checker"}
     assert "$" not in (repo / ".loop" / "config.toml").read_text()
