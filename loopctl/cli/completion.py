@@ -13,7 +13,12 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-_AGENT_GLOBS = ("agents/*.toml", ".codex/agents/*.toml", ".claude/agents/*.md")  # AGENT_SOURCES
+_AGENT_GLOBS = (  # AGENT_SOURCES
+    ".loop/agents/*.toml",
+    "agents/*.toml",
+    ".codex/agents/*.toml",
+    ".claude/agents/*.md",
+)
 
 
 def _root() -> Path | None:

@@ -23,33 +23,33 @@ def _root() -> Path:
 
 
 def init() -> None:
-    """Scaffold .loop/, example agents and skills in this git repository."""
-    from loopctl.commands.init import init_project
+    """Scaffold .loop/ (defaults, an example loop, agents) and example skills in this repository."""
+    from loopctl.commands.init import PLACEHOLDER, WHERE, init_project
 
     result = init_project(_root())
     for path in result.created:
         print(f"created  {path}")
-    for path in result.skipped:
-        print(f"skipped  {path} (already exists)")
-    if not result.created:
+    for path, added in result.updated:
+        print(f"updated  {path} (added {', '.join(added)})")
+    for path, why in result.skipped:
+        print(f"skipped  {path} ({why})")
+    if not result.created and not result.updated:
         print("nothing written: every file init would write already exists")
-    # Only what was written is claimed: a kept config keeps its own default maker.
-    config_written = ".loop/config.toml" in result.created
-    maker_file = f"agents/{result.maker}.toml"
+    print(WHERE)
     if result.detected:
         found = f"agent CLIs found: {', '.join(result.detected)}"
-        print(f"{found}; default maker: {result.maker}" if config_written else found)
+        # Only what was written is claimed: a kept config keeps its own default maker.
+        if result.config_written:
+            print(f"{found}; default maker: {result.maker}")
+        else:
+            print(f"{found}; .loop/config.toml was kept: its [defaults] maker is unchanged")
     else:
-        wrote = (
-            f"wrote {maker_file} as a starting point"
-            if maker_file in result.created
-            else f"{maker_file} was kept as it is"
-        )
         print(
-            "no agent CLI found on PATH (claude, codex, opencode, aider, goose);"
-            f' {wrote} — install one, or use backend = "command"'
+            f"no agent CLI found on PATH ({', '.join(result.looked_for)}): {PLACEHOLDER} is a"
+            " placeholder `command` agent; set its argv to your own agent program, or install"
+            " one of those CLIs and run `loopctl init` again"
         )
-    print("next: loopctl validate, then loopctl run example --once")
+    print(f"next: {result.next_command()}")
 
 
 def new(
@@ -146,7 +146,7 @@ def agents(ctx: typer.Context, json_out: JsonFlag = False) -> None:
             )
             for a in rows
         ],
-        empty="no agents defined (run `loopctl init`, or add agents/<name>.toml)",
+        empty="no agents defined (run `loopctl init`, or add .loop/agents/<name>.toml)",
     )
 
 
@@ -211,7 +211,7 @@ def skills(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     print_table(
         ("NAME", "FILE", "DESCRIPTION"),
         [(s.name, str(s.path.relative_to(project.root)), s.description) for s in rows],
-        empty="no skills found (skills/<name>/SKILL.md, .claude/skills/, .agents/skills/)",
+        empty="no skills found (.agents/skills/<name>/SKILL.md, .claude/skills/, skills/)",
     )
 
 

@@ -21,6 +21,7 @@ CACHE_VERSION = 1
 DEFINITION_ROOTS = (
     ".loop/config.toml",
     ".loop/loops",
+    ".loop/agents",
     "agents",
     ".codex/agents",
     ".claude/agents",

@@ -17,8 +17,10 @@ from loopctl.definitions.source import Problems, parse_toml
 from loopctl.errors import DefinitionError, Problem, UsageError
 from loopctl.paths import ProjectPaths
 
-# (folder, pattern, default backend, front-matter markdown?)
+# (folder, pattern, default backend, front-matter markdown?). `.loop/agents/` is where `init`
+# writes loopctl's own format; `agents/` is where it wrote them before, still read.
 AGENT_SOURCES: tuple[tuple[str, str, Backend | None, bool], ...] = (
+    (".loop/agents", "*.toml", None, False),
     ("agents", "*.toml", None, False),
     (".codex/agents", "*.toml", Backend.CODEX, False),
     (".claude/agents", "*.md", Backend.CLAUDE, True),

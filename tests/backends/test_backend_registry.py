@@ -87,7 +87,7 @@ def test_every_cli_has_state_in_the_sandbox_and_an_init_entry(name: str, tmp_pat
     for role in ("maker", "checker"):
         packaged = TEMPLATES.joinpath("agents", f"{name}-{role}.toml")
         expected = spec.templates.get(role) or packaged.read_text(encoding="utf-8")
-        assert files[f"agents/{name}-{role}.toml"] == expected
+        assert files[f".loop/agents/{name}-{role}.toml"] == expected
 
 
 @pytest.mark.parametrize("name", backend_registry.names())
@@ -153,7 +153,9 @@ def test_a_registered_backend_reaches_every_reader(demo: BackendSpec, tmp_path: 
         "demo-cli",
         "claude",
     )
-    assert planned_files(("demo-cli",))["agents/demo-cli-maker.toml"] == 'backend = "demo-cli"\n'
+    assert (
+        planned_files(("demo-cli",))[".loop/agents/demo-cli-maker.toml"] == 'backend = "demo-cli"\n'
+    )
     assert render("demo-cli", '{"say": "hi"}') == "demo says hi"
     assert provider_name("demo-cli", "other/model") == "demo-provider"
     assert sandbox.cli_state.has_state("demo-cli")

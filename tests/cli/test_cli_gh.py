@@ -241,8 +241,7 @@ def test_init_never_claims_a_file_it_skipped(
     )
 
     assert_clean_exit(first, 0)
-    assert "wrote" not in first.stdout
-    assert "agents/claude-maker.toml was kept as it is" in first.stdout
+    assert "skipped  .loop/config.toml (already exists)" in first.stdout
     assert "default maker" not in first.stdout
     assert mine.read_text() == 'description = "mine"\nbackend = "claude"\n'
     assert_clean_exit(second, 0)

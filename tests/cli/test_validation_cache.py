@@ -47,7 +47,7 @@ def test_an_edit_is_seen_at_once_and_an_unchanged_tree_replays_the_same_answer(
     assert "did you mean 'every'" in broken.stdout
     assert validate(repo).stdout == broken.stdout  # the broken answer is remembered too
 
-    new_skill = repo / "skills" / "new-skill"
+    new_skill = repo / ".agents" / "skills" / "new-skill"
     new_skill.mkdir()
     # A new folder alone changes the key: the marked answer under the old key is not replayed.
     saved = json.loads(cached.read_text())
@@ -67,5 +67,6 @@ def test_no_cache_without_the_gitignore_that_keeps_it_out_of_commits(repo: Path)
 def test_a_symlink_among_the_definitions_turns_the_cache_off(repo: Path) -> None:
     init_project(repo, which=lambda _: None)
     assert definitions_key(repo, "text") is not None
-    (repo / "agents" / "linked.toml").symlink_to(repo / "agents" / "claude-maker.toml")
+    agents = repo / ".loop" / "agents"
+    (agents / "linked.toml").symlink_to(agents / "command-maker.toml")
     assert definitions_key(repo, "text") is None

@@ -84,8 +84,8 @@ def test_a_command_agent_fixes_a_test_and_the_fix_is_merged_into_main(tmp_path: 
 
     steps = section(start, "Your repository, with no agent CLI: a `command` agent")
     agent, config = blocks(steps, "toml")
-    assert agent.startswith("# agents/fixer.toml\n")
-    (repo / "agents" / "fixer.toml").write_text(agent)
+    assert agent.startswith("# .loop/agents/fixer.toml\n")
+    (repo / ".loop" / "agents" / "fixer.toml").write_text(agent)
     assert config.startswith("# .loop/config.toml, [defaults]\n")
     line = config.splitlines()[1]
     settings = repo / ".loop" / "config.toml"

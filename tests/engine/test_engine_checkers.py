@@ -95,7 +95,7 @@ def test_the_example_loop_of_init_runs_without_claude_with_another_maker(
     (repo / ".loop" / "config.toml").unlink()
     assert_clean_exit(run_loopctl(repo, "init", env=env), 0)
     config = repo / ".loop" / "config.toml"
-    text = config.read_text().replace('maker = "claude-maker"', 'maker = "maker"')
+    text = config.read_text().replace('maker = "command-maker"', 'maker = "maker"')
     config.write_text(text)
     commit_all(repo, "loopctl init, with a command maker")
 
