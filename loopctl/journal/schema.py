@@ -9,20 +9,12 @@ of many kinds (its `what`): `Note` reads any of them; a kind something reads bac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from msgspec import field
+
 from loopctl.journal.events import Event, EventType
-from loopctl.journal.payload import (
-    NotePayload,
-    Payload,
-    as_read,
-    item_id,
-    read,
-    read_note,
-    tokens,
-    usd,
-)
+from loopctl.journal.payload import ItemId, NotePayload, Payload, Tokens, Usd, read, read_note
 
 __all__ = ["NotePayload", "Payload", "read", "read_note"]
 
@@ -34,8 +26,7 @@ def _sparse(*names: str) -> frozenset[str]:
 # --- ticks and runs ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class TickStarted(Payload):
+class TickStarted(Payload, frozen=True):
     """A tick or goal run began."""
 
     TYPE: ClassVar[EventType] = EventType.TICK_STARTED
@@ -52,8 +43,7 @@ class TickStarted(Payload):
     extra: dict[str, Any] = field(default_factory=dict)  # the push remote (delivery.remotes)
 
 
-@dataclass(frozen=True, slots=True)
-class TickFinished(Payload):
+class TickFinished(Payload, frozen=True):
     """A tick or goal run ended."""
 
     TYPE: ClassVar[EventType] = EventType.TICK_FINISHED
@@ -62,8 +52,7 @@ class TickFinished(Payload):
     tasks: dict[str, int] = field(default_factory=dict)  # task status -> how many
 
 
-@dataclass(frozen=True, slots=True)
-class TickSkipped(Payload):
+class TickSkipped(Payload, frozen=True):
     """The scheduler did not start a due tick."""
 
     TYPE: ClassVar[EventType] = EventType.TICK_SKIPPED
@@ -71,15 +60,13 @@ class TickSkipped(Payload):
     trigger: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class RunInterrupted(Payload):
+class RunInterrupted(Payload, frozen=True):
     """A run was stopped before it ended (it resumes with the same command)."""
 
     TYPE: ClassVar[EventType] = EventType.RUN_INTERRUPTED
 
 
-@dataclass(frozen=True, slots=True)
-class RunResumed(Payload):
+class RunResumed(Payload, frozen=True):
     """An interrupted run went on."""
 
     TYPE: ClassVar[EventType] = EventType.RUN_RESUMED
@@ -87,8 +74,7 @@ class RunResumed(Payload):
     trigger: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class TasksListed(Payload):
+class TasksListed(Payload, frozen=True):
     """A run's task source was asked for tasks."""
 
     TYPE: ClassVar[EventType] = EventType.TASKS_LISTED
@@ -96,16 +82,14 @@ class TasksListed(Payload):
     found: int | None = None  # None: the source may hold more than the budget took
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetStopped(Payload):
+class BudgetStopped(Payload, frozen=True):
     """A budget stopped a task or a run."""
 
     TYPE: ClassVar[EventType] = EventType.BUDGET_STOPPED
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulerStarted(Payload):
+class SchedulerStarted(Payload, frozen=True):
     """`loopctl up` (or a service) started the scheduler."""
 
     TYPE: ClassVar[EventType] = EventType.SCHEDULER_STARTED
@@ -115,8 +99,7 @@ class SchedulerStarted(Payload):
     loops: dict[str, Any] = field(default_factory=dict)  # loop -> its schedule, described
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulerStopped(Payload):
+class SchedulerStopped(Payload, frozen=True):
     """The scheduler stopped."""
 
     TYPE: ClassVar[EventType] = EventType.SCHEDULER_STOPPED
@@ -129,8 +112,7 @@ class SchedulerStopped(Payload):
 # --- tasks, worktrees and attempts ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class TaskFound(Payload):
+class TaskFound(Payload, frozen=True):
     """A run picked up a task."""
 
     TYPE: ClassVar[EventType] = EventType.TASK_FOUND
@@ -141,8 +123,7 @@ class TaskFound(Payload):
     fields: dict[str, Any] = field(default_factory=dict)  # the source's extra fields
 
 
-@dataclass(frozen=True, slots=True)
-class TaskFinished(Payload):
+class TaskFinished(Payload, frozen=True):
     """A task reached its outcome for this run."""
 
     TYPE: ClassVar[EventType] = EventType.TASK_FINISHED
@@ -153,8 +134,7 @@ class TaskFinished(Payload):
     attempts: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRequeued(Payload):
+class TaskRequeued(Payload, frozen=True):
     """A human sent a task back to run again (retry, or an answer to its question)."""
 
     TYPE: ClassVar[EventType] = EventType.TASK_REQUEUED
@@ -169,8 +149,7 @@ class TaskRequeued(Payload):
     answer: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class WorktreeCreated(Payload):
+class WorktreeCreated(Payload, frozen=True):
     """A task's worktree (or the checkout itself, in place) was made ready to work in."""
 
     TYPE: ClassVar[EventType] = EventType.WORKTREE_CREATED
@@ -183,24 +162,21 @@ class WorktreeCreated(Payload):
     dirty_at_start: dict[str, Any] = field(default_factory=dict)  # in place: path -> hash
 
 
-@dataclass(frozen=True, slots=True)
-class WorktreePrepared(Payload):
+class WorktreePrepared(Payload, frozen=True):
     """Files were placed into a fresh worktree before its agent ran."""
 
     TYPE: ClassVar[EventType] = EventType.WORKTREE_PREPARED
     files: dict[str, Any] = field(default_factory=dict)  # path -> hash
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptStarted(Payload):
+class AttemptStarted(Payload, frozen=True):
     """An attempt began (again, after an interruption, with the same number)."""
 
     TYPE: ClassVar[EventType] = EventType.ATTEMPT_STARTED
     attempt: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AgentStarted(Payload):
+class AgentStarted(Payload, frozen=True):
     """A maker or checker turn began."""
 
     TYPE: ClassVar[EventType] = EventType.AGENT_STARTED
@@ -210,8 +186,7 @@ class AgentStarted(Payload):
     pid: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AgentFinished(Payload):
+class AgentFinished(Payload, frozen=True):
     """One maker or checker turn ended (engine/agents.py writes it)."""
 
     TYPE: ClassVar[EventType] = EventType.AGENT_FINISHED
@@ -227,10 +202,10 @@ class AgentFinished(Payload):
     status: str | None = None  # ok, failed, timeout, approval, …
     exit_code: int | None = None
     duration_s: float | None = None
-    input_tokens: int | None = field(default=None, metadata=as_read(tokens))  # None: not reported
-    output_tokens: int | None = field(default=None, metadata=as_read(tokens))
-    cached_tokens: int | None = field(default=None, metadata=as_read(tokens))
-    cost_usd: float | None = field(default=None, metadata=as_read(usd))  # None: nobody priced it
+    input_tokens: Tokens = None  # None: not reported
+    output_tokens: Tokens = None
+    cached_tokens: Tokens = None
+    cost_usd: Usd = None  # None: nobody priced it
     session_id: str | None = None
     text: str = ""  # the end of its final message
     model: str | None = None  # what answered, if the backend said
@@ -244,8 +219,7 @@ class AgentFinished(Payload):
         return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
-@dataclass(frozen=True, slots=True)
-class CheckFinished(Payload):
+class CheckFinished(Payload, frozen=True):
     """An attempt's checks (commands and the checker's verdict) ended."""
 
     TYPE: ClassVar[EventType] = EventType.CHECK_FINISHED
@@ -260,8 +234,7 @@ class CheckFinished(Payload):
     commands: tuple[dict[str, Any], ...] = ()  # one object per check command that ran
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptFinished(Payload):
+class AttemptFinished(Payload, frozen=True):
     """An attempt ended with a verdict."""
 
     TYPE: ClassVar[EventType] = EventType.ATTEMPT_FINISHED
@@ -280,8 +253,7 @@ class AttemptFinished(Payload):
     extra: dict[str, Any] = field(default_factory=dict)  # the review (engine.review)
 
 
-@dataclass(frozen=True, slots=True)
-class BaselineChecked(Payload):
+class BaselineChecked(Payload, frozen=True):
     """The check commands ran on the base before the agent, to tell its failures from ours."""
 
     TYPE: ClassVar[EventType] = EventType.BASELINE_CHECKED
@@ -290,8 +262,7 @@ class BaselineChecked(Payload):
     extra: dict[str, Any] = field(default_factory=dict)  # the first run's exit_code, counts
 
 
-@dataclass(frozen=True, slots=True)
-class CommitCreated(Payload):
+class CommitCreated(Payload, frozen=True):
     """A task's work was committed."""
 
     TYPE: ClassVar[EventType] = EventType.COMMIT_CREATED
@@ -305,62 +276,56 @@ class CommitCreated(Payload):
 # --- the inbox, approvals and delivery -----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class InboxOpened(Payload):
+class InboxOpened(Payload, frozen=True):
     """An inbox item opened; `id` is "" when the record has none."""
 
     TYPE: ClassVar[EventType] = EventType.INBOX_OPENED
-    id: str = field(default="", metadata=as_read(item_id))
+    id: ItemId = ""
     kind: str | None = None  # an ItemKind's value
     summary: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class InboxClosed(Payload):
+class InboxClosed(Payload, frozen=True):
     """An inbox item closed."""
 
     TYPE: ClassVar[EventType] = EventType.INBOX_CLOSED
     SPARSE: ClassVar[frozenset[str]] = _sparse("by", "reason", "outcome")
-    id: str = field(default="", metadata=as_read(item_id))
+    id: ItemId = ""
     resolution: str = "closed"  # approved, dismissed, retried, resolved, …
     by: str | None = None
     reason: str | None = None
     outcome: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class Approved(Payload):
+class Approved(Payload, frozen=True):
     """A human approved an item (a gated delivery step, or what an agent asked to run)."""
 
     TYPE: ClassVar[EventType] = EventType.APPROVED
     SPARSE: ClassVar[frozenset[str]] = _sparse("step")
-    id: str = field(default="", metadata=as_read(item_id))
+    id: ItemId = ""
     sha: str | None = None
     step: int | None = None
     action: str | None = None
     note: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRefused(Payload):
+class ApprovalRefused(Payload, frozen=True):
     """An approval could not be acted on."""
 
     TYPE: ClassVar[EventType] = EventType.APPROVAL_REFUSED
-    id: str = field(default="", metadata=as_read(item_id))
+    id: ItemId = ""
     reason: str = "refused"
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryPlanned(Payload):
+class DeliveryPlanned(Payload, frozen=True):
     """What delivering a task will do, step by step (delivery.gates.Plan)."""
 
     TYPE: ClassVar[EventType] = EventType.DELIVERY_PLANNED
     plan: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class ActionStarted(Payload):
+class ActionStarted(Payload, frozen=True):
     """A delivery step began."""
 
     TYPE: ClassVar[EventType] = EventType.ACTION_STARTED
@@ -371,8 +336,7 @@ class ActionStarted(Payload):
     approval: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class ActionFinished(Payload):
+class ActionFinished(Payload, frozen=True):
     """A delivery step ended."""
 
     TYPE: ClassVar[EventType] = EventType.ACTION_FINISHED
@@ -384,16 +348,14 @@ class ActionFinished(Payload):
     url: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ActionDeferred(Payload):
+class ActionDeferred(Payload, frozen=True):
     """A delivery step waits (for an approval, or a later run)."""
 
     TYPE: ClassVar[EventType] = EventType.ACTION_DEFERRED
     action: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Notified(Payload):
+class Notified(Payload, frozen=True):
     """A `[notify]` channel took an item."""
 
     TYPE: ClassVar[EventType] = EventType.NOTIFIED
@@ -403,8 +365,7 @@ class Notified(Payload):
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NotifyFailed(Payload):
+class NotifyFailed(Payload, frozen=True):
     """A `[notify]` channel refused an item or a digest."""
 
     TYPE: ClassVar[EventType] = EventType.NOTIFY_FAILED
@@ -416,8 +377,7 @@ class NotifyFailed(Payload):
     digest: str | None = None  # the digest's slot
 
 
-@dataclass(frozen=True, slots=True)
-class DigestSent(Payload):
+class DigestSent(Payload, frozen=True):
     """The daily digest went out (to the channels that took it)."""
 
     TYPE: ClassVar[EventType] = EventType.DIGEST_SENT
@@ -429,8 +389,7 @@ class DigestSent(Payload):
 # --- notes ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Note(Payload):
+class Note(Payload, frozen=True):
     """A `note`: something worth knowing, named by `what` (None when the record has none).
 
     Read for the fields every kind may carry; written for the kinds nothing reads back (their
@@ -452,8 +411,7 @@ class Note(Payload):
 NETWORK_REFUSED = "network_refused"
 
 
-@dataclass(frozen=True, slots=True)
-class NetworkRefused(NotePayload):
+class NetworkRefused(NotePayload, frozen=True):
     """The `network_refused` note: each host:port a sandboxed process was refused, and whose
     (an agent's turn, as `role`, or a check)."""
 
@@ -477,8 +435,7 @@ class NetworkRefused(NotePayload):
 WORKSPACE_READY = "workspace_ready"
 
 
-@dataclass(frozen=True, slots=True)
-class WorkspaceReady(NotePayload):
+class WorkspaceReady(NotePayload, frozen=True):
     """The `workspace_ready` note: how a task's worktree was made ready, and what that saved."""
 
     WHAT: ClassVar[str] = WORKSPACE_READY
@@ -493,8 +450,7 @@ class WorkspaceReady(NotePayload):
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class IntegrityBaseline(NotePayload):
+class IntegrityBaseline(NotePayload, frozen=True):
     """The digest of the files a check must not see changed, before an attempt's agent ran."""
 
     WHAT: ClassVar[str] = "integrity_baseline"
@@ -502,8 +458,7 @@ class IntegrityBaseline(NotePayload):
     digest: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class NetworkOpen(NotePayload):
+class NetworkOpen(NotePayload, frozen=True):
     """The `network` note: an agent (or the checks) ran with the network open."""
 
     WHAT: ClassVar[str] = "network"
@@ -513,8 +468,7 @@ class NetworkOpen(NotePayload):
     check: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class SandboxNote(NotePayload):
+class SandboxNote(NotePayload, frozen=True):
     """The `sandbox` note: how a run's agents and checks were confined (or not)."""
 
     WHAT: ClassVar[str] = "sandbox"
@@ -524,8 +478,7 @@ class SandboxNote(NotePayload):
     program: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DefinitionsReloaded(NotePayload):
+class DefinitionsReloaded(NotePayload, frozen=True):
     """`loopctl up` reloaded the loop definitions after they changed."""
 
     WHAT: ClassVar[str] = "definitions_reloaded"
@@ -536,8 +489,7 @@ class DefinitionsReloaded(NotePayload):
     loops: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class LoopStopped(NotePayload):
+class LoopStopped(NotePayload, frozen=True):
     """`loopctl up` stopped a loop's running tick."""
 
     WHAT: ClassVar[str] = "loop_stopped"

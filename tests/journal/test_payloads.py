@@ -4,11 +4,12 @@ recorder and read back equal, and lines in the format loopctl has always written
 
 from __future__ import annotations
 
-import dataclasses
+import pickle
 import typing
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from support.repos import write_config
 
@@ -23,7 +24,9 @@ from loopctl.usage import MAX_TOKENS
 ALL_CLASSES = [
     value
     for value in vars(schema).values()
-    if isinstance(value, type) and issubclass(value, Payload) and dataclasses.is_dataclass(value)
+    if isinstance(value, type)
+    and issubclass(value, Payload)
+    and value not in (Payload, NotePayload)
 ]
 
 
@@ -45,7 +48,7 @@ def test_every_note_kind_is_a_note_of_its_own_what() -> None:
 
 def test_sparse_fields_name_fields() -> None:
     for cls in ALL_CLASSES:
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in msgspec.structs.fields(cls)}
         assert names >= cls.SPARSE, cls
 
 
@@ -69,11 +72,28 @@ def _sample(hint: Any, name: str) -> Any:
 
 
 def _full(cls: type[Payload]) -> Payload:
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls)  # Annotated stripped: a reader's field is sampled by type
     values = {
-        f.name: _sample(hints[f.name], f.name) for f in dataclasses.fields(cls) if f.name != "extra"
+        f.name: _sample(hints[f.name], f.name)
+        for f in msgspec.structs.fields(cls)
+        if f.name != "extra"
     }
     return cls(**values)
+
+
+@pytest.mark.parametrize("cls", ALL_CLASSES, ids=lambda cls: cls.__name__)
+def test_payloads_are_frozen_values(cls: type[Payload]) -> None:
+    sent = _full(cls)
+    for f in msgspec.structs.fields(cls):
+        with pytest.raises(AttributeError):
+            setattr(sent, f.name, None)
+    assert sent == _full(cls)
+    assert (sent != cls()) == bool(msgspec.structs.fields(cls))
+    assert pickle.loads(pickle.dumps(sent)) == sent
+    assert cls() == cls()  # defaults made afresh each time, equal
+    for f in msgspec.structs.fields(cls):
+        if f.default_factory is not msgspec.NODEFAULT:  # a mapping no two payloads share
+            assert getattr(cls(), f.name) is not getattr(cls(), f.name)
 
 
 @pytest.fixture
