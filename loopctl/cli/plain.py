@@ -167,6 +167,11 @@ def _inbox_json_cached(paths: Any, show_all: bool) -> int:
     view = "all" if show_all else "open"
     state = inbox_index.log_state(paths.events_file)
     body = inbox_index.cached(paths.loop_dir, view, paths.events_file, state) if state else None
+    if body is None and state is None:
+        # No log yet, so no item: the answer needs neither the journal nor its decoder.
+        from loopctl.cli.render import format_json
+
+        body = format_json("inbox", []).encode("utf-8")
     if body is None:
         from loopctl.cli.render import format_json
         from loopctl.journal.events import EventLog
