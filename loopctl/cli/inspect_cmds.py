@@ -207,7 +207,8 @@ def replay(
     json_out: JsonFlag = False,
 ) -> None:
     """A past run rebuilt from its events, as a readable timeline."""
-    from loopctl.cli.live import failure_lines
+    from loopctl.cli.live import failure_lines, needs_you_lines
+    from loopctl.cli.phases import PhaseClock
     from loopctl.commands.status import describe
     from loopctl.journal.history import find_run
 
@@ -250,10 +251,13 @@ def replay(
     from datetime import datetime
 
     t0 = datetime.fromisoformat(start)
+    phases = PhaseClock()
     for event in run.events:
         offset = (datetime.fromisoformat(event.ts) - t0).total_seconds()
         print(f"  +{offset:7.1f}s  {describe(event)}")
-        for line in failure_lines(event):
+        for line in [*failure_lines(event), *needs_you_lines(event)]:
+            print(f"            {line}")
+        for line in phases.lines(event):
             print(f"            {line}")
     for name, task in run.tasks.items():
         commit = f" commit {task.commit[:12]}" if task.commit else ""

@@ -164,7 +164,7 @@ def _describe(event: Event) -> str:
             extra += f" [{fired.get('fired')}, due {str(fired.get('due'))[:19]}]"
         return f"{d.get('kind', 'tick')} started{extra} (maker {d.get('maker')})"
     if t == EventType.TICK_SKIPPED:
-        return f"tick skipped: {d.get('reason')}"
+        return f"tick skipped: {d.get('reason') or 'no reason recorded'}"
     if t in (EventType.SCHEDULER_STARTED, EventType.SCHEDULER_STOPPED):
         verb = "started" if t == EventType.SCHEDULER_STARTED else "stopped"
         return f"{d.get('by')} {verb} (pid {d.get('pid')})"
