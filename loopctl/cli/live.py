@@ -9,7 +9,7 @@ from typing import Any
 
 from loopctl.cli.phases import PhaseClock
 from loopctl.journal.events import Event, EventType
-from loopctl.text import strip_controls
+from loopctl.text import shorten, strip_controls
 from loopctl.usage import tokens_of, usd_of
 
 _PLAIN = {
@@ -167,14 +167,14 @@ class RunView:
             if data.get("status") not in (None, "ok"):
                 tail = str(data.get("output_tail") or "").strip().splitlines()
                 row["last"] = f"{data.get('role', 'agent')} {data.get('status')}: " + (
-                    tail[-1][:80] if tail else ""
+                    shorten(tail[-1], 80) if tail else ""
                 )
             self._spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(
                 data.get("output_tokens")
             )
             self._spend[1] += usd_of(data.get("cost_usd"))
         elif event.type == EventType.CHECK_FINISHED:
-            row["last"] = str(data.get("reason", ""))[:80]
+            row["last"] = shorten(str(data.get("reason", "")), 80)
         elif event.type == EventType.TASK_FINISHED:
             row["status"] = str(data.get("status"))
 

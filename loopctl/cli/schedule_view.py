@@ -17,7 +17,7 @@ from loopctl.cli.live import failure_lines, needs_you_lines, plain_line
 from loopctl.cli.phases import PhaseClock
 from loopctl.journal.events import Event, EventType
 from loopctl.scheduling.scheduler import TickResult
-from loopctl.text import strip_controls
+from loopctl.text import shorten, strip_controls
 from loopctl.usage import tokens_of, usd_of
 
 _LAST_TICKS = 5
@@ -201,7 +201,7 @@ class ScheduleView:
             spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
             spend[1] += usd_of(data.get("cost_usd"))
         elif event.type == EventType.CHECK_FINISHED:
-            row["last"] = str(data.get("reason", ""))[:80]
+            row["last"] = shorten(str(data.get("reason", "")), 80)
         elif event.type == EventType.TASK_FINISHED:
             row["status"] = str(data.get("status"))
 
