@@ -114,7 +114,7 @@ def status(json_out: JsonFlag = False) -> None:
         print(f"up: running (pid {up.pid}, started {relative(up.since)})")
     elif foreground:
         # Not `up`, but loops are scheduled all the same: saying "not running" would mislead.
-        print(f"scheduled by `loopctl run`: {', '.join(foreground)} (`loopctl up` is not running)")
+        print(f"scheduled by loopctl run: {', '.join(foreground)}; loopctl up is not running")
     else:
         print("up: not running")
     print_table(

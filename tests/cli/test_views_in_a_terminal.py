@@ -158,7 +158,7 @@ def test_status_sees_a_loop_a_foreground_run_schedules(checkout: Path, columns: 
 
     assert code == 0, shown
     assert "up: not running" not in shown
-    assert f"scheduled by `loopctl run`: beat (pid {runner.pid})" in shown, shown
+    assert f"scheduled by loopctl run: beat (pid {runner.pid})" in shown, shown
     assert "every 1h" in shown
     assert re.search(r"\b(now|\d+s ago)\b", shown), shown  # the last run, as a relative time
     _assert_fits(shown, columns)
