@@ -177,6 +177,8 @@ class RunView:
             row["last"] = shorten(str(data.get("reason", "")), 80)
         elif event.type == EventType.TASK_FINISHED:
             row["status"] = str(data.get("status"))
+            if data.get("status") == "skipped" and data.get("reason"):
+                row["last"] = shorten(str(data.get("reason")), 80)  # why it did not run
 
     def _render(self) -> Any:
         from rich.table import Table

@@ -171,6 +171,9 @@ class ScheduleView:
             if result.outcome is not None:
                 outcome = result.outcome
                 status, reason = outcome.status, outcome.reason
+                # A tick whose every task was skipped says why, not an empty reason.
+                skipped = [t.reason for t in outcome.tasks if t.status == "skipped" and t.reason]
+                reason = reason or "; ".join(skipped)
                 run = outcome.run
             else:
                 status = "interrupted" if result.interrupted else "skipped"
@@ -204,6 +207,8 @@ class ScheduleView:
             row["last"] = shorten(str(data.get("reason", "")), 80)
         elif event.type == EventType.TASK_FINISHED:
             row["status"] = str(data.get("status"))
+            if data.get("status") == "skipped" and data.get("reason"):
+                row["last"] = shorten(str(data.get("reason")), 80)  # why it did not run
 
     def _render(self) -> Any:
         from rich.console import Group

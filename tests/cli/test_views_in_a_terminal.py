@@ -9,6 +9,7 @@ foreground `loopctl run` schedules, and no line wider than the terminal.
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -27,7 +28,9 @@ from support.outside_tmp import outside_tmp
 from support.repos import GOAL_BRANCH, commit_all, make_project, make_repo, write_loop
 
 from loopctl.cli.phases import PhaseClock
-from loopctl.journal.events import EventLog
+from loopctl.cli.schedule_view import ScheduleView
+from loopctl.commands.status import describe
+from loopctl.journal.events import Event, EventLog
 from loopctl.text import shorten
 
 # CSI sequences (colours, cursor moves), OSC sequences, and the lone escapes rich writes.
@@ -194,3 +197,28 @@ def test_phases_are_read_from_the_events_a_run_writes(checkout: Path) -> None:
     assert starts == [
         f"task tests-green {p}" for p in ("baseline check", "agent", "checks", "commit")
     ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        ("the previous tick is still running", "skipped: the previous tick is still running"),
+        ("", "skipped: no reason recorded"),  # a log written before every skip had one
+    ],
+)
+def test_a_skipped_tick_always_says_why(reason: str, shown: str) -> None:
+    skipped = Event(
+        seq=7,
+        ts="2026-12-05T10:30:00.000001+00:00",
+        type="tick_skipped",
+        run=None,
+        loop="beat",
+        task=None,
+        data={"reason": reason, "trigger": {"due": "2026-12-05T10:30:00+00:00"}},
+    )
+    out = io.StringIO()
+    with ScheduleView({"beat": "every 1m"}, live=False, stream=out) as view:
+        view(skipped)
+
+    assert shown in out.getvalue(), out.getvalue()
+    assert shown in describe(skipped)
