@@ -45,8 +45,8 @@ def shorten(text: str, width: int) -> str:
         return flat
     cut = flat[: max(0, width - 1)]
     space = cut.rfind(" ")
-    if space > width // 3:
-        cut = cut[:space]
+    if flat[len(cut)] != " " and space > width // 3:
+        cut = cut[:space]  # the cut fell inside a word: drop that word's start
     return cut.rstrip(" ,;:.-") + "…"
 
 
