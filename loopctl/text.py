@@ -37,6 +37,19 @@ def strip_controls(text: str) -> str:
     return _CONTROLS.sub("", _SEQUENCES.sub("", text))
 
 
+def shorten(text: str, width: int) -> str:
+    """`text` on one line in at most `width` characters, cut at a word boundary with "…" (a
+    single word longer than `width` is cut inside it: there is no boundary to cut at)."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    cut = flat[: max(0, width - 1)]
+    space = cut.rfind(" ")
+    if flat[len(cut)] != " " and space > width // 3:
+        cut = cut[:space]  # the cut fell inside a word: drop that word's start
+    return cut.rstrip(" ,;:.-") + "…"
+
+
 def clean_data(value: Any) -> Any:
     """A JSON-shaped value with `strip_controls` applied to every string in it, keys included."""
     if isinstance(value, str):

@@ -80,6 +80,7 @@ def status(json_out: JsonFlag = False) -> None:
         )
         return
     from loopctl.cli.render import print_table
+    from loopctl.commands.status import relative
 
     rows = []
     for s in statuses:
@@ -89,6 +90,8 @@ def status(json_out: JsonFlag = False) -> None:
         state = (
             f"running (pid {s.running_pid})" if s.running_pid else (s.last_status or "never run")
         )
+        if s.run_pid and not s.running_pid:
+            state = f"scheduled (run pid {s.run_pid})"
         bad = invalid.get(s.loop)
         if bad is not None:
             state = f"INVALID: {bad.first(project.root)}"
@@ -97,8 +100,8 @@ def status(json_out: JsonFlag = False) -> None:
                 s.loop,
                 s.trigger,
                 state,
-                (s.last_started or "-")[:19],
-                (s.next_tick or "-")[:19],
+                relative(s.last_started),
+                relative(s.next_tick),
                 spend,
                 str(s.open_items),
             )
@@ -106,7 +109,14 @@ def status(json_out: JsonFlag = False) -> None:
     from loopctl.scheduling.daemon import up_info
 
     up = up_info(project.paths)
-    print(f"up: running (pid {up.pid} since {up.since})" if up else "up: not running")
+    foreground = [f"{s.loop} (pid {s.run_pid})" for s in statuses if s.run_pid]
+    if up:
+        print(f"up: running (pid {up.pid}, started {relative(up.since)})")
+    elif foreground:
+        # Not `up`, but loops are scheduled all the same: saying "not running" would mislead.
+        print(f"scheduled by loopctl run: {', '.join(foreground)}; loopctl up is not running")
+    else:
+        print("up: not running")
     print_table(
         ("LOOP", "TRIGGER", "STATE", "LAST RUN", "NEXT TICK", "SPEND", "INBOX"),
         rows,
@@ -207,7 +217,8 @@ def replay(
     json_out: JsonFlag = False,
 ) -> None:
     """A past run rebuilt from its events, as a readable timeline."""
-    from loopctl.cli.live import failure_lines
+    from loopctl.cli.live import failure_lines, needs_you_lines
+    from loopctl.cli.phases import PhaseClock
     from loopctl.commands.status import describe
     from loopctl.journal.history import find_run
 
@@ -250,10 +261,13 @@ def replay(
     from datetime import datetime
 
     t0 = datetime.fromisoformat(start)
+    phases = PhaseClock()
     for event in run.events:
         offset = (datetime.fromisoformat(event.ts) - t0).total_seconds()
         print(f"  +{offset:7.1f}s  {describe(event)}")
-        for line in failure_lines(event):
+        for line in [*failure_lines(event), *needs_you_lines(event)]:
+            print(f"            {line}")
+        for line in phases.lines(event):
             print(f"            {line}")
     for name, task in run.tasks.items():
         commit = f" commit {task.commit[:12]}" if task.commit else ""

@@ -7,8 +7,9 @@ import threading
 from types import TracebackType
 from typing import Any
 
+from loopctl.cli.phases import PhaseClock
 from loopctl.journal.events import Event, EventType
-from loopctl.text import strip_controls
+from loopctl.text import shorten, strip_controls
 from loopctl.usage import tokens_of, usd_of
 
 _PLAIN = {
@@ -62,6 +63,13 @@ def refused_line(event: Event) -> str | None:
     return strip_controls(f"task {event.task} {refusal.who}: network refused {hosts}")
 
 
+def needs_you_lines(event: Event) -> list[str]:
+    """The command that shows an inbox item this event opened: what the person does next."""
+    if event.type != EventType.INBOX_OPENED or not event.data.get("id"):
+        return []
+    return [strip_controls(f"  needs you: loopctl inbox show {event.data.get('id')}")]
+
+
 def failure_lines(event: Event) -> list[str]:
     """Why an agent's turn did not end well: its last lines and where the rest is kept."""
     data = event.data
@@ -85,6 +93,7 @@ class RunView:
         self._header = ""
         self._spend = [0, 0.0]
         self._live: Any = None
+        self._phases = PhaseClock()
 
     def __enter__(self) -> RunView:
         if self.live:
@@ -111,15 +120,18 @@ class RunView:
         if self.quiet:
             return
         with self._lock:
+            phases = [f"{event.ts[11:19]} {p}" for p in self._phases.lines(event)]
             if not self.live:
                 line = plain_line(event)
-                if line:
-                    print(line, file=sys.stderr, flush=True)
-                    for extra in failure_lines(event):
-                        print(extra, file=sys.stderr, flush=True)
+                extras = [*failure_lines(event), *needs_you_lines(event)] if line else []
+                for text in [*([line] if line else []), *extras, *phases]:
+                    print(text, file=sys.stderr, flush=True)
                 return
             refused = refused_line(event)
-            self._above([*failure_lines(event), *([refused] if refused else [])])
+            self._above(
+                [*failure_lines(event), *([refused] if refused else []), *needs_you_lines(event)]
+            )
+            self._above(phases)
             self._track(event)
             self._live.update(self._render())
 
@@ -155,16 +167,18 @@ class RunView:
             if data.get("status") not in (None, "ok"):
                 tail = str(data.get("output_tail") or "").strip().splitlines()
                 row["last"] = f"{data.get('role', 'agent')} {data.get('status')}: " + (
-                    tail[-1][:80] if tail else ""
+                    shorten(tail[-1], 80) if tail else ""
                 )
             self._spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(
                 data.get("output_tokens")
             )
             self._spend[1] += usd_of(data.get("cost_usd"))
         elif event.type == EventType.CHECK_FINISHED:
-            row["last"] = str(data.get("reason", ""))[:80]
+            row["last"] = shorten(str(data.get("reason", "")), 80)
         elif event.type == EventType.TASK_FINISHED:
             row["status"] = str(data.get("status"))
+            if data.get("status") == "skipped" and data.get("reason"):
+                row["last"] = shorten(str(data.get("reason")), 80)  # why it did not run
 
     def _render(self) -> Any:
         from rich.table import Table

@@ -130,6 +130,7 @@ def inbox_list(
     from datetime import UTC, datetime
 
     from loopctl.cli.render import print_table
+    from loopctl.text import shorten
 
     now = datetime.now(UTC)
 
@@ -150,7 +151,15 @@ def inbox_list(
     print_table(
         ("ID", "KIND", "STATE", "LOOP", "TASK", "AGE", "SUMMARY"),
         [
-            (i.id, i.kind, state(i), i.loop or "-", i.task or "-", age(i.opened), i.summary[:90])
+            (
+                i.id,
+                i.kind,
+                state(i),
+                i.loop or "-",
+                i.task or "-",
+                age(i.opened),
+                shorten(i.summary, 90),
+            )
             for i in found
         ],
         empty="inbox empty: nothing needs you",

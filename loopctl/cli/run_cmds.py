@@ -21,7 +21,16 @@ def _sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def _print_outcome(outcome: Any, json_out: bool) -> None:
+def _waiting_on_you(outcome: Any, engine: Any) -> list[str]:
+    """The ids of the inbox items this run opened that are still open."""
+    if engine is None:
+        return []
+    from loopctl.journal.inbox import open_items
+
+    return [item.id for item in open_items(engine.log.read()) if item.run == outcome.run]
+
+
+def _print_outcome(outcome: Any, json_out: bool, engine: Any = None) -> None:
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -58,11 +67,16 @@ def _print_outcome(outcome: Any, json_out: bool) -> None:
             print(f"  {task.reason}")
         if task.next_step:
             print(f"  next: {task.next_step}")
+        if task.status == "done" and task.commit and task.branch:
+            print(f"  see the change: git diff HEAD...{task.branch}")
     spend = f"{outcome.tokens} tokens" + (f", ${outcome.cost_usd:.2f}" if outcome.cost_usd else "")
     print(
         f"run {outcome.run}: {outcome.status} ({spend})" + (" [resumed]" if outcome.resumed else "")
     )
-    if outcome.status != "done":
+    waiting = _waiting_on_you(outcome, engine)
+    for item in waiting:
+        print(f"needs you: loopctl inbox show {item}")
+    if outcome.status != "done" and not waiting:
         print("see `loopctl inbox` for what needs you")
 
 
@@ -231,7 +245,7 @@ def goal(
     engine, view = _engine(json_out, verbose, quiet)
     with view:
         outcome = engine.run_goal(options)
-    _print_outcome(outcome, json_out)
+    _print_outcome(outcome, json_out, engine)
     raise typer.Exit(0 if outcome.ok else 1)
 
 
@@ -320,6 +334,16 @@ def _run_on_trigger(
     else:
         done = sum(1 for r in results if r.ok)
         print(f"{len(results)} tick(s): {done} done, {len(results) - done} not")
+        for r in results:
+            if r.outcome is None and not r.interrupted:
+                print(f"  tick due {r.slot:%H:%M:%S} skipped: {r.skipped or 'no reason given'}")
+        from loopctl.journal.events import EventLog
+        from loopctl.journal.inbox import open_items
+
+        runs = {r.outcome.run for r in results if r.outcome}
+        for item in open_items(EventLog(project.paths.events_file).read()):
+            if item.run in runs:
+                print(f"needs you: loopctl inbox show {item.id}")
     raise typer.Exit(0 if ok else 1)
 
 
@@ -386,7 +410,7 @@ def run(
         loop = engine.project.loop(name)
         with view:
             outcome = engine.run_loop_once(loop, fresh=fresh)
-        _print_outcome(outcome, json_out)
+        _print_outcome(outcome, json_out, engine)
         raise typer.Exit(0 if outcome.ok else 1)
     check_verbosity(verbose, quiet)
     if fresh:

@@ -13,13 +13,15 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TextIO
 
-from loopctl.cli.live import failure_lines, plain_line
+from loopctl.cli.live import failure_lines, needs_you_lines, plain_line
+from loopctl.cli.phases import PhaseClock
 from loopctl.journal.events import Event, EventType
 from loopctl.scheduling.scheduler import TickResult
-from loopctl.text import strip_controls
+from loopctl.text import shorten, strip_controls
 from loopctl.usage import tokens_of, usd_of
 
 _LAST_TICKS = 5
+NO_REASON = "no reason recorded (see `loopctl log`)"  # a log written before reasons were kept
 
 
 def _clock(when: datetime | str | None) -> str:
@@ -39,7 +41,7 @@ def _extra_line(event: Event) -> str | None:
     if event.type == EventType.TICK_SKIPPED:
         trigger = data.get("trigger") if isinstance(data.get("trigger"), dict) else {}
         due = _clock(trigger.get("due")) if trigger else "-"
-        return f"tick due {due} skipped: {data.get('reason')}"
+        return f"tick due {due} skipped: {data.get('reason') or NO_REASON}"
     if event.type == EventType.SCHEDULER_STARTED:
         loops = data.get("loops") or {}
         shown = ", ".join(f"{n} ({t})" for n, t in loops.items()) or "no loop with a trigger yet"
@@ -80,6 +82,7 @@ class ScheduleView:
         self._spend: dict[str, list[float]] = {}
         self._last: deque[tuple[str, str, str, str]] = deque(maxlen=_LAST_TICKS)
         self._live: Any = None
+        self._phases = PhaseClock()
 
     # --- context -------------------------------------------------------------------------
 
@@ -117,23 +120,24 @@ class ScheduleView:
                 self._triggers = {str(k): str(v) for k, v in loops.items()}
             if self.quiet:
                 return
+            who = f"{event.loop}: " if self.prefix_loop and event.loop else ""
+            phases = [f"{event.ts[11:19]} {who}{p}" for p in self._phases.lines(event)]
             if self.live:
                 self._track(event)
         if self.live:
             # Outside the lock: printing above the panel renders it, and _render takes the lock.
-            self._above(failure_lines(event))
+            self._above([*failure_lines(event), *needs_you_lines(event), *phases])
             return
         with self._lock:
             line = _extra_line(event)
             if line is None:
                 plain = plain_line(event)
                 line = plain[9:] if plain else None
-            if line is None:
-                return
-            who = f"{event.loop}: " if self.prefix_loop and event.loop else ""
-            print(f"{event.ts[11:19]} {who}{line}", file=self.stream, flush=True)
-            for extra in failure_lines(event):
-                print(extra, file=self.stream, flush=True)
+            shown = [f"{event.ts[11:19]} {who}{line}"] if line is not None else []
+            if line is not None:
+                shown += [*failure_lines(event), *needs_you_lines(event)]
+            for text in [*shown, *phases]:
+                print(text, file=self.stream, flush=True)
 
     def agent_line(self, text: str) -> None:
         """A line of an agent's output (-v): above the live panel, or a plain line."""
@@ -167,10 +171,13 @@ class ScheduleView:
             if result.outcome is not None:
                 outcome = result.outcome
                 status, reason = outcome.status, outcome.reason
+                # A tick whose every task was skipped says why, not an empty reason.
+                skipped = [t.reason for t in outcome.tasks if t.status == "skipped" and t.reason]
+                reason = reason or "; ".join(skipped)
                 run = outcome.run
             else:
                 status = "interrupted" if result.interrupted else "skipped"
-                reason, run = result.skipped or "", "-"
+                reason, run = result.skipped or NO_REASON, "-"
             self._last.append((result.loop, run, status, reason))
             self._current.pop(result.loop, None)
 
@@ -197,9 +204,11 @@ class ScheduleView:
             spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
             spend[1] += usd_of(data.get("cost_usd"))
         elif event.type == EventType.CHECK_FINISHED:
-            row["last"] = str(data.get("reason", ""))[:80]
+            row["last"] = shorten(str(data.get("reason", "")), 80)
         elif event.type == EventType.TASK_FINISHED:
             row["status"] = str(data.get("status"))
+            if data.get("status") == "skipped" and data.get("reason"):
+                row["last"] = shorten(str(data.get("reason")), 80)  # why it did not run
 
     def _render(self) -> Any:
         from rich.console import Group

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +16,7 @@ from loopctl.journal.warmth import time_saved
 from loopctl.lock import read_holder
 from loopctl.scheduling.daemon import up_info
 from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire
-from loopctl.text import strip_controls
+from loopctl.text import shorten, strip_controls
 from loopctl.usage import clamp_usd, tokens_of
 
 
@@ -36,6 +38,7 @@ class LoopStatus:
     next_tick: str | None = None  # ISO time, "on change" (watch), or None when nothing schedules it
     up_pid: int | None = None  # the `loopctl up` process scheduling this loop
     warm: dict[str, float | int] = field(default_factory=dict)  # journal.warmth.time_saved
+    run_pid: int | None = None  # a `loopctl run NAME --every/--cron/--watch` scheduling it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,7 @@ class LoopStatus:
             "next_tick": self.next_tick,
             "up_pid": self.up_pid,
             "warm_workspaces": self.warm,
+            "run_pid": self.run_pid,
         }
 
 
@@ -78,6 +82,7 @@ def loop_statuses(
     items = open_items(events) if waiting is None else waiting
     names = sorted(set(project.loops) | {r.loop for r in runs.values()})
     scheduled = _scheduled(project, events)
+    foreground = foreground_runs(events)
     statuses = []
     for name in names:
         loop = project.loops.get(name)
@@ -91,7 +96,11 @@ def loop_statuses(
         statuses.append(
             LoopStatus(
                 loop=name,
-                trigger=(loop.trigger.describe() if loop and loop.trigger else "manual"),
+                trigger=(
+                    foreground[name][1]
+                    if name in foreground  # what `run --every` was given overrides the loop's
+                    else (loop.trigger.describe() if loop and loop.trigger else "manual")
+                ),
                 last_run=last.run if last else None,
                 last_started=last.started if last else None,
                 last_status=_last_status(last, pid),
@@ -106,6 +115,7 @@ def loop_statuses(
                 next_tick=scheduled.get(name, (None, None))[0],
                 up_pid=scheduled.get(name, (None, None))[1],
                 warm=time_saved(e for e in events if e.loop == name),
+                run_pid=foreground[name][0] if name in foreground else None,
             )
         )
     return statuses
@@ -137,6 +147,71 @@ def _scheduled(project: Project, events: list[Event]) -> dict[str, tuple[str | N
     return found
 
 
+def foreground_runs(events: Sequence[Event]) -> dict[str, tuple[int, str]]:
+    """Loops a live `loopctl run NAME` schedules in the foreground: loop -> (pid, trigger).
+
+    Between ticks it holds no runner lock (that is taken per tick), so its own record says so:
+    a `scheduler_started` by "run" with no `scheduler_stopped` of the same pid, from a process
+    still alive (one killed outright writes no stop)."""
+    found: dict[str, tuple[int, str]] = {}
+    ended: set[int] = set()
+    for event in reversed(events):
+        if event.type == EventType.SCHEDULER_STOPPED:
+            stopped = schema.read(schema.SchedulerStopped, event)
+            if stopped.by == "run" and stopped.pid is not None:
+                ended.add(stopped.pid)
+        elif event.type == EventType.SCHEDULER_STARTED:
+            started = schema.read(schema.SchedulerStarted, event)
+            pid = started.pid
+            if started.by != "run" or pid is None or pid in ended or not _alive(pid):
+                continue
+            ended.add(pid)  # an older start of the same pid is not a second scheduler
+            for name, trigger in started.loops.items():
+                found.setdefault(str(name), (pid, str(trigger)))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def relative(when: str | None, now: datetime | None = None) -> str:
+    """An ISO time as people read it in a narrow table: "3m ago", "in 2m", or "-"."""
+    if not when:
+        return "-"
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return when  # "on change" and the like are already words
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    seconds = int(((now or datetime.now(UTC)) - at).total_seconds())
+    span = _span(abs(seconds))
+    if span == "now":
+        return span
+    return f"{span} ago" if seconds > 0 else f"in {span}"
+
+
+def _span(seconds: int) -> str:
+    if seconds < 5:
+        return "now"
+    if seconds < 90:
+        return f"{seconds}s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)}m"
+    if seconds < 36 * 3600:
+        return f"{round(seconds / 3600)}h"
+    return f"{round(seconds / 86400)}d"
+
+
 def _last_status(run: history.RunView | None, pid: object) -> str | None:
     if run is None:
         return None
@@ -164,12 +239,12 @@ def _describe(event: Event) -> str:
             extra += f" [{fired.get('fired')}, due {str(fired.get('due'))[:19]}]"
         return f"{d.get('kind', 'tick')} started{extra} (maker {d.get('maker')})"
     if t == EventType.TICK_SKIPPED:
-        return f"tick skipped: {d.get('reason')}"
+        return f"tick skipped: {d.get('reason') or 'no reason recorded'}"
     if t in (EventType.SCHEDULER_STARTED, EventType.SCHEDULER_STOPPED):
         verb = "started" if t == EventType.SCHEDULER_STARTED else "stopped"
         return f"{d.get('by')} {verb} (pid {d.get('pid')})"
     if t == EventType.TASK_FOUND:
-        return f"{who}found: {str(d.get('prompt', ''))[:100]}"
+        return f"{who}found: {shorten(str(d.get('prompt', '')), 100)}"
     if t == EventType.WORKTREE_CREATED:
         return (
             f"{who}worktree {d.get('path')} on {d.get('branch')} from {str(d.get('base_sha'))[:12]}"
