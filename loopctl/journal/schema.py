@@ -379,7 +379,9 @@ class ActionFinished(Payload):
     step: int | None = None
     action: str | None = None
     commit: str | None = None
-    ok: bool = False
+    # Written None when the outcome is unknown (an interrupted custom action); read: only a
+    # true `ok` is a success.
+    ok: bool | None = False
     detail: str = ""
     url: str | None = None
 
