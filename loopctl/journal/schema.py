@@ -31,6 +31,10 @@ def _sparse(*names: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def _verdict(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 # --- ticks and runs ------------------------------------------------------------------------------
 
 
@@ -379,9 +383,9 @@ class ActionFinished(Payload):
     step: int | None = None
     action: str | None = None
     commit: str | None = None
-    # Written None when the outcome is unknown (an interrupted custom action); read: only a
-    # true `ok` is a success.
-    ok: bool | None = False
+    # None: the outcome is unknown (an interrupted custom action), and anything but a boolean
+    # reads as unknown too.
+    ok: bool | None = field(default=None, metadata=as_read(_verdict))
     detail: str = ""
     url: str | None = None
 
