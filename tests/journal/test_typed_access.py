@@ -63,7 +63,6 @@ ALLOWED_DATA_READS: dict[str, tuple[int, str]] = {
     "engine/resume.py": (4, LEFT),
     "engine/setup.py": (1, LEFT),
     "engine/verdict.py": (1, LEFT + ": the recorded baseline, handed to checks.baseline_from"),
-    "journal/traces.py": (8, LEFT),
     # Another change is converting the UI's views.
     "ui/live.py": (4, LEFT),
 }
