@@ -29,6 +29,7 @@ from loopctl import git
 from loopctl.atomicfile import write_atomic
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, open_items
+from loopctl.journal.schema import ActionFinished, ActionStarted, read
 from loopctl.paths import LOOP_DIR
 
 # What loopctl itself writes in .loop/ while agents run (see paths.ProjectPaths).
@@ -238,18 +239,18 @@ def explained_commits(events: Sequence[Event], since_seq: int) -> set[str]:
     finished since that start: a step a re-planned delivery runs again is a new start).
     """
     explained: set[str] = set()
-    running: dict[tuple[str | None, str | None, Any], set[str]] = {}
+    running: dict[tuple[str | None, str | None, int | None], set[str]] = {}
     for e in events:
-        step = (e.run, e.task, e.data.get("step"))
-        commit = e.data.get("commit")
-        started = e.type == EventType.ACTION_STARTED and isinstance(commit, str)
-        if e.seq > since_seq:
-            if started:
-                explained.add(str(commit))
-        elif started:
-            running.setdefault(step, set()).add(str(commit))
-        elif e.type == EventType.ACTION_FINISHED:
-            running.pop(step, None)
+        if e.type == EventType.ACTION_STARTED:
+            start = read(ActionStarted, e)
+            if start.commit is None:
+                continue
+            if e.seq > since_seq:
+                explained.add(start.commit)
+            else:
+                running.setdefault((e.run, e.task, start.step), set()).add(start.commit)
+        elif e.type == EventType.ACTION_FINISHED and e.seq <= since_seq:
+            running.pop((e.run, e.task, read(ActionFinished, e).step), None)
     return explained.union(*running.values())
 
 

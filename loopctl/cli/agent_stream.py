@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import AgentStarted, agent_finished, read
 
 POLL_S = 0.1
 _Key = tuple[str, str, str, str]  # run, task, attempt, role
@@ -91,14 +92,14 @@ class AgentStream:
 
     def __call__(self, event: Event) -> None:
         if event.type in (EventType.AGENT_STARTED, EventType.AGENT_FINISHED) and event.run:
-            key = (
-                str(event.run),
-                str(event.task),
-                str(event.data.get("attempt")),
-                str(event.data.get("role")),
+            turn = (
+                read(AgentStarted, event)
+                if event.type == EventType.AGENT_STARTED
+                else agent_finished(event)
             )
+            key = (str(event.run), str(event.task), str(turn.attempt), str(turn.role))
             if event.type == EventType.AGENT_STARTED:
-                self._start(key, event)
+                self._start(key, event, str(turn.agent))
             else:
                 with self._lock:
                     follower = self._followers.pop(key, None)
@@ -114,14 +115,12 @@ class AgentStream:
         for follower in followers:
             follower.finish()
 
-    def _start(self, key: _Key, event: Event) -> None:
+    def _start(self, key: _Key, event: Event, agent: str) -> None:
         run, task, attempt, role = key
         folder = self.runs_dir / run / task / f"attempt-{attempt}"
         files = [folder / f"{role}.out", folder / f"{role}.err"]
         where = f"{event.loop}/{task}" if self.with_loop else task
-        follower = _Follower(
-            files, self.backend_of(str(event.data.get("agent"))), f"  {where} {role}| ", self.say
-        )
+        follower = _Follower(files, self.backend_of(agent), f"  {where} {role}| ", self.say)
         with self._lock:
             old = self._followers.pop(key, None)
             self._followers[key] = follower

@@ -9,8 +9,14 @@ from typing import Any
 
 from loopctl.cli.phases import PhaseClock
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import (
+    agent_finished,
+    attempt_started,
+    check_finished,
+    network_refused,
+    task_finished,
+)
 from loopctl.text import shorten, strip_controls
-from loopctl.usage import tokens_of, usd_of
 
 _PLAIN = {
     EventType.TICK_STARTED: "run {run} started",
@@ -54,8 +60,6 @@ def plain_line(event: Event) -> str | None:
 
 def refused_line(event: Event) -> str | None:
     """What the egress proxy refused during an agent turn or a check (issue 25), or None."""
-    from loopctl.journal.schema import network_refused
-
     refusal = network_refused(event)
     if refusal is None or not refusal.hosts:
         return None
@@ -72,13 +76,16 @@ def needs_you_lines(event: Event) -> list[str]:
 
 def failure_lines(event: Event) -> list[str]:
     """Why an agent's turn did not end well: its last lines and where the rest is kept."""
-    data = event.data
-    if event.type != EventType.AGENT_FINISHED or data.get("status") in (None, "ok"):
+    if event.type != EventType.AGENT_FINISHED:
+        return []
+    turn = agent_finished(event)
+    if turn.status in (None, "ok"):
         return []
     from loopctl.paths import attempt_folder
 
-    tail = strip_controls(str(data.get("output_tail") or "")).splitlines()[-8:]
-    folder = attempt_folder(str(event.run), str(event.task), str(data.get("attempt", "?")))
+    tail = strip_controls(turn.output_tail).splitlines()[-8:]
+    attempt = "?" if turn.attempt is None else str(turn.attempt)
+    folder = attempt_folder(str(event.run), str(event.task), attempt)
     return [*(f"  | {line}" for line in tail), f"  output: {folder}"]
 
 
@@ -153,32 +160,31 @@ class RunView:
             self._live.console.print(Text(line))  # Text: agent output is never Rich markup
 
     def _track(self, event: Event) -> None:
-        data = event.data
         if event.type in (EventType.TICK_STARTED, EventType.RUN_RESUMED):
             self._header = f"{event.loop} · run {event.run}"
         if event.task is None:
             return
         row = self._rows.setdefault(event.task, {"status": "found", "attempt": "-", "last": ""})
         if event.type == EventType.ATTEMPT_STARTED:
-            row["attempt"] = str(data.get("attempt"))
+            row["attempt"] = str(attempt_started(event).attempt)
             row["status"] = "maker working"
         elif event.type == EventType.AGENT_FINISHED:
+            turn = agent_finished(event)
             row["status"] = "checking"
-            if data.get("status") not in (None, "ok"):
-                tail = str(data.get("output_tail") or "").strip().splitlines()
-                row["last"] = f"{data.get('role', 'agent')} {data.get('status')}: " + (
+            if turn.status not in (None, "ok"):
+                tail = turn.output_tail.strip().splitlines()
+                row["last"] = f"{turn.role or 'agent'} {turn.status}: " + (
                     shorten(tail[-1], 80) if tail else ""
                 )
-            self._spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(
-                data.get("output_tokens")
-            )
-            self._spend[1] += usd_of(data.get("cost_usd"))
+            self._spend[0] += turn.tokens
+            self._spend[1] += turn.cost_usd or 0.0
         elif event.type == EventType.CHECK_FINISHED:
-            row["last"] = shorten(str(data.get("reason", "")), 80)
+            row["last"] = shorten(check_finished(event).reason, 80)
         elif event.type == EventType.TASK_FINISHED:
-            row["status"] = str(data.get("status"))
-            if data.get("status") == "skipped" and data.get("reason"):
-                row["last"] = shorten(str(data.get("reason")), 80)  # why it did not run
+            ended = task_finished(event)
+            row["status"] = str(ended.status)
+            if ended.status == "skipped" and ended.reason:
+                row["last"] = shorten(ended.reason, 80)  # why it did not run
 
     def _render(self) -> Any:
         from rich.table import Table

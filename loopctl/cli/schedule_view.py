@@ -16,9 +16,20 @@ from typing import Any, TextIO
 from loopctl.cli.live import failure_lines, needs_you_lines, plain_line
 from loopctl.cli.phases import PhaseClock
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import (
+    DefinitionsReloaded,
+    SchedulerStarted,
+    SchedulerStopped,
+    TickSkipped,
+    agent_finished,
+    attempt_started,
+    check_finished,
+    read,
+    read_note,
+    task_finished,
+)
 from loopctl.scheduling.scheduler import TickResult
 from loopctl.text import shorten, strip_controls
-from loopctl.usage import tokens_of, usd_of
 
 _LAST_TICKS = 5
 NO_REASON = "no reason recorded (see `loopctl log`)"  # a log written before reasons were kept
@@ -37,25 +48,38 @@ def _clock(when: datetime | str | None) -> str:
 
 def _extra_line(event: Event) -> str | None:
     """Plain lines for the scheduler's own events (the engine's are in cli.live)."""
-    data = event.data
     if event.type == EventType.TICK_SKIPPED:
-        trigger = data.get("trigger") if isinstance(data.get("trigger"), dict) else {}
+        skipped = read(TickSkipped, event)
+        trigger = skipped.trigger if isinstance(skipped.trigger, dict) else {}
         due = _clock(trigger.get("due")) if trigger else "-"
-        return f"tick due {due} skipped: {data.get('reason') or NO_REASON}"
+        return f"tick due {due} skipped: {skipped.reason or NO_REASON}"
     if event.type == EventType.SCHEDULER_STARTED:
-        loops = data.get("loops") or {}
-        shown = ", ".join(f"{n} ({t})" for n, t in loops.items()) or "no loop with a trigger yet"
-        return f"{data.get('by')} started (pid {data.get('pid')}): {shown}"
+        up = read(SchedulerStarted, event)
+        shown = ", ".join(f"{n} ({t})" for n, t in up.loops.items()) or "no loop with a trigger yet"
+        return f"{up.by} started (pid {up.pid}): {shown}"
     if event.type == EventType.SCHEDULER_STOPPED:
-        return f"{data.get('by')} stopped after {data.get('ticks')} tick(s)"
-    if event.type == EventType.NOTE and data.get("what") == "definitions_reloaded":
-        parts = [
-            f"{key} {', '.join(data.get(key) or [])}"
-            for key in ("added", "changed", "removed", "kept")
-            if data.get(key)
-        ]
+        down = read(SchedulerStopped, event)
+        return f"{down.by} stopped after {down.ticks} tick(s)"
+    reloaded = read_note(DefinitionsReloaded, event)
+    if reloaded is not None:
+        lists = {
+            "added": reloaded.added,
+            "changed": reloaded.changed,
+            "removed": reloaded.removed,
+            "kept": reloaded.kept,
+        }
+        parts = [f"{key} {', '.join(names)}" for key, names in lists.items() if names]
         return "definitions reloaded" + (": " + "; ".join(parts) if parts else "")
     return None
+
+
+def _triggers_of(event: Event) -> dict[str, Any] | None:
+    """Each loop's trigger, described, when `event` lists them (the scheduler started, or
+    reloaded the definitions)."""
+    if event.type == EventType.SCHEDULER_STARTED:
+        return read(SchedulerStarted, event).loops
+    reloaded = read_note(DefinitionsReloaded, event)
+    return reloaded.loops if reloaded is not None else None
 
 
 class ScheduleView:
@@ -113,10 +137,8 @@ class ScheduleView:
 
     def __call__(self, event: Event) -> None:
         with self._lock:
-            loops = event.data.get("loops")
-            if event.type in (EventType.SCHEDULER_STARTED, EventType.NOTE) and isinstance(
-                loops, dict
-            ):
+            loops = _triggers_of(event)
+            if loops is not None:
                 self._triggers = {str(k): str(v) for k, v in loops.items()}
             if self.quiet:
                 return
@@ -185,7 +207,6 @@ class ScheduleView:
 
     def _track(self, event: Event) -> None:
         loop = event.loop or ""
-        data = event.data
         if event.type in (EventType.TICK_STARTED, EventType.RUN_RESUMED):
             self._current[loop] = event.run or ""
             self._tasks = {k: v for k, v in self._tasks.items() if k[0] != loop}
@@ -196,19 +217,21 @@ class ScheduleView:
             (loop, event.task), {"status": "found", "attempt": "-", "last": ""}
         )
         if event.type == EventType.ATTEMPT_STARTED:
-            row["attempt"] = str(data.get("attempt"))
+            row["attempt"] = str(attempt_started(event).attempt)
             row["status"] = "maker working"
         elif event.type == EventType.AGENT_FINISHED:
+            turn = agent_finished(event)
             row["status"] = "checking"
             spend = self._spend.setdefault(loop, [0, 0.0])
-            spend[0] += tokens_of(data.get("input_tokens")) + tokens_of(data.get("output_tokens"))
-            spend[1] += usd_of(data.get("cost_usd"))
+            spend[0] += turn.tokens
+            spend[1] += turn.cost_usd or 0.0
         elif event.type == EventType.CHECK_FINISHED:
-            row["last"] = shorten(str(data.get("reason", "")), 80)
+            row["last"] = shorten(check_finished(event).reason, 80)
         elif event.type == EventType.TASK_FINISHED:
-            row["status"] = str(data.get("status"))
-            if data.get("status") == "skipped" and data.get("reason"):
-                row["last"] = shorten(str(data.get("reason")), 80)  # why it did not run
+            ended = task_finished(event)
+            row["status"] = str(ended.status)
+            if ended.status == "skipped" and ended.reason:
+                row["last"] = shorten(ended.reason, 80)  # why it did not run
 
     def _render(self) -> Any:
         from rich.console import Group

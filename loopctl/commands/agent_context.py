@@ -22,6 +22,7 @@ from pathlib import Path
 
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.schema import AgentStarted, agent_finished, read
 
 ROLE_VARIABLE = "LOOPCTL_ROLE"
 _MARK = ROLE_VARIABLE.encode() + b"="
@@ -81,14 +82,14 @@ def running_agents(events: Iterable[Event]) -> dict[int, float]:
     """The agents the log says loopctl started and that have not finished: pid -> start time."""
     started: dict[tuple[object, ...], tuple[int, float]] = {}
     for event in events:
-        data = event.data
-        key = (event.run, event.task, data.get("attempt"), data.get("role"))
         if event.type == EventType.AGENT_STARTED:
-            pid = data.get("pid")
-            if isinstance(pid, int) and not isinstance(pid, bool) and pid > 1:
-                started[key] = (pid, event.time.timestamp())
+            turn = read(AgentStarted, event)
+            key = (event.run, event.task, turn.attempt, turn.role)
+            if turn.pid is not None and turn.pid > 1:
+                started[key] = (turn.pid, event.time.timestamp())
         elif event.type == EventType.AGENT_FINISHED:
-            started.pop(key, None)
+            ended = agent_finished(event)
+            started.pop((event.run, event.task, ended.attempt, ended.role), None)
         elif event.type == EventType.TICK_FINISHED:
             started = {k: v for k, v in started.items() if k[0] != event.run}
     return dict(started.values())

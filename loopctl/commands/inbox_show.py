@@ -17,6 +17,16 @@ from loopctl.journal import history
 from loopctl.journal.claimed import ClaimedView
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.schema import (
+    ApprovalRefused,
+    Approved,
+    InboxClosed,
+    InboxOpened,
+    Notified,
+    NotifyFailed,
+    TaskRequeued,
+    read,
+)
 from loopctl.paths import attempt_folder
 
 if TYPE_CHECKING:
@@ -219,23 +229,36 @@ def _task_view(events: Sequence[Event], item: InboxItem) -> history.TaskView | N
 def _item_history(events: Sequence[Event], item_id: str) -> list[str]:
     lines = []
     for event in events:
-        data = event.data
-        if data.get("id") != item_id and data.get("item") != item_id:
-            continue
-        when = event.ts[:19]
-        if event.type == EventType.INBOX_OPENED:
-            lines.append(f"{when} opened")
-        elif event.type == EventType.APPROVED:
-            note = f": {data.get('note')}" if data.get("note") else ""
-            lines.append(f"{when} approved at {str(data.get('sha'))[:12]}{note}")
-        elif event.type == EventType.APPROVAL_REFUSED:
-            lines.append(f"{when} approval refused: {data.get('reason')}")
-        elif event.type == EventType.INBOX_CLOSED:
-            why = data.get("reason") or data.get("outcome")
-            lines.append(f"{when} closed: {data.get('resolution')}" + (f" ({why})" if why else ""))
-        elif event.type == EventType.TASK_REQUEUED:
-            lines.append(f"{when} task re-queued ({data.get('reason')})")
-        elif event.type in (EventType.NOTIFIED, EventType.NOTIFY_FAILED):
-            state = "notified" if event.type == EventType.NOTIFIED else "notification failed"
-            lines.append(f"{when} {state} via {data.get('channel')}")
+        line = _history_line(event, item_id)
+        if line is not None:
+            lines.append(f"{event.ts[:19]} {line}")
     return lines
+
+
+def _history_line(event: Event, item_id: str) -> str | None:
+    """What `event` did to item `item_id`, or None when it is about something else."""
+    t = event.type
+    if t == EventType.INBOX_OPENED:
+        return "opened" if read(InboxOpened, event).id == item_id else None
+    if t == EventType.APPROVED:
+        yes = read(Approved, event)
+        note = f": {yes.note}" if yes.note else ""
+        return f"approved at {str(yes.sha)[:12]}{note}" if yes.id == item_id else None
+    if t == EventType.APPROVAL_REFUSED:
+        no = read(ApprovalRefused, event)
+        return f"approval refused: {no.reason}" if no.id == item_id else None
+    if t == EventType.INBOX_CLOSED:
+        closed = read(InboxClosed, event)
+        why = closed.reason or closed.outcome
+        said = f"closed: {closed.resolution}" + (f" ({why})" if why else "")
+        return said if closed.id == item_id else None
+    if t == EventType.TASK_REQUEUED:
+        again = read(TaskRequeued, event)
+        return f"task re-queued ({again.reason})" if again.item == item_id else None
+    if t == EventType.NOTIFIED:
+        sent = read(Notified, event)
+        return f"notified via {sent.channel}" if sent.item == item_id else None
+    if t == EventType.NOTIFY_FAILED:
+        unsent = read(NotifyFailed, event)
+        return f"notification failed via {unsent.channel}" if unsent.item == item_id else None
+    return None

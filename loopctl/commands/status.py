@@ -12,12 +12,12 @@ from loopctl.definitions import Project
 from loopctl.journal import history, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
+from loopctl.journal.schema import read, read_note
 from loopctl.journal.warmth import time_saved
 from loopctl.lock import read_holder
 from loopctl.scheduling.daemon import up_info
 from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire
 from loopctl.text import shorten, strip_controls
-from loopctl.usage import clamp_usd, tokens_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,65 +229,80 @@ def describe(event: Event) -> str:
 
 
 def _describe(event: Event) -> str:
-    d = event.data
     t = event.type
     who = f"[{event.task}] " if event.task else ""
     if t == EventType.TICK_STARTED:
-        extra = f" condition {d.get('condition')!r}" if d.get("condition") else ""
-        fired = d.get("trigger") if isinstance(d.get("trigger"), dict) else {}
+        tick = schema.tick_started(event)
+        extra = f" condition {tick.condition!r}" if tick.condition else ""
+        fired = tick.trigger
         if fired:
             extra += f" [{fired.get('fired')}, due {str(fired.get('due'))[:19]}]"
-        return f"{d.get('kind', 'tick')} started{extra} (maker {d.get('maker')})"
+        return f"{tick.kind} started{extra} (maker {tick.maker})"
     if t == EventType.TICK_SKIPPED:
-        return f"tick skipped: {d.get('reason') or 'no reason recorded'}"
-    if t in (EventType.SCHEDULER_STARTED, EventType.SCHEDULER_STOPPED):
-        verb = "started" if t == EventType.SCHEDULER_STARTED else "stopped"
-        return f"{d.get('by')} {verb} (pid {d.get('pid')})"
+        return f"tick skipped: {read(schema.TickSkipped, event).reason or 'no reason recorded'}"
+    if t == EventType.SCHEDULER_STARTED:
+        up = read(schema.SchedulerStarted, event)
+        return f"{up.by} started (pid {up.pid})"
+    if t == EventType.SCHEDULER_STOPPED:
+        down = read(schema.SchedulerStopped, event)
+        return f"{down.by} stopped (pid {down.pid})"
     if t == EventType.TASK_FOUND:
-        return f"{who}found: {shorten(str(d.get('prompt', '')), 100)}"
+        return f"{who}found: {shorten(schema.task_found(event).prompt, 100)}"
     if t == EventType.WORKTREE_CREATED:
-        return (
-            f"{who}worktree {d.get('path')} on {d.get('branch')} from {str(d.get('base_sha'))[:12]}"
-        )
+        tree = read(schema.WorktreeCreated, event)
+        return f"{who}worktree {tree.path} on {tree.branch} from {str(tree.base_sha)[:12]}"
     if t == EventType.ATTEMPT_STARTED:
-        return f"{who}attempt {d.get('attempt')} started"
+        return f"{who}attempt {schema.attempt_started(event).attempt} started"
     if t == EventType.AGENT_FINISHED:
-        tokens = tokens_of(d.get("input_tokens")) + tokens_of(d.get("output_tokens"))
-        usd = clamp_usd(d.get("cost_usd"))
-        cost = f", ${usd:.4f}" if usd is not None else ""
+        turn = schema.agent_finished(event)
+        cost = f", ${turn.cost_usd:.4f}" if turn.cost_usd is not None else ""
         return (
-            f"{who}{d.get('role')} {d.get('agent')} finished: {d.get('status')}"
-            f" (exit {d.get('exit_code')}, {d.get('duration_s')}s, {tokens} tokens{cost})"
+            f"{who}{turn.role} {turn.agent} finished: {turn.status}"
+            f" (exit {turn.exit_code}, {turn.duration_s}s, {turn.tokens} tokens{cost})"
         )
     if t == EventType.CHECK_FINISHED:
-        fp = f" [{d.get('fingerprint')}]" if d.get("fingerprint") else ""
-        return f"{who}check {'passed' if d.get('passed') else 'failed'}{fp}: {d.get('reason')}"
+        check = schema.check_finished(event)
+        fp = f" [{check.fingerprint}]" if check.fingerprint else ""
+        return f"{who}check {'passed' if check.passed else 'failed'}{fp}: {check.reason}"
     if t == EventType.ATTEMPT_FINISHED:
-        return f"{who}attempt {d.get('attempt')} {d.get('verdict')}"
+        ended = schema.attempt_finished(event)
+        return f"{who}attempt {ended.attempt} {ended.verdict}"
     if t == EventType.COMMIT_CREATED:
-        return f"{who}committed {str(d.get('sha'))[:12]} on {d.get('branch')}"
+        made = read(schema.CommitCreated, event)
+        return f"{who}committed {str(made.sha)[:12]} on {made.branch}"
     if t == EventType.TASK_FINISHED:
-        return f"{who}task {d.get('status')}: {d.get('reason')}"
+        task = schema.task_finished(event)
+        return f"{who}task {task.status}: {task.reason}"
     if t == EventType.INBOX_OPENED:
-        return f"{who}inbox {d.get('id')} ({d.get('kind')}): {d.get('summary')}"
+        opened = schema.inbox_opened(event)
+        return f"{who}inbox {opened.id} ({opened.kind}): {opened.summary}"
     if t == EventType.INBOX_CLOSED:
-        return f"{who}inbox {d.get('id')} closed: {d.get('resolution')}"
+        closed = schema.inbox_closed(event)
+        return f"{who}inbox {closed.id} closed: {closed.resolution}"
     if t == EventType.APPROVED:
-        return f"{who}approved {d.get('id')} at {str(d.get('sha'))[:12]} ({d.get('action')})"
+        yes = read(schema.Approved, event)
+        return f"{who}approved {yes.id} at {str(yes.sha)[:12]} ({yes.action})"
     if t == EventType.APPROVAL_REFUSED:
-        return f"{who}approval of {d.get('id')} refused: {d.get('reason')}"
+        no = read(schema.ApprovalRefused, event)
+        return f"{who}approval of {no.id} refused: {no.reason}"
     if t == EventType.ACTION_STARTED:
-        return f"{who}{d.get('action')} started" + (" (approved)" if d.get("approval") else "")
+        start = read(schema.ActionStarted, event)
+        return f"{who}{start.action} started" + (" (approved)" if start.approval else "")
     if t == EventType.ACTION_FINISHED:
-        verdict = {True: "done", False: "failed", None: "outcome unknown"}.get(d.get("ok"), "?")
-        return f"{who}{d.get('action')} {verdict}: {d.get('detail')}"
+        end = read(schema.ActionFinished, event)
+        verdict = {True: "done", False: "failed", None: "outcome unknown"}[end.ok]
+        return f"{who}{end.action} {verdict}: {end.detail}"
     if t == EventType.TASK_REQUEUED:
-        return f"{who}re-queued by inbox {d.get('item')} ({d.get('reason')})"
+        again = read(schema.TaskRequeued, event)
+        return f"{who}re-queued by inbox {again.item} ({again.reason})"
     if t == EventType.TICK_FINISHED:
-        return f"finished: {d.get('status')}" + (f" — {d.get('reason')}" if d.get("reason") else "")
+        tick_end = schema.tick_finished(event)
+        return f"finished: {tick_end.status}" + (f" — {tick_end.reason}" if tick_end.reason else "")
     if t == EventType.BUDGET_STOPPED:
-        return f"{who}budget stop: {d.get('reason')}"
+        return f"{who}budget stop: {read(schema.BudgetStopped, event).reason}"
     if t == EventType.BASELINE_CHECKED:
+        # exit_code and counts are the first run's, which the class carries only as `extra`.
+        d = event.data
         return (
             f"{who}baseline check on the base commit: exit {d.get('exit_code')},"
             f" counts {d.get('counts')}"
@@ -297,23 +312,22 @@ def _describe(event: Event) -> str:
 
 def _describe_more(event: Event, who: str) -> str | None:
     """The quieter events: what a run listed, started, was told and noted."""
-    d = event.data
     t = event.type
     if t == EventType.TASKS_LISTED:
-        return f"{d.get('count', d.get('found'))} task(s) listed"
+        return f"{read(schema.TasksListed, event).count} task(s) listed"
     if t == EventType.AGENT_STARTED:
-        return f"{who}{d.get('role')} {d.get('agent')} started (attempt {d.get('attempt')})"
+        turn = read(schema.AgentStarted, event)
+        return f"{who}{turn.role} {turn.agent} started (attempt {turn.attempt})"
     if t == EventType.RUN_INTERRUPTED:
         return "run interrupted (resume it with the same command)"
     if t == EventType.RUN_RESUMED:
         return "run resumed"
     if t == EventType.ACTION_DEFERRED:
-        return f"{who}{d.get('action')} deferred"
+        return f"{who}{read(schema.ActionDeferred, event).action} deferred"
     if t == EventType.WORKTREE_PREPARED:
         return f"{who}worktree prepared"
     if t == EventType.DELIVERY_PLANNED:
-        plan = d.get("plan")
-        steps = plan.get("steps") if isinstance(plan, dict) else None
+        steps = read(schema.DeliveryPlanned, event).plan.get("steps")
         names = [
             f"{s.get('name')}{' (gated)' if s.get('gated') else ''}"
             for s in (steps if isinstance(steps, list) else [])
@@ -321,23 +335,30 @@ def _describe_more(event: Event, who: str) -> str | None:
         ]
         return f"{who}delivery planned: {', '.join(names) or 'nothing'}"
     if t == EventType.NOTIFIED:
-        return f"{who}inbox {d.get('item')} sent to {d.get('channel')}"
+        sent = read(schema.Notified, event)
+        return f"{who}inbox {sent.item} sent to {sent.channel}"
     if t == EventType.NOTIFY_FAILED:
-        return f"{who}inbox {d.get('item')} not sent to {d.get('channel')}: {d.get('error')}"
+        unsent = read(schema.NotifyFailed, event)
+        return f"{who}inbox {unsent.item} not sent to {unsent.channel}: {unsent.error}"
     if t == EventType.DIGEST_SENT:
-        return f"digest sent ({d.get('waiting')} waiting)"
-    if t == EventType.NOTE and d.get("what") == "workspace_ready":
-        setup = f", setup {d['decision']} ({d.get('reason')})" if d.get("decision") else ""
-        return f"{who}workspace ready in {d.get('took_s')} s: pool {d.get('pool')}{setup}"
+        return f"digest sent ({read(schema.DigestSent, event).waiting} waiting)"
+    return _describe_note(event, who) if t == EventType.NOTE else None
+
+
+def _describe_note(event: Event, who: str) -> str:
+    ready = schema.workspace_ready(event)
+    if ready is not None:
+        setup = f", setup {ready.decision} ({ready.reason})" if ready.decision else ""
+        return f"{who}workspace ready in {ready.took_s} s: pool {ready.pool}{setup}"
     refusal = schema.network_refused(event)
     if refusal is not None:
         return f"{who}{refusal.who}: network refused {', '.join(refusal.hosts)}"
-    if t == EventType.NOTE and d.get("what") == "network" and d.get("mode") == "open":
-        whose = f"agent {d.get('agent')}" if d.get("agent") else "the checks"
+    network = read_note(schema.NetworkOpen, event)
+    if network is not None and network.mode == "open":
+        whose = f"agent {network.agent}" if network.agent else "the checks"
         return f'note: {whose} on the host\'s network, unfiltered (network = "open")'
-    if t == EventType.NOTE:
-        said = d.get("reason") or d.get("warning") or d.get("mode") or ""
-        return f"{who}note: {str(d.get('what', '')).replace('_', ' ')}" + (
-            f" ({said})" if said else ""
-        )
-    return None
+    sandbox = read_note(schema.SandboxNote, event)
+    mode = (network.mode if network else None) or (sandbox.mode if sandbox else None)
+    note = schema.note(event)
+    said = note.reason or note.warning or mode or ""
+    return f"{who}note: {(note.what or '').replace('_', ' ')}" + (f" ({said})" if said else "")

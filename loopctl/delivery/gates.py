@@ -15,6 +15,16 @@ from loopctl.definitions.loops import DeliverSpec
 from loopctl.delivery import steps as registry
 from loopctl.delivery.steps import review as review_step
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import (
+    ActionFinished,
+    ActionStarted,
+    ApprovalRefused,
+    Approved,
+    DeliveryPlanned,
+    InboxClosed,
+    InboxOpened,
+    read,
+)
 
 PLAN_FORMAT = 1
 # The step a change that looks like it tampers with the test run waits at (checks.sabotage):
@@ -88,7 +98,7 @@ class Plan:
 
     @classmethod
     def from_event(cls, event: Event) -> Plan:
-        data = event.data["plan"]
+        data = read(DeliveryPlanned, event).plan
         return cls(
             run=event.run or "",
             loop=event.loop or "",
@@ -214,49 +224,56 @@ def delivery_view(events: Iterable[Event], run: str, task: str) -> DeliveryView:
     for event in events:
         if event.run != run or event.task != task:
             continue
-        data = event.data
         kind = event.type
         if kind == EventType.DELIVERY_PLANNED:
             view = DeliveryView(plan=Plan.from_event(event))
             by_item = {}
-        elif kind == EventType.INBOX_OPENED and data.get("kind") == "approval":
-            evidence = data.get("evidence")
-            if not isinstance(evidence, dict) or not isinstance(evidence.get("step"), int):
+        elif kind == EventType.INBOX_OPENED:
+            opened = read(InboxOpened, event)
+            evidence = opened.evidence
+            if opened.kind != "approval" or not isinstance(evidence.get("step"), int):
                 continue
             gate = GateView(
-                item=str(data.get("id")),
+                item=opened.id,
                 step=int(evidence["step"]),
                 sha=str(evidence.get("commit")),
                 opened_seq=event.seq,
             )
             by_item[gate.item] = gate
             view.gates[gate.step] = gate
-        elif kind in (EventType.APPROVED, EventType.APPROVAL_REFUSED, EventType.INBOX_CLOSED):
-            known = by_item.get(str(data.get("id")))
-            if known is None or not known.is_open:
-                continue
-            if kind == EventType.APPROVED:
-                known.approved_sha = str(data.get("sha"))
+        elif kind == EventType.APPROVED:
+            approved = read(Approved, event)
+            known = by_item.get(approved.id)
+            if known is not None and known.is_open:
+                known.approved_sha = str(approved.sha)
                 known.approved_seq = event.seq
                 known.refused = None
-            elif kind == EventType.APPROVAL_REFUSED:
+        elif kind == EventType.APPROVAL_REFUSED:
+            refused = read(ApprovalRefused, event)
+            known = by_item.get(refused.id)
+            if known is not None and known.is_open:
                 known.approved_sha = None
                 known.approved_seq = None
-                known.refused = str(data.get("reason", "refused"))
-            else:
-                known.resolution = str(data.get("resolution", "closed"))
-        elif kind == EventType.ACTION_STARTED and isinstance(data.get("step"), int):
-            state = view.state(int(data["step"]))
-            state.starts += 1
-            state.approval = data.get("approval")
-        elif kind == EventType.ACTION_FINISHED and isinstance(data.get("step"), int):
-            state = view.state(int(data["step"]))
-            state.finished = True
-            ok = data.get("ok")
-            state.ok = ok if isinstance(ok, bool) else None
-            state.detail = str(data.get("detail", ""))
-            url = data.get("url")
-            state.url = url if isinstance(url, str) and url else None
+                known.refused = refused.reason
+        elif kind == EventType.INBOX_CLOSED:
+            closed = read(InboxClosed, event)
+            known = by_item.get(closed.id)
+            if known is not None and known.is_open:
+                known.resolution = closed.resolution
+        elif kind == EventType.ACTION_STARTED:
+            started = read(ActionStarted, event)
+            if started.step is not None:
+                state = view.state(started.step)
+                state.starts += 1
+                state.approval = started.approval
+        elif kind == EventType.ACTION_FINISHED:
+            finished = read(ActionFinished, event)
+            if finished.step is not None:
+                state = view.state(finished.step)
+                state.finished = True
+                state.ok = finished.ok
+                state.detail = finished.detail
+                state.url = finished.url
     return view
 
 
@@ -322,7 +339,6 @@ def _fold_deliveries(events: Iterable[Event], loop: str, task: str) -> tuple[lis
     for event in events:
         if event.loop != loop or event.task != task:
             continue
-        data = event.data
         if event.type == EventType.TASK_REQUEUED:
             requeued = event.seq
         if event.run is None:
@@ -332,24 +348,23 @@ def _fold_deliveries(events: Iterable[Event], loop: str, task: str) -> tuple[lis
                 plans[event.run] = Plan.from_event(event)
             except (KeyError, TypeError, ValueError):
                 continue  # a hand-edited plan: nothing it says can be trusted to have happened
-        elif event.type == EventType.ACTION_STARTED and isinstance(data.get("step"), int):
-            approval = data.get("approval")
-            if isinstance(approval, str) and approval:
-                approvals[(event.run, int(data["step"]))] = approval
-        elif (
-            event.type == EventType.ACTION_FINISHED
-            and data.get("ok") is True
-            and registry.delivers(data.get("action"))
-            and event.run in plans
-        ):
+        elif event.type == EventType.ACTION_STARTED:
+            started = read(ActionStarted, event)
+            approval = started.approval
+            if started.step is not None and isinstance(approval, str) and approval:
+                approvals[(event.run, started.step)] = approval
+        elif event.type == EventType.ACTION_FINISHED and event.run in plans:
+            finished = read(ActionFinished, event)
+            if finished.ok is not True or not registry.delivers(finished.action):
+                continue
             plan = plans[event.run]
-            if data.get("commit") not in (None, plan.commit):
+            if finished.commit not in (None, plan.commit):
                 continue
             key = (event.run, plan.commit)
             before = found.pop(key, None)
-            url = data.get("url") if data.get("action") == "pr" else None
-            step = data.get("step")
-            approval = approvals.get((event.run, step)) if isinstance(step, int) else None
+            url = finished.url if finished.action == "pr" else None
+            step = finished.step
+            approval = approvals.get((event.run, step)) if step is not None else None
             found[key] = Delivered(
                 run=event.run,
                 seq=event.seq,
@@ -359,9 +374,8 @@ def _fold_deliveries(events: Iterable[Event], loop: str, task: str) -> tuple[lis
                 remote=plan.remote,
                 base_branch=plan.base_branch,
                 push_branch=plan.push_branch,
-                actions=(*(before.actions if before else ()), str(data["action"])),
-                url=(url if isinstance(url, str) and url else None)
-                or (before.url if before else None),
+                actions=(*(before.actions if before else ()), str(finished.action)),
+                url=url or (before.url if before else None),
                 approvals=(
                     *(before.approvals if before else ()),
                     *([approval] if approval else []),

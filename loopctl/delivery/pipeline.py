@@ -44,6 +44,14 @@ from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import (
+    ActionFinished,
+    ActionStarted,
+    ApprovalRefused,
+    DeliveryPlanned,
+    InboxClosed,
+    TaskFinished,
+)
 from loopctl.journal.statuses import TaskStatus
 
 Checkpoint = Callable[[str, Step], None]
@@ -145,9 +153,7 @@ def plan_delivery(
         push_branch=push_branch,
         review=tuple(dict(r) for r in review),
     )
-    event = rec.emit(
-        EventType.DELIVERY_PLANNED, run=run, loop=loop.name, task=task, plan=plan.to_json()
-    )
+    event = rec.record(DeliveryPlanned(plan=plan.to_json()), run=run, loop=loop.name, task=task)
     return Plan.from_event(event)
 
 
@@ -232,17 +238,14 @@ def advance(
             if waiting is not None:
                 return waiting
             assert gate is not None
-        rec.emit(
-            EventType.ACTION_STARTED,
-            run=run,
-            loop=plan.loop,
-            task=task,
+        started = ActionStarted(
             step=step.index,
             action=step.name,
             commit=plan.commit,
             gated=asks,
             approval=gate.item if asks and gate is not None else None,
         )
+        rec.record(started, run=run, loop=plan.loop, task=task)
         if checkpoint is not None:
             checkpoint("started", step)
         outcome = run_step(rec, plan, step, gate)
@@ -256,15 +259,8 @@ def advance(
 def _retire_gate(rec: Recorder, plan: Plan, gate: GateView, why: str) -> None:
     """Close an approval that no longer shows what would happen; a new one replaces it."""
     if gate.is_open:
-        rec.emit(
-            EventType.INBOX_CLOSED,
-            run=plan.run,
-            loop=plan.loop,
-            task=plan.task,
-            id=gate.item,
-            resolution="superseded",
-            reason=why,
-        )
+        closed = InboxClosed(id=gate.item, resolution="superseded", reason=why)
+        rec.record(closed, run=plan.run, loop=plan.loop, task=plan.task)
 
 
 def _gate_check(
@@ -298,14 +294,8 @@ def _gate_check(
     if gate.sha != gate.approved_sha:
         problem = problem or "the approval does not match the commit the item showed"
     if problem is not None:
-        rec.emit(
-            EventType.APPROVAL_REFUSED,
-            run=plan.run,
-            loop=plan.loop,
-            task=plan.task,
-            id=gate.item,
-            reason=problem,
-        )
+        refused = ApprovalRefused(id=gate.item, reason=problem)
+        rec.record(refused, run=plan.run, loop=plan.loop, task=plan.task)
         return DeliveryResult(
             TaskStatus.AWAITING_APPROVAL, f"approval refused: {problem}", gate.item
         )
@@ -315,11 +305,7 @@ def _gate_check(
 def _finish_step(
     rec: Recorder, plan: Plan, step: Step, outcome: StepOutcome, gate: GateView | None
 ) -> None:
-    rec.emit(
-        EventType.ACTION_FINISHED,
-        run=plan.run,
-        loop=plan.loop,
-        task=plan.task,
+    finished = ActionFinished(
         step=step.index,
         action=step.name,
         commit=plan.commit,
@@ -327,30 +313,20 @@ def _finish_step(
         detail=outcome.detail[-2000:],
         url=outcome.url,
     )
+    rec.record(finished, run=plan.run, loop=plan.loop, task=plan.task)
     if gate is not None and gate.is_open:
-        rec.emit(
-            EventType.INBOX_CLOSED,
-            run=plan.run,
-            loop=plan.loop,
-            task=plan.task,
-            id=gate.item,
-            resolution="approved",
-            outcome="delivered" if outcome.ok else "failed",
+        closed = InboxClosed(
+            id=gate.item, resolution="approved", outcome="delivered" if outcome.ok else "failed"
         )
+        rec.record(closed, run=plan.run, loop=plan.loop, task=plan.task)
 
 
 def _close_finished_gates(rec: Recorder, plan: Plan, view: DeliveryView) -> None:
     """An approval item whose step finished before a crash could close it is closed now."""
     for index, gate in view.gates.items():
         if gate.is_open and gate.approved and view.state(index).finished:
-            rec.emit(
-                EventType.INBOX_CLOSED,
-                run=plan.run,
-                loop=plan.loop,
-                task=plan.task,
-                id=gate.item,
-                resolution="approved",
-            )
+            closed = InboxClosed(id=gate.item, resolution="approved")
+            rec.record(closed, run=plan.run, loop=plan.loop, task=plan.task)
 
 
 def open_gate(rec: Recorder, plan: Plan, step: Step, *, replaces: str | None = None) -> str:
@@ -446,24 +422,15 @@ def _supersede_older_gates(rec: Recorder, events: list[Event], plan: Plan) -> No
             and item.task == plan.task
             and item.run != plan.run
         ):
-            rec.emit(
-                EventType.INBOX_CLOSED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
-                id=item.id,
-                resolution="superseded",
-                by=plan.run,
-            )
-            rec.emit(
-                EventType.TASK_FINISHED,
-                run=item.run,
-                loop=item.loop,
-                task=item.task,
+            closed = InboxClosed(id=item.id, resolution="superseded", by=plan.run)
+            rec.record(closed, run=item.run, loop=item.loop, task=item.task)
+            ended = TaskFinished(
                 status="stopped",
                 reason=f"superseded by run {plan.run} before it was approved",
                 commit=item.evidence.get("commit"),
             )
+            # The commit key was always written, None or not.
+            rec.record(ended, run=item.run, loop=item.loop, task=item.task, keep=("commit",))
 
 
 # --- finishing outside the engine ----------------------------------------------------------------

@@ -9,18 +9,31 @@ of many kinds (its `what`): `Note` reads any of them; a kind something reads bac
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from msgspec import field
 
 from loopctl.journal.events import Event, EventType
-from loopctl.journal.payload import ItemId, NotePayload, Payload, Tokens, Usd, read, read_note
+from loopctl.journal.payload import (
+    ItemId,
+    NotePayload,
+    Payload,
+    Read,
+    Tokens,
+    Usd,
+    read,
+    read_note,
+)
 
 __all__ = ["NotePayload", "Payload", "read", "read_note"]
 
 
 def _sparse(*names: str) -> frozenset[str]:
     return frozenset(names)
+
+
+def _verdict(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
 
 
 # --- ticks and runs ------------------------------------------------------------------------------
@@ -343,7 +356,9 @@ class ActionFinished(Payload, frozen=True):
     step: int | None = None
     action: str | None = None
     commit: str | None = None
-    ok: bool = False
+    # None: the outcome is unknown (an interrupted custom action), and anything but a boolean
+    # reads as unknown too.
+    ok: Annotated[bool | None, Read(_verdict)] = None
     detail: str = ""
     url: str | None = None
 

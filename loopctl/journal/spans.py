@@ -17,7 +17,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from loopctl import backend_registry
-from loopctl.journal.events import Event
+from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import ActionFinished, ActionStarted, read
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 Attributes = Mapping[str, AttrValue]
@@ -336,7 +337,11 @@ class SpanBuilder:
         )
 
     def _open_action(self, run: RunSpans, event: Event, step: int, at: int) -> OpenSpan:
-        action = as_text(event.data.get("action")) or "action"
+        # Opened by its action_started, or by its action_finished when the start was not seen.
+        if event.type == EventType.ACTION_STARTED:
+            action = read(ActionStarted, event).action or "action"
+        else:
+            action = read(ActionFinished, event).action or "action"
         return OpenSpan(
             span_id(run.run, "action", event.task, event.seq),
             self._task_id(run, event.task),

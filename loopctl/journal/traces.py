@@ -137,8 +137,10 @@ class TraceBuilder(SpanBuilder):
         return TraceBatch()
 
     def _tasks_listed(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
-        if run.tick is not None and as_int(event.data.get("count")) is not None:
-            run.tick.attributes["loopctl.tasks.found"] = event.data["count"]
+        if run.tick is not None:
+            run.tick.attributes["loopctl.tasks.found"] = schema.read(
+                schema.TasksListed, event
+            ).count
         return TraceBatch()
 
     def _task_found(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
@@ -377,36 +379,37 @@ class TraceBuilder(SpanBuilder):
         return TraceBatch((span,), points)
 
     def _action_started(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
-        step = as_int(event.data.get("step")) or 0
+        started = schema.read(schema.ActionStarted, event)
+        step = started.step or 0
         item = run.actions[(event.task, step)] = self._open_action(run, event, step, at)
         item.attributes.update(
             {
-                "loopctl.action.gated": event.data.get("gated") is True,
-                "loopctl.action.approval": as_text(event.data.get("approval")),
-                "loopctl.action.commit": as_text(event.data.get("commit")),
+                "loopctl.action.gated": started.gated,
+                "loopctl.action.approval": as_text(started.approval),
+                "loopctl.action.commit": started.commit,
             }
         )
         return TraceBatch()
 
     def _action_finished(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
-        data = event.data
-        step = as_int(data.get("step")) or 0
+        finished = schema.read(schema.ActionFinished, event)
+        step = finished.step or 0
         item = run.actions.pop((event.task, step), None)
         if item is None:
             item = self._open_action(run, event, step, at)
         extra = {
-            "loopctl.action.url": as_text(data.get("url")),
-            "gen_ai.tool.call.result": self._content(data.get("detail"), keep_end=True),
+            "loopctl.action.url": finished.url,
+            "gen_ai.tool.call.result": self._content(finished.detail, keep_end=True),
         }
-        span = self._close(run, item, at, extra, None if data.get("ok") is True else "failed")
+        span = self._close(run, item, at, extra, None if finished.ok is True else "failed")
         self._forget_if_idle(run)
         return TraceBatch((span,))
 
     def _point_event(self, run: RunSpans, event: Event, at: int) -> TraceBatch:
-        data = event.data
         attrs: dict[str, object] = {}
         if event.type == "commit_created":
-            attrs = {"loopctl.commit": data.get("sha"), "loopctl.branch": data.get("branch")}
+            made = schema.read(schema.CommitCreated, event)
+            attrs = {"loopctl.commit": made.sha, "loopctl.branch": made.branch}
         elif event.type == "inbox_opened":
             opened = schema.inbox_opened(event)
             attrs = {
@@ -415,7 +418,7 @@ class TraceBuilder(SpanBuilder):
                 "loopctl.inbox.summary": self._content(opened.summary),
             }
         elif event.type == "budget_stopped":
-            attrs = {"loopctl.reason": data.get("reason")}
+            attrs = {"loopctl.reason": schema.read(schema.BudgetStopped, event).reason}
         self._mark(run, event, at, attrs)
         return TraceBatch()
 

@@ -94,9 +94,7 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
         )
         if started_by is not None and started_by.by == "up":
             if started_by.pid == pid:
-                names = event.data.get("loops")
-                if isinstance(names, Mapping):
-                    loops = tuple(sorted(str(n) for n in names if n not in stopped))
+                loops = tuple(sorted(n for n in started_by.loops if n not in stopped))
                 started = event.ts
             break
     return UpInfo(pid, holder.get("host"), holder.get("since"), loops, started)

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 from loopctl.definitions.loops import Loop, Trigger, TriggerKind
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import RunResumed, TickSkipped, TickStarted, read
 
 # Counting missed cron slots after a long downtime is a walk over fire times; past this many
 # the count is reported as a lower bound.
@@ -298,7 +299,13 @@ def slot_of(event: Event) -> datetime | None:
     """The slot a tick event stands for: its recorded due time, else when it happened."""
     if event.type not in (EventType.TICK_STARTED, EventType.RUN_RESUMED, EventType.TICK_SKIPPED):
         return None
-    trigger = event.data.get("trigger")
+    trigger = (
+        read(TickStarted, event).trigger
+        if event.type == EventType.TICK_STARTED
+        else read(RunResumed, event).trigger
+        if event.type == EventType.RUN_RESUMED
+        else read(TickSkipped, event).trigger
+    )
     due = trigger.get("due") if isinstance(trigger, Mapping) else None
     if isinstance(due, str):
         try:

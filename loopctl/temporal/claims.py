@@ -24,6 +24,7 @@ from loopctl.engine.runner import Engine, RunOutcome
 from loopctl.errors import LockHeld, LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import Note
 from loopctl.lock import RunnerLock
 from loopctl.temporal.shapes import AttemptRequest, AttemptResult
 
@@ -88,16 +89,14 @@ def run_claimed(
         if done is not None:
             return replace(done, replayed=True)
         earlier = claims(events, request.attempt_id)
-        rec.emit(
-            EventType.NOTE,
-            run=None,
-            loop=loop.name,
-            what=CLAIMED,
-            attempt=request.attempt_id,
-            worker=worker,
-            pid=os.getpid(),
-            claim=earlier + 1,
-        )
+        # The attempt id is a string, not the note's attempt number: it goes in `extra`.
+        claim = {
+            "attempt": request.attempt_id,
+            "worker": worker,
+            "pid": os.getpid(),
+            "claim": earlier + 1,
+        }
+        rec.record(Note(what=CLAIMED, extra=claim), run=None, loop=loop.name)
         outcome = _tick(rec, loop, request, worker, beat, cancelled, beat_every)
         result = AttemptResult(
             attempt_id=request.attempt_id,
@@ -108,19 +107,16 @@ def run_claimed(
             cost_usd=outcome.cost_usd,
             worker=worker,
         )
-        rec.emit(
-            EventType.NOTE,
-            run=outcome.run,
-            loop=loop.name,
-            what=FINISHED,
-            attempt=request.attempt_id,
-            run_id=outcome.run,
-            status=result.status,
-            reason=result.reason,
-            tokens=result.tokens,
-            cost_usd=result.cost_usd,
-            worker=worker,
-        )
+        end = {
+            "attempt": request.attempt_id,
+            "run_id": outcome.run,
+            "status": result.status,
+            "reason": result.reason,  # in `extra` too: always written, even when empty
+            "tokens": result.tokens,
+            "cost_usd": result.cost_usd,
+            "worker": worker,
+        }
+        rec.record(Note(what=FINISHED, extra=end), run=outcome.run, loop=loop.name)
         return result
     finally:
         lock.release()
