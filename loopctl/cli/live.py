@@ -13,6 +13,7 @@ from loopctl.journal.schema import (
     agent_finished,
     attempt_started,
     check_finished,
+    inbox_opened,
     network_refused,
     task_finished,
 )
@@ -69,9 +70,10 @@ def refused_line(event: Event) -> str | None:
 
 def needs_you_lines(event: Event) -> list[str]:
     """The command that shows an inbox item this event opened: what the person does next."""
-    if event.type != EventType.INBOX_OPENED or not event.data.get("id"):
+    if event.type != EventType.INBOX_OPENED:
         return []
-    return [strip_controls(f"  needs you: loopctl inbox show {event.data.get('id')}")]
+    item = inbox_opened(event).id
+    return [strip_controls(f"  needs you: loopctl inbox show {item}")] if item else []
 
 
 def failure_lines(event: Event) -> list[str]:

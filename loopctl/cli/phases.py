@@ -11,6 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.schema import (
+    AgentStarted,
+    WorkspaceReady,
+    agent_finished,
+    check_finished,
+    read,
+    read_note,
+)
 from loopctl.text import strip_controls
 
 BASELINE = "baseline check"
@@ -44,27 +52,26 @@ class PhaseClock:
             return []
         key = (event.run or "", event.task)
         kind = event.type
-        data = event.data
         said: list[str] = []
-        if kind == EventType.WORKTREE_CREATED or (
-            kind == EventType.NOTE and data.get("what") == "workspace_ready"
-        ):
+        if kind == EventType.WORKTREE_CREATED or read_note(WorkspaceReady, event) is not None:
             if self._open.get(key, ("", None))[0] != BASELINE:
                 said += self._start(key, event, BASELINE, "the checks run on the base commit")
         elif kind == EventType.BASELINE_CHECKED:
             said += self._end(key, event, BASELINE)
         elif kind == EventType.AGENT_STARTED:
             said += self._end(key, event, BASELINE)
-            who = strip_controls(f"{data.get('role') or 'agent'} {data.get('agent') or ''}")
+            turn = read(AgentStarted, event)
+            who = strip_controls(f"{turn.role or 'agent'} {turn.agent or ''}")
             said += self._start(key, event, AGENT, who.strip())
         elif kind == EventType.AGENT_FINISHED:
             # Its own line says how long the turn took; the checks follow a maker's turn.
             self._open.pop(key, None)
-            if data.get("role") in (None, "maker") and data.get("status") in (None, "ok"):
+            ended = agent_finished(event)
+            if ended.role in (None, "maker") and ended.status in (None, "ok"):
                 said += self._start(key, event, CHECKS, "")
         elif kind == EventType.CHECK_FINISHED:
             said += self._end(key, event, CHECKS)
-            if data.get("passed"):
+            if check_finished(event).passed:
                 said += self._start(key, event, COMMIT, "")
         elif kind == EventType.COMMIT_CREATED:
             said += self._end(key, event, COMMIT)

@@ -32,6 +32,7 @@ from loopctl.errors import LockHeld, LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.history import TaskView, find_run
 from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import ActionFinished, ActionStarted, DeliveryPlanned, Note, read
 from loopctl.journal.statuses import TaskStatus
 from loopctl.lock import RunnerLock
 
@@ -172,41 +173,18 @@ def _deliver_locked(
     if problem is None and action in ("push", "pr"):
         problem = _remote_problem(project, remote_url)
     if problem is not None:
-        rec.emit(
-            EventType.NOTE,
-            run=run,
-            loop=GOAL_LOOP,
-            task=task.task,
-            what=REFUSED,
-            action=action,
-            sha=sha,
-            reason=problem,
-        )
+        refused = Note(what=REFUSED, reason=problem, extra={"action": action, "sha": sha})
+        rec.record(refused, run=run, loop=GOAL_LOOP, task=task.task)
         return ActionResult(run, action, f"{action} refused: {problem}", ok=False)
-    rec.emit(
-        EventType.DELIVERY_PLANNED, run=run, loop=GOAL_LOOP, task=task.task, plan=plan.to_json()
-    )
+    rec.record(DeliveryPlanned(plan=plan.to_json()), run=run, loop=GOAL_LOOP, task=task.task)
     step = plan.steps[0]
-    rec.emit(
-        EventType.ACTION_STARTED,
-        run=run,
-        loop=GOAL_LOOP,
-        task=task.task,
-        step=step.index,
-        action=action,
-        commit=plan.commit,
-        gated=False,
-        approval=None,
-    )
+    started = ActionStarted(step=step.index, action=action, commit=plan.commit, gated=False)
+    rec.record(started, run=run, loop=GOAL_LOOP, task=task.task)
     if action == "push" and remotes.run_pin(rec.log.read(), run) is None:
         outcome = _push_unpinned(rec, plan)
     else:
         outcome = run_step(rec, plan, step)
-    rec.emit(
-        EventType.ACTION_FINISHED,
-        run=run,
-        loop=GOAL_LOOP,
-        task=task.task,
+    finished = ActionFinished(
         step=step.index,
         action=action,
         commit=plan.commit,
@@ -214,6 +192,7 @@ def _deliver_locked(
         detail=outcome.detail[-2000:],
         url=outcome.url,
     )
+    rec.record(finished, run=run, loop=GOAL_LOOP, task=task.task)
     rec.refresh_projections()
     return ActionResult(run, action, outcome.detail, ok=outcome.ok is True)
 
@@ -222,14 +201,11 @@ def _succeeded(events: list[Event], run: str, task: str, commit: str) -> dict[st
     """The actions that succeeded for this commit of the task, with what they did."""
     done: dict[str, str] = {}
     for event in events:
-        if (
-            event.type == EventType.ACTION_FINISHED
-            and event.run == run
-            and event.task == task
-            and event.data.get("commit") == commit
-            and event.data.get("ok") is True
-        ):
-            done[str(event.data.get("action"))] = str(event.data.get("detail", ""))
+        if event.type != EventType.ACTION_FINISHED or event.run != run or event.task != task:
+            continue
+        finished = read(ActionFinished, event)
+        if finished.commit == commit and finished.ok is True:
+            done[str(finished.action)] = finished.detail
     return done
 
 
