@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from loopctl.journal.statuses import RunStatus, TaskStatus
+from loopctl.journal.statuses import Outcome, RunStatus, TaskStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,8 @@ class TaskOutcome:
     worktree: str | None = None
     # What a person does next with the result: `git merge <branch>`, or the pull request's URL.
     next_step: str | None = None
+    # One of a closed set (issue 30); None only until the engine's end paths all name one.
+    outcome: Outcome | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,7 @@ class RunOutcome:
     resumed: bool = False
     tokens: int = 0
     cost_usd: float = 0.0
+    outcome: Outcome | None = None
 
     @property
     def ok(self) -> bool:

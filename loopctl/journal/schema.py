@@ -60,9 +60,11 @@ class TickFinished(Payload, frozen=True):
     """A tick or goal run ended."""
 
     TYPE: ClassVar[EventType] = EventType.TICK_FINISHED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("outcome")
     status: str | None = None  # a RunStatus's value
     reason: str = ""
     tasks: dict[str, int] = field(default_factory=dict)  # task status -> how many
+    outcome: str | None = None  # an Outcome's value (statuses.Outcome); None in older logs
 
 
 class TickSkipped(Payload, frozen=True):
@@ -140,11 +142,12 @@ class TaskFinished(Payload, frozen=True):
     """A task reached its outcome for this run."""
 
     TYPE: ClassVar[EventType] = EventType.TASK_FINISHED
-    SPARSE: ClassVar[frozenset[str]] = _sparse("commit", "attempts")
+    SPARSE: ClassVar[frozenset[str]] = _sparse("commit", "attempts", "outcome")
     status: str | None = None  # a TaskStatus's value
     reason: str = ""
     commit: str | None = None
     attempts: int | None = None
+    outcome: str | None = None  # an Outcome's value (statuses.Outcome); None in older logs
 
 
 class TaskRequeued(Payload, frozen=True):
