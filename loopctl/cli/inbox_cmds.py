@@ -60,6 +60,14 @@ def inbox(
     digest: Annotated[
         bool, typer.Option("--digest", help="The daily summary: what ran, what waits for you.")
     ] = False,
+    sort: Annotated[
+        str,
+        typer.Option(
+            "--sort",
+            metavar="ORDER",
+            help="age (oldest first, the default) or risk (riskiest first, with its factors).",
+        ),
+    ] = "age",
     json_out: JsonFlag = False,
 ) -> None:
     """List open inbox items: id, kind, state, loop, task, age, summary."""
@@ -67,7 +75,7 @@ def inbox(
         return
     from loopctl.cli.plain import inbox_list
 
-    code = inbox_list(show_all, json_out, loop=loop, kind=kind, digest=digest)
+    code = inbox_list(show_all, json_out, loop=loop, kind=kind, digest=digest, sort=sort)
     if code:
         raise typer.Exit(code)
 

@@ -51,6 +51,18 @@ def _never_run(project: Any, names: list[str]) -> list[Any]:
     ]
 
 
+def _print_review(project: Any) -> None:
+    """The reviewer's throughput, once a cap is set or anything was ever put to a human."""
+    from loopctl.commands.status import review_throughput
+
+    review = review_throughput(project)
+    cap = project.config.review.max_open
+    if cap is None and not review.decided and not review.open_now:
+        return
+    limit = f" (max_open {cap})" if cap is not None else ""
+    print(f"\n{review.describe()}{limit}")
+
+
 def _log(project: Any) -> Any:
     from loopctl.journal.events import EventLog
 
@@ -87,10 +99,8 @@ def status(json_out: JsonFlag = False) -> None:
         spend = f"{s.tokens} tok" + (f" ${s.cost_usd:.2f}" if s.cost_usd else "")
         if s.max_usd:
             spend += f" / ${s.max_usd:.2f}"
-        state = (
-            f"running (pid {s.running_pid})" if s.running_pid else (s.last_status or "never run")
-        )
-        if s.run_pid and not s.running_pid:
+        state = s.state
+        if s.run_pid and not s.running_pid and s.waiting_for_review is None:
             state = f"scheduled (run pid {s.run_pid})"
         bad = invalid.get(s.loop)
         if bad is not None:
@@ -122,6 +132,7 @@ def status(json_out: JsonFlag = False) -> None:
         rows,
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )
+    _print_review(project)
     from loopctl.journal.state import describe_spend
     from loopctl.journal.warmth import WARM_COUNTS
 

@@ -96,8 +96,10 @@ def inbox_list(
     loop: str | None = None,
     kind: str | None = None,
     digest: bool = False,
+    sort: str = "age",
 ) -> int:
-    """List inbox items: open ones, or all with `show_all`; `digest` prints the daily summary."""
+    """List inbox items: open ones, or all with `show_all`; `digest` prints the daily summary;
+    `sort` "risk": riskiest first, with each item's risk (loopctl.commands.inbox_risk)."""
     from loopctl.paths import ProjectPaths, find_repo_root
 
     paths = ProjectPaths(find_repo_root())
@@ -110,18 +112,25 @@ def inbox_list(
         kinds = [k.value for k in ItemKind]
         if kind not in kinds:
             raise UsageError(f"--kind must be one of {', '.join(kinds)}, not {kind!r}")
-    if json_out and loop is None and kind is None:
+    if sort not in ("age", "risk"):
+        from loopctl.errors import UsageError
+
+        raise UsageError(f"--sort must be age or risk, not {sort!r}")
+    if json_out and loop is None and kind is None and sort == "age":
         return _inbox_json_cached(paths, show_all)
     from loopctl.journal.events import EventLog
     from loopctl.journal.inbox import items
 
+    events = EventLog(paths.events_file).read()
     found = [
         i
-        for i in items(EventLog(paths.events_file).read())
+        for i in items(events)
         if (show_all or i.is_open)
         and (loop is None or i.loop == loop)
         and (kind is None or i.kind == kind)
     ]
+    if sort == "risk":
+        return _inbox_by_risk(paths, events, found, json_out)
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -161,6 +170,39 @@ def inbox_list(
                 shorten(i.summary, 90),
             )
             for i in found
+        ],
+        empty="inbox empty: nothing needs you",
+    )
+    return 0
+
+
+def _inbox_by_risk(paths: Any, events: Any, found: Any, json_out: bool) -> int:
+    """`inbox --sort risk`: riskiest first, each with its factors."""
+    from loopctl.commands.inbox_risk import sort_by_risk
+    from loopctl.definitions import load_project
+
+    ranked = sort_by_risk(load_project(paths.root), events, found)
+    if json_out:
+        from loopctl.cli.render import print_json
+
+        print_json("inbox", [{**i.to_json(), "risk": r.to_json()} for i, r in ranked])
+        return 0
+    from loopctl.cli.render import print_table
+    from loopctl.text import shorten
+
+    print_table(
+        ("ID", "KIND", "LOOP", "TASK", "RISK", "WHY", "SUMMARY"),
+        [
+            (
+                i.id,
+                i.kind,
+                i.loop or "-",
+                i.task or "-",
+                f"{r.score:.0f}",
+                shorten(r.describe(), 60),
+                shorten(i.summary, 60),
+            )
+            for i, r in ranked
         ],
         empty="inbox empty: nothing needs you",
     )

@@ -12,6 +12,7 @@ from loopctl.definitions import Project
 from loopctl.journal import history, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
+from loopctl.journal.review import Throughput, Waiting, throughput, waiting_loops
 from loopctl.journal.schema import read, read_note
 from loopctl.journal.warmth import time_saved
 from loopctl.lock import read_holder
@@ -39,6 +40,7 @@ class LoopStatus:
     up_pid: int | None = None  # the `loopctl up` process scheduling this loop
     warm: dict[str, float | int] = field(default_factory=dict)  # journal.warmth.time_saved
     run_pid: int | None = None  # a `loopctl run NAME --every/--cron/--watch` scheduling it
+    waiting_for_review: Waiting | None = None  # [review] max_open holds its next tick back
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,7 +65,19 @@ class LoopStatus:
             "up_pid": self.up_pid,
             "warm_workspaces": self.warm,
             "run_pid": self.run_pid,
+            "waiting_for_review": (
+                self.waiting_for_review.to_json() if self.waiting_for_review else None
+            ),
         }
+
+    @property
+    def state(self) -> str:
+        """What the STATE column says (the `up`-or-`run` scheduling aside)."""
+        if self.running_pid:
+            return f"running (pid {self.running_pid})"
+        if self.waiting_for_review is not None:
+            return self.waiting_for_review.describe()
+        return self.last_status or "never run"
 
 
 def loop_statuses(
@@ -83,6 +97,7 @@ def loop_statuses(
     names = sorted(set(project.loops) | {r.loop for r in runs.values()})
     scheduled = _scheduled(project, events)
     foreground = foreground_runs(events)
+    waits = waiting_loops(events)
     statuses = []
     for name in names:
         loop = project.loops.get(name)
@@ -116,9 +131,17 @@ def loop_statuses(
                 up_pid=scheduled.get(name, (None, None))[1],
                 warm=time_saved(e for e in events if e.loop == name),
                 run_pid=foreground[name][0] if name in foreground else None,
+                waiting_for_review=waits.get(name) if pid is None else None,
             )
         )
     return statuses
+
+
+def review_throughput(project: Project, events: Sequence[Event] | None = None) -> Throughput:
+    """Decisions on items awaiting a human in the last 24 hours, from the log."""
+    if events is None:
+        events = EventLog(project.paths.events_file).read()
+    return throughput(events, datetime.now(UTC))
 
 
 def _scheduled(project: Project, events: list[Event]) -> dict[str, tuple[str | None, int | None]]:

@@ -73,6 +73,14 @@ class Notify:
 
 
 @dataclass(frozen=True, slots=True)
+class Review:
+    """`[review]`: the reviewer's capacity (loopctl.engine.review_gate): while `max_open` items
+    await a human, loops whose work would open another wait."""
+
+    max_open: int | None = None  # None: no cap
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The project's defaults; every field has a sane value when the file is absent."""
 
@@ -99,6 +107,7 @@ class Config:
     # [checker] network: what checks may reach where a loop does not say (goals too)
     check_network: NetworkMode = NetworkMode.NONE
     check_hosts: tuple[HostPort, ...] = ()
+    review: Review = field(default_factory=Review)  # [review] max_open
 
     def condition_map(self) -> dict[str, tuple[str, ...]]:
         return dict(self.conditions)
@@ -177,6 +186,7 @@ PRICE_FIELDS = (
     Field("cached_input", number),
 )
 CHECKER_FIELDS = (Field("network", checker_network, (NetworkMode.NONE, ())),)
+REVIEW_FIELDS = (Field("max_open", integer, minimum=1),)
 
 
 def read_budget(table: Table | None, base: Budget) -> Budget:
@@ -214,6 +224,9 @@ def load_config(path: Path, problems: Problems) -> Config:
     checker = read_table(table, "checker", CHECKER_FIELDS)
     if checker is not None:
         values["check_network"], values["check_hosts"] = checker["network"]
+    review = read_table(table, "review", REVIEW_FIELDS)
+    if review is not None:
+        values["review"] = Review(**review)
     table.finish()
     return Config(path=path, **values)
 

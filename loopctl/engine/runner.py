@@ -20,6 +20,7 @@ from loopctl.checks.verdicts import check_commands
 from loopctl.definitions import Agent, Loop
 from loopctl.delivery import pipeline as delivery
 from loopctl.delivery import remotes
+from loopctl.engine import review_gate
 from loopctl.engine.commit import deliver_approved
 from loopctl.engine.containment import record_sandbox, sandbox_preflight
 from loopctl.engine.context import (
@@ -392,12 +393,21 @@ class Engine:
     def _work_all(self, ctx: RunContext, specs: list[TaskSpec]) -> list[TaskOutcome]:
         parallel = max(1, min(ctx.loop.budget.max_parallel, len(specs)))
         if parallel == 1:
-            return [work_task(ctx, spec) for spec in specs]
+            return [_work_counted(ctx, spec) for spec in specs]
         with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="loopctl-task") as pool:
-            futures = [pool.submit(work_task, ctx, spec) for spec in specs]
+            futures = [pool.submit(_work_counted, ctx, spec) for spec in specs]
             try:
                 return [f.result() for f in futures]
             except KeyboardInterrupt:
                 # Worker threads never see Ctrl-C; the stop event cancels their programs.
                 ctx.stop.set()
                 raise
+
+
+def _work_counted(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
+    """`work_task`, no longer counted against `[review] max_open` once it ended (any item it
+    opened is in the log by then)."""
+    try:
+        return work_task(ctx, spec)
+    finally:
+        review_gate.release(ctx, spec)

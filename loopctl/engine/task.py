@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopctl.checks import integrity
-from loopctl.engine import check_cache
+from loopctl.engine import check_cache, review_gate
 from loopctl.engine.agents import cannot_start
 from loopctl.engine.attempt import run_attempt
 from loopctl.engine.commit import deliver
@@ -82,6 +82,11 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         # The goal held on this very base tree and nothing it depends on changed: no worktree,
         # no suite run, no agent.
         return finish_task(ctx, spec, TaskStatus.DONE, cached.verdict.reason, None, 0, None)
+    if fresh:
+        # The last step before any work: at `[review] max_open` the task is not started.
+        full = review_gate.admit(ctx, spec)
+        if full is not None:
+            return review_gate.not_started(ctx, spec, full)
     try:
         workspace = prepare(ctx, spec, view)
     except LoopctlError as exc:

@@ -514,6 +514,22 @@ class LoopStopped(NotePayload, frozen=True):
     pid: int | None = None
 
 
+# The `what` of the note a loop's tick records when it waits for its reviewer (issue 30).
+WAITING_FOR_REVIEW = "waiting_for_review"
+
+
+class WaitingForReview(NotePayload, frozen=True):
+    """The `waiting_for_review` note: a loop did not start a tick because `open_count` items
+    already await a human and `[review] max_open` is `max_open`. Written once per wait; the
+    wait ends with the loop's next `tick_started` (or its scheduler stopping)."""
+
+    WHAT: ClassVar[str] = WAITING_FOR_REVIEW
+    open_count: int = 0
+    max_open: int = 0
+    items: tuple[str, ...] = ()  # the ids of the items it waits on
+    pid: int | None = None  # the scheduler's process: its `scheduler_stopped` ends the wait
+
+
 # Every payload class with its own event type (notes of every kind are `Note` here).
 PAYLOADS: tuple[type[Payload], ...] = (
     TickStarted,
@@ -558,6 +574,7 @@ NOTES: tuple[type[NotePayload], ...] = (
     SandboxNote,
     DefinitionsReloaded,
     LoopStopped,
+    WaitingForReview,
 )
 
 

@@ -25,6 +25,7 @@ from loopctl.journal import fuse
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import TickSkipped
+from loopctl.scheduling.review_wait import ReviewWait
 from loopctl.scheduling.timing import (
     Action,
     Decision,
@@ -151,6 +152,7 @@ class Scheduler:
         self._tick_stops: dict[threading.Thread, threading.Event] = {}  # of running ticks
         self._recorder = rec
         self._pending_loops: Mapping[str, Scheduled] | None = loops
+        self._review = ReviewWait()  # [review] max_open: loops waiting for their reviewer
 
     # --- configuration -------------------------------------------------------------------
 
@@ -321,6 +323,9 @@ class Scheduler:
                     # A broken view must never stop us.
                     with swallowed(logger, "the view's planned()"):
                         self.listener.planned(name, wake)
+        recheck = None if self._limit_reached() else self._review.wake(now, self._entries)
+        if recheck is not None and (earliest is None or recheck < earliest):
+            earliest = recheck
         return earliest
 
     def _apply(self, name: str, entry: _Entry, decision: Decision, now: datetime) -> bool:
@@ -338,6 +343,11 @@ class Scheduler:
         if self._limit_reached():
             return False
         blown = self._fuse_blown(name, now)
+        if blown is None and not self._review.may_start(self._recorder, entry.item.loop):
+            # It waits for its reviewer: its slot is owed (queued), not skipped.
+            if entry.item.schedule.timed and entry.queued is None:
+                entry.queued = entry.last_slot = slot
+            return False
         if entry.queued is not None and decision.fired is Fired.QUEUED:
             entry.queued = None
         else:
@@ -469,6 +479,7 @@ class Scheduler:
                 self._emit_skip(name, trigger, reason)
             result = TickResult(name, slot, fired, skipped=str(exc), error=exc)
         finally:
+            self._review.tick_ended(self._recorder, name)
             with self._lock:
                 entry = self._entries.get(name)
                 if entry is not None and entry.thread is threading.current_thread():
