@@ -927,6 +927,27 @@ CONFIG_CASES = [
         "invalid duration '5x'",
     ),
     Case(
+        "config-review-max-open-zero",
+        {CONFIG: text("version = 1", "[review]", "max_open = 0")},
+        CONFIG,
+        3,
+        "'max_open' in [review] must be at least 1, not 0",
+    ),
+    Case(
+        "config-review-max-open-string",
+        {CONFIG: text("[review]", 'max_open = "3"')},
+        CONFIG,
+        2,
+        "'max_open' in [review] must be an integer, not a string",
+    ),
+    Case(
+        "config-review-unknown-key",
+        {CONFIG: text("[review]", "max_opne = 3")},
+        CONFIG,
+        2,
+        "unknown key 'max_opne' in [review] (did you mean 'max_open'?)",
+    ),
+    Case(
         "config-default-maker-unknown",
         {CONFIG: text("[defaults]", 'maker = "makr"')},
         CONFIG,
