@@ -97,7 +97,12 @@ def loop_statuses(
     names = sorted(set(project.loops) | {r.loop for r in runs.values()})
     scheduled = _scheduled(project, events)
     foreground = foreground_runs(events)
-    waits = waiting_loops(events)
+    # A wait recorded by a scheduler that died without a word (kill -9) is over.
+    waits = {
+        name: wait
+        for name, wait in waiting_loops(events).items()
+        if wait.pid is None or _alive(wait.pid)
+    }
     statuses = []
     for name in names:
         loop = project.loops.get(name)
