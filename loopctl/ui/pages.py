@@ -138,6 +138,8 @@ def loops_page(view: LoopsView, project: str) -> str:
     for card in view.loops:
         s = card.status
         state = f"running (pid {s.running_pid})" if s.running_pid else s.last_status
+        if s.waiting_for_review is not None and not s.running_pid:
+            state = s.waiting_for_review.describe()
         runs = " ".join(
             f'<a href="{url("runs", r.run)}" title="{esc(r.run)}">{badge(run_state(r))}'
             f"<small>{_when(r.started)[5:16]}</small></a>"

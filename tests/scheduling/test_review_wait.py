@@ -198,3 +198,31 @@ def _waits(repo: Path, after: int) -> list[Event]:
         for e in events(repo, "note")
         if e.seq > after and e.data.get("what") == "waiting_for_review"
     ]
+
+
+def test_tasks_worked_side_by_side_start_only_while_the_cap_has_room(
+    repo: Path, tmp_path: Path
+) -> None:
+    make_project(repo, "fixer.py", config_extra="\n[review]\nmax_open = 2\n")
+    add_remote(repo, tmp_path)
+    write_loop_file(
+        repo,
+        "ship",
+        'goal = "tests green"\n\n'
+        f"[tasks]\n{tasks_command('t1', 't2', 't3')}"
+        'prompt = "fix {id}"\n\n[budget]\nmax_parallel = 3\n\n' + GATED,
+    )
+    commit_all(repo, "a gated loop working three tasks at once")
+
+    once = run_loopctl(repo, "run", "ship", "--once", "--json")
+
+    assert_clean_exit(once, 0)
+    statuses = sorted(t["status"] for t in json.loads(once.stdout)["run"]["tasks"])
+    assert statuses == ["awaiting_approval", "awaiting_approval", "skipped"]
+    log = events(repo)
+    assert _most_awaiting(log) == 2
+    outcomes = [e.data.get("outcome") for e in log if e.type == "task_finished"]
+    assert outcomes.count("waiting-for-review") == 1
+    # The task held back made no worktree: nothing of it to lose, and the next tick finds it.
+    held = next(e.task for e in log if e.data.get("outcome") == "waiting-for-review")
+    assert not [e for e in log if e.type == "worktree_created" and e.task == held]
