@@ -24,6 +24,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
+from loopctl.journal.report import build_report
 from loopctl.journal.schema import DigestSent, InboxOpened, NotifyFailed, inbox_closed, read
 from loopctl.secrets import Redactor, build_env, withheld_values
 from loopctl.text import strip_controls
@@ -359,13 +360,22 @@ def send_digest_if_due(
     if any(e.type == EventType.DIGEST_SENT and read(DigestSent, e).slot == slot for e in events):
         return False
     digest = build_digest(events, now)
-    text = digest.text()
+    # The text is the morning report of the day (`loopctl report`), each line with its command.
+    report = build_report(
+        events,
+        since=now - DIGEST_WINDOW,
+        now=now,
+        tz=tz or now.astimezone().tzinfo or UTC,
+        config=config,
+        window=f"the last {_hours(DIGEST_WINDOW)}",
+    )
+    text = report.text(title=digest.text().splitlines()[0])
     results = send(
         notify,
         paths.root,
         config.env_allow,
         text,
-        {"version": 1, "digest": digest.to_json()},
+        {"version": 1, "digest": digest.to_json(), "report": report.to_json()},
         {"summary": text.splitlines()[0]},
         sleep=sleep,
     )

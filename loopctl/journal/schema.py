@@ -514,6 +514,15 @@ class LoopStopped(NotePayload, frozen=True):
     pid: int | None = None
 
 
+class ReportShown(NotePayload, frozen=True):
+    """`loopctl report` was shown (or sent): where the next `--since last` window starts."""
+
+    WHAT: ClassVar[str] = "report_shown"
+    until: str | None = None  # the end of the window shown, an ISO time
+    since: str | None = None  # its start; None: since the log began
+    via: str | None = None  # text | json | notify
+
+
 # Every payload class with its own event type (notes of every kind are `Note` here).
 PAYLOADS: tuple[type[Payload], ...] = (
     TickStarted,
@@ -558,6 +567,7 @@ NOTES: tuple[type[NotePayload], ...] = (
     SandboxNote,
     DefinitionsReloaded,
     LoopStopped,
+    ReportShown,
 )
 
 
