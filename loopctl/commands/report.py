@@ -89,7 +89,11 @@ def build(
 
 
 def mark_shown(project: Project, report: Report, via: str) -> None:
-    """Remember that `report` was shown: the next `--since last` starts where it ended."""
+    """Remember that `report` was shown: the next `--since last` starts where it ended.
+
+    Not in a repository loopctl never ran in: a report there must not create `.loop/`."""
+    if not project.paths.events_file.exists():
+        return
     shown = ReportShown(
         until=report.until.isoformat(),
         since=report.since.isoformat() if report.since else None,

@@ -11,6 +11,7 @@ outcome was recorded reads it from the task's status (`derived_outcome`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -154,11 +155,12 @@ class Report:
     sections: tuple[tuple[Section, tuple[Line, ...]], ...]
     spent: Spent
     quiet: int = 0  # tasks and runs in the window that found nothing to do
+    held: int = 0  # tasks and runs that waited for review capacity ([review] max_open)
 
     @property
     def empty(self) -> bool:
         """Nothing happened and nothing waits: the night in one line."""
-        return not self.sections and not self.spent.total.calls
+        return not self.sections and not self.spent.total.calls and not self.held
 
     def section(self, which: Section) -> tuple[Line, ...]:
         return next((lines for name, lines in self.sections if name is which), ())
@@ -175,6 +177,7 @@ class Report:
             },
             "spent": self.spent.to_json(),
             "nothing_to_do": self.quiet,
+            "waiting_for_review": self.held,
         }
 
     def more_command(self) -> str:
@@ -191,6 +194,10 @@ class Report:
         lines = [head]
         if self.quiet:
             lines.append(f"{self.quiet} tick(s) found nothing to do.")
+        if self.held:
+            lines.append(
+                f"{self.held} tick(s) waited for review ([review] max_open)  → loopctl inbox"
+            )
         for name, found in self.sections:
             lines.append(f"{TITLES[name]} ({len(found)}):")
             shown = found if cap is None else found[:cap]
@@ -258,12 +265,12 @@ def build_report(
     item_of = _items_by_task(every)
     sections: list[tuple[Section, tuple[Line, ...]]] = []
     by_section: dict[Section, list[Line]] = {name: [] for name in Section}
-    quiet = 0
+    counted: Counter[Outcome] = Counter()
     lined: set[tuple[str, Section]] = set()
     for task in fold.finished.values():
         section = SECTION_OF.get(task.outcome)
         if section is None:
-            quiet += task.outcome is Outcome.NOTHING_TO_DO
+            counted[task.outcome] += 1
             continue
         view = runs.get(task.event.run or "")
         found = view.tasks.get(task.event.task or "") if view is not None else None
@@ -272,7 +279,8 @@ def build_report(
     for event, ended, reason in fold.runs:
         section = SECTION_OF.get(ended)
         if section is None or section is Section.DONE:
-            quiet += ended is Outcome.NOTHING_TO_DO and not runs_tasks(runs, event)
+            if section is None and not runs_tasks(runs, event):
+                counted[ended] += 1  # a run with tasks is counted by its tasks
             continue
         if (event.run or "", section) in lined:
             continue  # its task's line says it already
@@ -292,7 +300,15 @@ def build_report(
         cap_tokens=config.max_tokens_per_day if config else None,
         cap_usd=config.max_usd_per_day if config else None,
     )
-    return Report(since, now, window, tuple(sections), spent, quiet)
+    return Report(
+        since,
+        now,
+        window,
+        tuple(sections),
+        spent,
+        quiet=counted[Outcome.NOTHING_TO_DO],
+        held=counted[Outcome.WAITING_FOR_REVIEW],
+    )
 
 
 def runs_tasks(runs: dict[str, history.RunView], event: Event) -> bool:

@@ -625,6 +625,8 @@ def report_page(report: Report, project: str, since: str) -> str:
         parts.append("<p data-empty>Nothing happened, and nothing waits for you.</p>")
     if report.quiet:
         parts.append(f"<p class=muted>{report.quiet} tick(s) found nothing to do.</p>")
+    if report.held:
+        parts.append(f"<p>{report.held} tick(s) waited for review ([review] max_open).</p>")
     for name, lines in report.sections:
         rows = "".join(
             f'<li data-outcome="{esc(line.outcome or "")}">{esc(line.text)} {_report_link(line)}'

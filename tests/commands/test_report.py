@@ -344,12 +344,25 @@ def test_an_older_log_without_outcomes_reads_them_from_statuses(
     append(repo, "task_finished", run, "nightly", "c", status="done", reason="", attempts=0)
     append(repo, "task_finished", run, "nightly", "d", status="skipped", reason="base green")
 
+    # A tick item 6's reviewer cap held: counted, not a section (no task ran).
+    held = "20261205T020000-4e1d"
+    append(repo, "tick_started", held, "nightly", None, kind="tick")
+    append(
+        repo, "tick_finished", held, "nightly", None, status="done", outcome="waiting-for-review"
+    )
+
     shown = report_json(monkeypatch, repo, "--no-mark")
 
     outcomes = [(line["task"], line["outcome"]) for line in shown["sections"]["failed"]]
     assert outcomes == [("a", "budget-stop"), ("b", "repeated-failure")]
     assert "done" not in shown["sections"]
     assert shown["nothing_to_do"] == 2
+    assert shown["waiting_for_review"] == 1
+    text = report_text(monkeypatch, repo, "--no-mark").splitlines()
+    assert text[1:3] == [
+        "2 tick(s) found nothing to do.",
+        "1 tick(s) waited for review ([review] max_open)  → loopctl inbox",
+    ]
 
 
 # --- the digest and --notify ------------------------------------------------------------------
@@ -459,3 +472,10 @@ def test_the_report_page_shows_the_sections_with_links_that_act(
         page.goto(f"{ui.base}/report?since=tomorrow")
         assert "--since: expected last" in page.inner_text("main")
     assert shown_marks(repo) == []  # reading the page moves nothing
+
+
+def test_a_repository_loopctl_never_ran_in_gets_one_line_and_no_loop_folder(repo: Path) -> None:
+    done = run_loopctl(repo, "report")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == ["Nothing happened, and nothing waits for you."]
+    assert not (repo / ".loop").exists()
