@@ -391,3 +391,40 @@ def send_digest_if_due(
     )
     rec.record(sent, run=None, loop=None)
     return True
+
+
+def send_report_on_stop(rec: Recorder, started: datetime, now: datetime) -> bool:
+    """When `up` stops, send the report of its session (`[notify] report_on_stop`): what it did,
+    delivered, left waiting and spent from `started` to `now`; True if sent on any channel.
+
+    It moves no `loopctl report --since last`: that is for what a person has read."""
+    problems = Problems()
+    config = load_config(rec.paths.config, problems)
+    notify = config.notify
+    if problems.errors or not notify.report_on_stop or not configured(notify):
+        return False
+    tz = now.astimezone().tzinfo or UTC
+    report = build_report(
+        rec.log.read(),
+        since=started,
+        now=now,
+        tz=tz,
+        config=config,
+        window=f"since {started.astimezone(tz):%Y-%m-%d %H:%M} until {now.astimezone(tz):%H:%M}",
+    )
+    text = report.text(title=f"loopctl up stopped — its session, {report.window}")
+    results = send(
+        notify,
+        rec.paths.root,
+        config.env_allow,
+        text,
+        {"version": 1, "report": report.to_json()},
+        {"summary": text.splitlines()[0]},
+    )
+    for result in results:
+        if not result.ok:
+            failed = NotifyFailed(
+                channel=result.channel, attempts=result.attempts, error=result.error
+            )
+            rec.record(failed, run=None, loop=None)
+    return any(result.ok for result in results)

@@ -479,3 +479,32 @@ def test_a_repository_loopctl_never_ran_in_gets_one_line_and_no_loop_folder(repo
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1:] == ["Nothing happened, and nothing waits for you."]
     assert not (repo / ".loop").exists()
+
+
+def test_up_sends_the_report_of_its_session_when_it_stops(
+    repo: Path, tmp_path: Path, hook: Hook
+) -> None:
+    from support.processes import running_procs, spawn, wait_for
+
+    make_project(repo, "fixer.py")
+    config = (repo / ".loop" / "config.toml").read_text()
+    write_config(
+        repo,
+        config + f"\n[notify]\nwebhook = {toml_value(hook.url)}\nreport_on_stop = true\non = []\n",
+    )
+    (repo / ".loop" / "loops").mkdir(exist_ok=True)
+    (repo / ".loop" / "loops" / "beat.toml").write_text('every = "1h"\nprompt = "Fix add()"\n')
+    for procs in running_procs():
+        spawn(procs, repo, tmp_path, "up")
+        wait_for(lambda: events(repo, "scheduler_started") or None, "up to start")
+        stalled_and_rate_limited(repo)  # what happened while it ran
+        assert hook.posts == []
+        down = run_loopctl(repo, "down")
+        assert down.returncode == 0, down.stderr
+        wait_for(lambda: hook.posts or None, "the session's report from up")
+    (post,) = hook.posts
+    assert post["text"].startswith("loopctl up stopped — its session, since ")
+    assert "Stalled (1):" in post["text"]
+    assert f"→ loopctl replay {LIMITED_RUN}" in post["text"]
+    assert post["report"]["sections"]["stalled"][0]["item"] == "st4ll3"
+    assert shown_marks(repo) == []  # a notification is not a report read
