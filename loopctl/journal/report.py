@@ -403,7 +403,7 @@ def _task_line(
     branch = found.branch if found is not None else None
     item = item_of.get((run, event.task or ""))
     if task.outcome is Outcome.DONE:
-        words = f"{event.loop}: {_clean(title, 50)}"
+        words = f"{event.loop or '-'}: {_clean(title, 50)}"
         if commit:
             words += f" — commit {commit[:12]}" + (f" on {branch}" if branch else "")
         commands: tuple[str, ...] = (f"git show --stat {commit[:12]}",) if commit else ()

@@ -449,6 +449,10 @@ def test_the_report_page_shows_the_sections_with_links_that_act(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     night = a_night(repo, tmp_path, monkeypatch)
+    hostile = '<img src=x onerror="window.pwned=1">\x1b[2Jall green'
+    append(
+        repo, "inbox_opened", None, "ship", "evil", id="e5c0de", kind="escalation", summary=hostile
+    )
     cli = report_json(monkeypatch, repo, "--no-mark")
     with dashboard(repo) as ui, browser() as chromium:
         page = chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
@@ -459,6 +463,9 @@ def test_the_report_page_shows_the_sections_with_links_that_act(
         )
         assert sections == [*cli["sections"], "spent"]
         assert page.locator("nav a.on").inner_text() == "Report"
+        assert page.evaluate("window.pwned") is None  # agent text stayed text
+        assert '<img src=x onerror="window.pwned=1">' in page.inner_text("main")
+        assert "\x1b" not in page.content()
         stalled = page.locator("section[data-section=stalled] li")
         assert "Refactor the parser" in stalled.inner_text()
         assert "loopctl inbox show st4ll3" in stalled.locator("code").inner_text()
