@@ -1,6 +1,7 @@
 """`loopctl report`: the morning report over logs real ticks wrote (scripted agents, real git,
 a real remote), with the outcomes no path records yet (stalled, rate-limited) appended as their
-writers will record them; the digest reaching a real webhook; the dashboard's page in Chromium."""
+writers will record them (support/night.py); the digest reaching a real webhook; the session's
+report from `up`. The dashboard's page: tests/ui/test_ui_report.py."""
 
 from __future__ import annotations
 
@@ -14,107 +15,24 @@ from typing import Any
 
 import pytest
 from support.cli import assert_clean_exit, invoke, run_loopctl
-from support.delivery import ship_loop, the_approval
 from support.journal import events
-from support.repos import add_remote, make_project, toml_value, write_agent, write_config
-from support.ui import browser, dashboard, screenshot
+from support.night import (
+    LIMITED_RUN,
+    STALLED_RUN,
+    a_night,
+    append,
+    report_json,
+    report_text,
+    shown_marks,
+    stalled_and_rate_limited,
+)
+from support.repos import make_project, toml_value, write_config
 
 from loopctl.commands.report import parse_since
 from loopctl.definitions import load_project
 from loopctl.errors import UsageError
-from loopctl.journal.events import EventLog
 from loopctl.journal.notify import send_digest_if_due
 from loopctl.journal.recorder import Recorder
-from loopctl.paths import ProjectPaths
-
-STALLED_RUN = "20261205T031500-5a11"
-LIMITED_RUN = "20261205T041500-4290"
-
-
-def report_json(monkeypatch: pytest.MonkeyPatch, repo: Path, *flags: str) -> dict[str, Any]:
-    done = invoke(monkeypatch, repo, "report", "--json", *flags)
-    assert done.exit_code == 0, done.output
-    payload = json.loads(done.stdout)
-    assert payload["version"] == 1
-    found: dict[str, Any] = payload["report"]
-    return found
-
-
-def report_text(monkeypatch: pytest.MonkeyPatch, repo: Path, *flags: str) -> str:
-    done = invoke(monkeypatch, repo, "report", *flags)
-    assert done.exit_code == 0, done.output
-    return done.stdout
-
-
-def append(
-    repo: Path, type_: str, run: str | None, loop: str | None, task: str | None, **data: Any
-) -> None:
-    EventLog(ProjectPaths(repo).events_file).append(type_, run=run, loop=loop, task=task, data=data)
-
-
-def stalled_and_rate_limited(repo: Path) -> None:
-    """What the liveness and rate-limit writers record (issue 30, items 1 and 3): a task ended
-    `stalled` with an inbox item saying what it last did, and a run ended `rate-limited`."""
-    append(repo, "tick_started", STALLED_RUN, "nightly", None, kind="tick")
-    append(repo, "task_found", STALLED_RUN, "nightly", "parser", title="Refactor the parser")
-    append(
-        repo,
-        "inbox_opened",
-        STALLED_RUN,
-        "nightly",
-        "parser",
-        id="st4ll3",
-        kind="failed",
-        summary="no progress for 15m; it last ran `pytest -x`",
-    )
-    append(
-        repo,
-        "task_finished",
-        STALLED_RUN,
-        "nightly",
-        "parser",
-        status="stopped",
-        reason="no output, file change or stream event for 15m",
-        outcome="stalled",
-    )
-    append(repo, "tick_finished", STALLED_RUN, "nightly", None, status="stopped", outcome="stalled")
-    append(repo, "tick_started", LIMITED_RUN, "triage", None, kind="tick")
-    append(
-        repo,
-        "tick_finished",
-        LIMITED_RUN,
-        "triage",
-        None,
-        status="stopped",
-        reason="claude: usage limit reached; resumes at 09:00",
-        outcome="rate-limited",
-    )
-
-
-def a_night(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """A night of real ticks: a fix pushed once approved, a second waiting for approval, a goal
-    that failed; and a stalled task and a rate-limited run as their writers record them."""
-    make_project(repo, "fixer.py")
-    add_remote(repo, tmp_path)
-    write_agent(repo, "breaker", "never_fixes.py")
-    ship_loop(repo, 'actions = ["commit", "push"]')
-    assert invoke(monkeypatch, repo, "run", "ship", "--once").exit_code == 0
-    pushed = the_approval(monkeypatch, repo)["id"]
-    approved = invoke(monkeypatch, repo, "inbox", "approve", pushed)
-    assert approved.exit_code == 0, approved.output
-    ship_loop(repo, 'actions = ["commit", "push"]', name="later")
-    assert invoke(monkeypatch, repo, "run", "later", "--once").exit_code == 0
-    waiting = the_approval(monkeypatch, repo)["id"]
-    failed = invoke(
-        monkeypatch, repo, "goal", "tests green", "--agent", "breaker", "--max-iterations", "1"
-    )
-    assert failed.exit_code == 1, failed.output
-    (failed_item,) = [
-        e.data["id"] for e in events(repo, "inbox_opened") if e.data["kind"] == "failed"
-    ]
-    stalled_and_rate_limited(repo)
-    (commit,) = {e.data["sha"] for e in events(repo, "commit_created") if e.loop == "ship"}
-    return {"waiting": waiting, "failed": failed_item, "commit": commit}
 
 
 def test_a_night_reads_as_one_screen_each_line_with_its_command(
@@ -262,10 +180,6 @@ def test_a_bad_since_is_one_line_and_exit_2(repo: Path, text: str, says: str) ->
 
 
 # --- "since you last looked" ------------------------------------------------------------------
-
-
-def shown_marks(repo: Path) -> list[dict[str, Any]]:
-    return [dict(e.data) for e in events(repo, "note") if e.data.get("what") == "report_shown"]
 
 
 def test_last_moves_only_when_a_report_is_shown(
@@ -440,45 +354,6 @@ def test_notify_without_a_channel_is_one_line_and_moves_nothing(repo: Path) -> N
     assert_clean_exit(done, 2)
     assert done.stderr.startswith("loopctl: --notify: no [notify] channel in .loop/config.toml")
     assert shown_marks(repo) == []
-
-
-# --- the dashboard ----------------------------------------------------------------------------
-
-
-def test_the_report_page_shows_the_sections_with_links_that_act(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    night = a_night(repo, tmp_path, monkeypatch)
-    hostile = '<img src=x onerror="window.pwned=1">\x1b[2Jall green'
-    append(
-        repo, "inbox_opened", None, "ship", "evil", id="e5c0de", kind="escalation", summary=hostile
-    )
-    cli = report_json(monkeypatch, repo, "--no-mark")
-    with dashboard(repo) as ui, browser() as chromium:
-        page = chromium.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
-        page.goto(ui.url)
-        page.goto(f"{ui.base}/report")
-        sections = page.locator("section[data-section]").evaluate_all(
-            "all => all.map(s => s.dataset.section)"
-        )
-        assert sections == [*cli["sections"], "spent"]
-        assert page.locator("nav a.on").inner_text() == "Report"
-        assert page.evaluate("window.pwned") is None  # agent text stayed text
-        assert '<img src=x onerror="window.pwned=1">' in page.inner_text("main")
-        assert "\x1b" not in page.content()
-        stalled = page.locator("section[data-section=stalled] li")
-        assert "Refactor the parser" in stalled.inner_text()
-        assert "loopctl inbox show st4ll3" in stalled.locator("code").inner_text()
-        screenshot(page, "report")
-        page.locator(f"section[data-section=waiting] a[href='/inbox/{night['waiting']}']").click()
-        page.wait_for_url(f"{ui.base}/inbox/{night['waiting']}")
-        assert "approve" in page.inner_text("main").lower()
-        page.goto(f"{ui.base}/report")
-        page.locator("section[data-section=done] a", has_text="open run").click()
-        page.wait_for_url(f"{ui.base}/runs/**")
-        page.goto(f"{ui.base}/report?since=tomorrow")
-        assert "--since: expected last" in page.inner_text("main")
-    assert shown_marks(repo) == []  # reading the page moves nothing
 
 
 def test_a_repository_loopctl_never_ran_in_gets_one_line_and_no_loop_folder(repo: Path) -> None:
