@@ -16,8 +16,9 @@ def report(
         typer.Option(
             "--since",
             metavar="last|all|DURATION|TIME",
-            help="From when: the last report shown (last), 24h, 90m, all, or a time like"
-            " 2026-12-05T07:30 (local unless it has an offset).",
+            help="From when: the last report shown (last), 24h, 90m, all, a time of day"
+            " (07:30: its latest passing), or a time like 2026-12-05T07:30 (local unless it has"
+            " an offset).",
         ),
     ] = "last",
     json_out: JsonFlag = False,

@@ -8,6 +8,7 @@ follows the log through `state push/pull` — and sends the report through `[not
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
@@ -23,7 +24,11 @@ from loopctl.scheduling.timing import zone
 
 # `--since last` before any report was shown: the night before.
 FIRST_WINDOW = timedelta(hours=24)
-SINCE_FORMS = "last, all, a duration like 24h or 90m, or a time like 2026-12-05T07:30"
+SINCE_FORMS = (
+    "last, all, a duration like 24h or 90m, a time of day like 07:30, or a time like"
+    " 2026-12-05T07:30"
+)
+CLOCK = re.compile(r"([01]?\d|2[0-3]):[0-5]\d")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +38,9 @@ class Window:
 
 
 def parse_since(text: str, now: datetime, last: datetime | None, tz: tzinfo) -> Window:
-    """`--since`: last (the last report shown), all, a duration back from `now`, or a time
-    (ISO 8601; without an offset it is local time). A UsageError (exit 2) says the forms."""
+    """`--since`: last (the last report shown), all, a duration back from `now`, a time of day
+    (its latest passing), or a time (ISO 8601; without an offset it is local time). A
+    UsageError (exit 2) says the forms."""
     value = text.strip()
     if value.lower() == "last":
         if last is None:
@@ -55,6 +61,10 @@ def parse_since(text: str, now: datetime, last: datetime | None, tz: tzinfo) -> 
         except OverflowError:
             return Window(None, f"since the log began, until {_at(now, tz)}")
         return Window(since, f"the last {format_duration(seconds)} until {_at(now, tz)}")
+    if CLOCK.fullmatch(value):
+        # A time of day: its latest passing, today or else yesterday (as the digest's slot).
+        when = notify.digest_slot(now, value, tz)
+        return Window(when, f"since {_at(when, tz)} until {_at(now, tz)}")
     try:
         when = datetime.fromisoformat(value)
     except ValueError:

@@ -217,7 +217,6 @@ class _Task:
     outcome: Outcome
     reason: str
     commit: str | None
-    budget_stopped: bool = False
 
 
 @dataclass(slots=True)
@@ -352,7 +351,7 @@ def _fold(events: Iterable[Event], since: datetime | None, now: datetime) -> _Fo
             )
             # A task ends again in the same run when its approval delivers it: the last word.
             fold.finished.pop(key, None)
-            fold.finished[key] = _Task(event, named, ended.reason, ended.commit, key in stopped)
+            fold.finished[key] = _Task(event, named, ended.reason, ended.commit)
         elif event.type == EventType.TICK_FINISHED:
             tick = tick_finished(event)
             named_run = outcome(tick.outcome)

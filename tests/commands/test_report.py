@@ -145,6 +145,8 @@ NOW = datetime(2026, 12, 5, 7, 30, tzinfo=UTC)
         ("2026-12-04T22:00", datetime(2026, 12, 4, 22, 0, tzinfo=UTC)),  # local: UTC here
         ("2026-12-04T23:00+01:00", datetime(2026, 12, 4, 22, 0, tzinfo=UTC)),
         ("2026-12-04", datetime(2026, 12, 4, 0, 0, tzinfo=UTC)),
+        ("07:00", datetime(2026, 12, 5, 7, 0, tzinfo=UTC)),  # this morning
+        ("22:15", datetime(2026, 12, 4, 22, 15, tzinfo=UTC)),  # not yet today: last night
         ("last", datetime(2026, 12, 5, 6, 0, tzinfo=UTC)),
     ],
 )
@@ -162,7 +164,8 @@ def test_since_last_before_any_report_is_the_last_day() -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("yesterday", "expected last, all, a duration like 24h or 90m, or a time like"),
+        ("yesterday", "expected last, all, a duration like 24h or 90m, a time of day like 07:30"),
+        ("25:00", "expected last, all"),
         ("0m", "'0m' is no time at all"),
         ("2027-01-01T00:00", "'2027-01-01T00:00' is in the future"),
     ],
