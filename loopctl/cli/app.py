@@ -14,6 +14,7 @@ from loopctl.cli import (
     inbox_cmds,
     inspect_cmds,
     remote_cmds,
+    report_cmds,
     run_cmds,
     spend_cmds,
     traces_cmds,
@@ -57,6 +58,7 @@ daemon_cmds.register(app)
 inspect_cmds.register(app)
 spend_cmds.register(app)
 inbox_cmds.register(app)
+report_cmds.register(app)
 remote_cmds.register(app)
 traces_cmds.register(app)
 doctor_cmds.register(app)

@@ -43,7 +43,7 @@ PANELS: dict[str, tuple[str, ...]] = {
         "doctor",
         "ui",
     ),
-    "Triage": ("inbox",),
+    "Triage": ("inbox", "report"),
     "Share": ("export", "state", "traces"),
 }
 OTHER_PANEL = "Other"
@@ -95,6 +95,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "worktrees": ("loopctl worktrees", "loopctl worktrees --json"),
     "worktrees prune": ("loopctl worktrees prune --dry-run", "loopctl worktrees prune"),
     "inbox": ("loopctl inbox", "loopctl inbox --kind approval", "loopctl inbox --digest"),
+    "report": (
+        "loopctl report",
+        "loopctl report --since 24h --no-mark",
+        "loopctl report --since 2026-12-05T07:30 --json",
+        "loopctl report --notify",
+    ),
     "inbox show": ("loopctl inbox show a1b2", "loopctl inbox show a1b2 --stat"),
     "inbox diff": ("loopctl inbox diff a1b2 | git apply --check",),
     "inbox approve": ("loopctl inbox approve a1b2", 'loopctl inbox approve a1b2 --note "read it"'),

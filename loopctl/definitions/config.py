@@ -13,6 +13,7 @@ from loopctl.definitions.sandbox import SandboxMode, checker_network, read_proje
 from loopctl.definitions.schema import (
     Field,
     Values,
+    boolean,
     command,
     duration,
     integer,
@@ -70,6 +71,7 @@ class Notify:
     on: tuple[str, ...] = INBOX_KINDS
     webhook_env: str | None = None  # the URL is read from this variable, never from the file
     digest: str | None = None  # "HH:MM" local time: one summary a day
+    report_on_stop: bool = False  # when `up` stops, send the report of its session
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +181,7 @@ NOTIFY_FIELDS = (
     Field("digest", string, check=_clock_time),
     Field("on", strings, INBOX_KINDS, blank_default=True, check=_inbox_kinds),
     Field("command", command),
+    Field("report_on_stop", boolean, False),
 )
 PRICE_FIELDS = (
     Field("input", number),

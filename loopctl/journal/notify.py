@@ -24,6 +24,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
+from loopctl.journal.report import build_report
 from loopctl.journal.schema import DigestSent, InboxOpened, NotifyFailed, inbox_closed, read
 from loopctl.secrets import Redactor, build_env, withheld_values
 from loopctl.text import strip_controls
@@ -359,13 +360,22 @@ def send_digest_if_due(
     if any(e.type == EventType.DIGEST_SENT and read(DigestSent, e).slot == slot for e in events):
         return False
     digest = build_digest(events, now)
-    text = digest.text()
+    # The text is the morning report of the day (`loopctl report`), each line with its command.
+    report = build_report(
+        events,
+        since=now - DIGEST_WINDOW,
+        now=now,
+        tz=tz or now.astimezone().tzinfo or UTC,
+        config=config,
+        window=f"the last {_hours(DIGEST_WINDOW)}",
+    )
+    text = report.text(title=digest.text().splitlines()[0])
     results = send(
         notify,
         paths.root,
         config.env_allow,
         text,
-        {"version": 1, "digest": digest.to_json()},
+        {"version": 1, "digest": digest.to_json(), "report": report.to_json()},
         {"summary": text.splitlines()[0]},
         sleep=sleep,
     )
@@ -381,3 +391,40 @@ def send_digest_if_due(
     )
     rec.record(sent, run=None, loop=None)
     return True
+
+
+def send_report_on_stop(rec: Recorder, started: datetime, now: datetime) -> bool:
+    """When `up` stops, send the report of its session (`[notify] report_on_stop`): what it did,
+    delivered, left waiting and spent from `started` to `now`; True if sent on any channel.
+
+    It moves no `loopctl report --since last`: that is for what a person has read."""
+    problems = Problems()
+    config = load_config(rec.paths.config, problems)
+    notify = config.notify
+    if problems.errors or not notify.report_on_stop or not configured(notify):
+        return False
+    tz = now.astimezone().tzinfo or UTC
+    report = build_report(
+        rec.log.read(),
+        since=started,
+        now=now,
+        tz=tz,
+        config=config,
+        window=f"since {started.astimezone(tz):%Y-%m-%d %H:%M} until {now.astimezone(tz):%H:%M}",
+    )
+    text = report.text(title=f"loopctl up stopped — its session, {report.window}")
+    results = send(
+        notify,
+        rec.paths.root,
+        config.env_allow,
+        text,
+        {"version": 1, "report": report.to_json()},
+        {"summary": text.splitlines()[0]},
+    )
+    for result in results:
+        if not result.ok:
+            failed = NotifyFailed(
+                channel=result.channel, attempts=result.attempts, error=result.error
+            )
+            rec.record(failed, run=None, loop=None)
+    return any(result.ok for result in results)

@@ -528,6 +528,13 @@ class WaitingForReview(NotePayload, frozen=True):
     max_open: int = 0
     items: tuple[str, ...] = ()  # the ids of the items it waits on
     pid: int | None = None  # the scheduler's process: its `scheduler_stopped` ends the wait
+class ReportShown(NotePayload, frozen=True):
+    """`loopctl report` was shown (or sent): where the next `--since last` window starts."""
+
+    WHAT: ClassVar[str] = "report_shown"
+    until: str | None = None  # the end of the window shown, an ISO time
+    since: str | None = None  # its start; None: since the log began
+    via: str | None = None  # text | json | notify
 
 
 # Every payload class with its own event type (notes of every kind are `Note` here).
@@ -575,6 +582,7 @@ NOTES: tuple[type[NotePayload], ...] = (
     DefinitionsReloaded,
     LoopStopped,
     WaitingForReview,
+    ReportShown,
 )
 
 

@@ -27,7 +27,7 @@ from loopctl.definitions.project import AGENT_SOURCES, SKILL_SOURCES, Definition
 from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
-from loopctl.journal.notify import send_digest_if_due
+from loopctl.journal.notify import send_digest_if_due, send_report_on_stop
 from loopctl.journal.recorder import Observer, Recorder
 from loopctl.journal.schema import (
     DefinitionsReloaded,
@@ -383,10 +383,14 @@ def serve(
             if bad.kind is DefinitionKind.LOOP and (not only or bad.name in only):
                 # The other loops run; the broken one waits, in the inbox, for its fix.
                 reloader.skipped_loop(bad.name, bad.first(root))
+        started = datetime.now(UTC)
         try:
             return scheduler.run()
         finally:
             _stopped(recorder, "up", scheduler)
+            # The night's report goes out as `up` ends; a channel that fails must not.
+            with swallowed(logger, "sending the report of the session"):
+                send_report_on_stop(recorder, started, datetime.now(UTC))
     finally:
         lock.release()
 

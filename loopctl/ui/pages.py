@@ -15,6 +15,7 @@ from urllib.parse import quote
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.history import RunView
 from loopctl.journal.inbox import InboxItem, ItemKind
+from loopctl.journal.report import TITLES, Line, Report
 from loopctl.journal.spending import SpendRow
 from loopctl.journal.warmth import WARM_COUNTS
 from loopctl.text import strip_controls
@@ -44,7 +45,12 @@ def url(*parts: str) -> str:
 def layout(title: str, body: str, *, active: str = "", project: str = "") -> str:
     nav = "".join(
         f'<a href="{href}"{" class=on" if name == active else ""}>{name.title()}</a>'
-        for name, href in (("loops", "/loops"), ("inbox", "/inbox"), ("runs", "/runs"))
+        for name, href in (
+            ("loops", "/loops"),
+            ("inbox", "/inbox"),
+            ("runs", "/runs"),
+            ("report", "/report"),
+        )
     )
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
@@ -587,6 +593,58 @@ def _attempts(folders: Sequence[AttemptFolder]) -> str:
         )
     parts.append("</section>")
     return "".join(parts)
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+REPORT_WINDOWS = (("last", "since my last report"), ("24h", "24 hours"), ("7d", "7 days"))
+
+
+def _report_link(line: Line) -> str:
+    """The page that acts on a line: its inbox item, its run, or its pull request."""
+    link = line.link or ""
+    if line.item and link == f"/inbox/{line.item}":
+        return f'<a href="{url("inbox", line.item)}">open item {esc(line.item)}</a>'
+    if line.run and link == f"/runs/{line.run}":
+        return f'<a href="{url("runs", line.run)}">open run</a>'
+    if link.startswith(("https://", "http://")):
+        return f'<a href="{esc(link)}" rel="noreferrer noopener">{esc(link)}</a>'
+    return ""
+
+
+def report_page(report: Report, project: str, since: str) -> str:
+    """`loopctl report` in the browser: the same sections and commands, with links that act.
+    Reading it never moves "since my last report" (only the CLI's report does)."""
+    windows = " · ".join(
+        f"<b>{esc(label)}</b>"
+        if value == since
+        else f'<a href="/report?since={quote(value, safe="")}">{esc(label)}</a>'
+        for value, label in REPORT_WINDOWS
+    )
+    parts = [f"<h1>Report</h1><p class=muted>{esc(report.window)} · {windows}</p>"]
+    if report.empty:
+        parts.append("<p data-empty>Nothing happened, and nothing waits for you.</p>")
+    if report.quiet:
+        parts.append(f"<p class=muted>{report.quiet} tick(s) found nothing to do.</p>")
+    if report.held:
+        parts.append(f"<p>{report.held} tick(s) waited for review ([review] max_open).</p>")
+    for name, lines in report.sections:
+        rows = "".join(
+            f'<li data-outcome="{esc(line.outcome or "")}">{esc(line.text)} {_report_link(line)}'
+            f"<br><code>{esc(line.commands[0])}</code></li>"
+            for line in lines
+        )
+        parts.append(
+            f'<section data-section="{esc(name.value)}"><h2>{esc(TITLES[name])}'
+            f" ({len(lines)})</h2><ul class=plain>{rows}</ul></section>"
+        )
+    if not report.empty:
+        parts.append(
+            f"<section data-section=spent><h2>Spent</h2><p>{esc(report.spent.line())}</p>"
+            "<code>loopctl spend --by loop</code></section>"
+        )
+    return layout("Report", "".join(parts), active="report", project=project)
 
 
 def refused_page(reason: str) -> str:

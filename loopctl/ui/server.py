@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loopctl.commands.deliver import ACTIONS as DELIVERIES
+from loopctl.commands.report import build as report_of
 from loopctl.definitions import load_project
 from loopctl.definitions.fields import format_duration
 from loopctl.errors import LoopctlError
@@ -253,6 +254,14 @@ def build_app(board: Dashboard) -> ASGIApp:
             headers={"x-accel-buffering": "no"},
         )
 
+    def report(request: Request) -> Response:
+        since = request.query_params.get("since") or "last"
+        try:
+            found = report_of(board.project(), since, events=board.events())
+        except LoopctlError as exc:
+            return _html(pages.layout("Report", f"<p>{pages.esc(exc)}</p>"), 400)
+        return _html(pages.report_page(found, board.name, since))
+
     def home(request: Request) -> Response:
         return RedirectResponse("/loops", 303)
 
@@ -274,6 +283,7 @@ def build_app(board: Dashboard) -> ASGIApp:
             Route("/runs/{run}", run),
             Route("/runs/{run}/stream", stream),
             Route("/runs/{run}/deliver/{action}", deliver, methods=["POST"]),
+            Route("/report", report),
             Route("/static/app.css", css),
             Route("/static/app.js", js),
         ]

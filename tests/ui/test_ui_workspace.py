@@ -58,6 +58,7 @@ def test_no_page_is_wider_than_a_phone_and_skipped_ticks_are_folded(
         "/runs?skipped=1",
         f"/runs/{first.run}",
         "/runs/nosuchrun",
+        "/report",
     ]
     with dashboard(repo) as ui, browser() as chromium:
         for width in WIDTHS:
