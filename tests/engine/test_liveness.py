@@ -7,9 +7,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+from support.backends import install_fake_clis, set_scenario
 from support.cli import assert_clean_exit, run_loopctl
 from support.journal import events
-from support.repos import make_project
+from support.repos import commit_all, make_project, write_agent, write_config, write_loop
 
 from loopctl.journal.schema import Stalled, read_note, task_finished
 
@@ -126,3 +128,58 @@ def test_a_check_that_hangs_on_the_base_stops_the_task_before_any_agent(repo: Pa
     (finished,) = [task_finished(e) for e in events(repo, "task_finished", TASK)]
     assert finished.outcome == "stalled"
     assert events(repo, "agent_started", TASK) == []
+
+
+def test_a_cli_whose_stream_stops_is_quoted_as_its_stream_renders(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # codex starts a command that never returns: its event stream stops there.
+    install_fake_clis(tmp_path / "bin", monkeypatch)
+    set_scenario("codex", mode="hang")
+    make_project(repo, "fixer.py", config_extra=IDLE)
+    (repo / "agents" / "maker.toml").write_text(
+        'description = "codex"\nbackend = "codex"\ntimeout = "90s"\n'
+        '\n[sandbox]\nwrite = ["~/.fake-cli"]\n'
+    )
+    commit_all(repo, "codex maker")
+
+    _goal(repo)
+
+    (finished,) = [task_finished(e) for e in events(repo, "task_finished", TASK)]
+    assert finished.outcome == "stalled"
+    (note,) = _stalls(repo)
+    assert note.last == "$ npm test -- --watch"
+    (item,) = _failed_items(repo)
+    assert "it last printed: '$ npm test -- --watch'" in item
+
+
+def test_a_hung_checker_agent_is_ended_as_stalled(repo: Path) -> None:
+    make_project(repo, "fixer.py")
+    write_agent(repo, "judge", "stalls.py", "silent", timeout="90s")
+    write_config(
+        repo,
+        'version = 1\n\n[defaults]\nmaker = "maker"\nchecker = "judge"\n' + IDLE,
+    )
+    commit_all(repo, "a checker that hangs")
+
+    done = run_loopctl(repo, "goal", "add() adds its arguments", timeout=100)
+
+    assert_clean_exit(done, 1)
+    finished = task_finished(events(repo, "task_finished")[-1])
+    assert (finished.status, finished.outcome) == ("stopped", "stalled")
+    assert "the checker 'judge' made no progress for 1s" in finished.reason
+    assert [str(e.data["role"]) for e in events(repo, "agent_finished")] == ["maker", "checker"]
+
+
+def test_a_loops_own_budget_sets_max_idle(repo: Path) -> None:
+    # The project default (15m) would let it hang; the loop's own [budget] does not.
+    make_project(repo, "stalls.py", "talks", agent_timeout="90s")
+    write_loop(repo, "nightly", 'goal = "tests green"\n' + IDLE)
+    commit_all(repo, "a loop with its own max_idle")
+
+    done = run_loopctl(repo, "run", "nightly", "--once", timeout=100)
+
+    assert_clean_exit(done, 1)
+    (finished,) = [task_finished(e) for e in events(repo, "task_finished")]
+    assert finished.outcome == "stalled"
+    assert "it last printed: 'reading calc.py, then thinking'" in finished.reason
