@@ -227,6 +227,7 @@ def verdict_of(
                     "duration_s": round(done.duration_s, 3),
                     "exit_code": done.exit_code,
                     "timed_out": done.timed_out,
+                    **({"stalled": True} if done.stalled else {}),
                     # What loopctl's reporter counted, for an armed run (checks.runners).
                     **(
                         {"report": {"state": done.report.state, "counts": dict(done.report.counts)}}

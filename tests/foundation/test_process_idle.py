@@ -55,13 +55,13 @@ def test_a_changing_file_is_progress(tmp_path: Path, env: dict[str, str]) -> Non
     work.mkdir()
     code = (
         "import time, pathlib\n"
-        "end = time.monotonic() + 2.5\n"
+        "end = time.monotonic() + 4\n"
         "i = 0\n"
         "while time.monotonic() < end:\n"
         "    i += 1; pathlib.Path('state.txt').write_text(str(i)); time.sleep(0.05)\n"
     )
     done = run(
-        [PY, "-c", code], cwd=work, env=env, timeout=60, idle=IdleLimit(1.0, TreeWatch([work]))
+        [PY, "-c", code], cwd=work, env=env, timeout=60, idle=IdleLimit(1.5, TreeWatch([work]))
     )
 
     assert not done.stalled
