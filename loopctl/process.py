@@ -17,6 +17,7 @@ from typing import IO, TYPE_CHECKING
 
 from loopctl import egress_proxy, limits, syscall_filter
 from loopctl.errors import LoopctlError
+from loopctl.idle import IdleClock, IdleLimit
 from loopctl.secrets import REDACTED, Redactor, masked_regions
 from loopctl.text import strip_controls
 
@@ -49,7 +50,7 @@ class Completed:
     """How a program ended and what it printed (tails already redacted)."""
 
     argv: tuple[str, ...]
-    exit_code: int | None  # None when loopctl killed it (timeout or cancel); -N for signal N
+    exit_code: int | None  # None when loopctl killed it (timeout, stall or cancel); -N for signal N
     timed_out: bool
     interrupted: bool  # stopped because the caller's `cancel` event was set
     duration_s: float
@@ -59,11 +60,13 @@ class Completed:
     stderr_tail: str
     # The resource limit that ended it ("memory limit 4 GiB reached"), when one did.
     limit: str | None = None
+    # Ended because it made no progress for its IdleLimit (not a timeout: it was not working).
+    stalled: bool = False
 
     @property
     def ok(self) -> bool:
         """True if the program exited 0 by itself."""
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and not self.stalled
 
     def output_tail(self, limit: int = 4000) -> str:
         """The end of stdout then stderr, at most `limit` characters, each stream given a share."""
@@ -161,8 +164,12 @@ class _Capture:
         # secrets: the run may go on in the next read, and must then stay one mask.
         self._masked = b""
         self.error: BaseException | None = None
+        # When the last bytes arrived (time.monotonic), for an IdleLimit: any output, even
+        # output still held back for redaction, is progress.
+        self.last_output = 0.0
 
     def feed(self, chunk: bytes) -> None:
+        self.last_output = time.monotonic()
         if self.error is not None:
             return  # keep draining the pipe so the program never blocks on a full one
         try:
@@ -337,13 +344,19 @@ def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
 
 
 def _wait_exit(
-    proc: subprocess.Popen[bytes], deadline: float | None, cancel: threading.Event | None
+    proc: subprocess.Popen[bytes],
+    deadline: float | None,
+    cancel: threading.Event | None,
+    idle: IdleClock | None = None,
 ) -> bool:
-    """Wait until the program exits (True), the deadline passes or `cancel` is set (False)."""
+    """Wait until the program exits (True), the deadline passes, `cancel` is set or the
+    program stalls (False)."""
     delay = 0.001
     while not _has_exited(proc):
         now = time.monotonic()
         if (deadline is not None and now >= deadline) or (cancel is not None and cancel.is_set()):
+            return False
+        if idle is not None and idle.expired(now):
             return False
         pause = min(delay, _POLL_MAX) if deadline is None else min(delay, _POLL_MAX, deadline - now)
         if cancel is not None:
@@ -398,11 +411,13 @@ def run(
     cancel: threading.Event | None = None,
     on_start: Callable[[int], None] | None = None,
     sandbox: Sandbox | None = None,
+    idle: IdleLimit | None = None,
 ) -> Completed:
     """Run `argv` in its own process group; a non-zero exit or a timeout is data, not an error.
 
     With `sandbox`, the program runs confined (loopctl.sandbox): the group then holds the
-    sandbox's reaper, whose exit ends every process the program started.
+    sandbox's reaper, whose exit ends every process the program started. With `idle`, a
+    program that makes no progress for its limit is ended as for a timeout, `stalled`.
     """
     args = tuple(argv)
     if not args:
@@ -468,6 +483,11 @@ def run(
         ]
         writer: threading.Thread | None = None
         killed = False
+        clock = (
+            IdleClock(idle, lambda: max(capture.last_output for capture in captures), started)
+            if idle is not None
+            else None
+        )
         try:
             if on_start is not None:
                 on_start(proc.pid)  # the pid is the group id: a resumed run can find leftovers
@@ -489,7 +509,7 @@ def run(
                 )
                 writer.start()
             deadline = None if timeout is None else started + timeout
-            if _wait_exit(proc, deadline, cancel):
+            if _wait_exit(proc, deadline, cancel, clock):
                 # Agents must not leave daemons behind: whatever remains of the group goes too.
                 _signal_group(proc.pid, signal.SIGKILL)
             else:
@@ -513,6 +533,7 @@ def run(
         if capture.error is not None:
             raise capture.error
     interrupted = killed and cancel is not None and cancel.is_set()
+    stalled = killed and not interrupted and clock is not None and clock.fired
     reached = None
     if rules is not None and not killed:
         reached = (watch.reason if watch is not None else None) or limits.reason_from_exit(
@@ -523,7 +544,7 @@ def run(
     return Completed(
         argv=shown,
         exit_code=None if killed else returncode,
-        timed_out=killed and not interrupted,
+        timed_out=killed and not interrupted and not stalled,
         interrupted=interrupted,
         duration_s=duration,
         stdout_path=stdout_path,
@@ -531,6 +552,7 @@ def run(
         stdout_tail=captures[0].tail(),
         stderr_tail=captures[1].tail(),
         limit=reached,
+        stalled=stalled,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from loopctl.definitions.agents import Agent
 from loopctl.definitions.skills import Skill
+from loopctl.idle import IdleLimit
 from loopctl.sandbox import Sandbox
 from loopctl.secrets import Redactor
 from loopctl.text import clean_data, strip_controls
@@ -26,6 +27,7 @@ class AgentStatus(StrEnum):
     OK = "ok"  # the agent finished its turn (exit 0, no error reported)
     ERROR = "error"  # non-zero exit or is_error in its result
     TIMEOUT = "timeout"
+    STALLED = "stalled"  # no output and no file change for [budget] max_idle: ended
     INTERRUPTED = "interrupted"
     APPROVAL = "approval"  # stopped before a command that waits for a human (inbox item opened)
 
@@ -58,6 +60,8 @@ class AgentRequest:
     # A folder of this task the agent may write inside its sandbox, for a CLI's per-task state
     # kept outside the worktree (aider's chat history); None: use the attempt folder.
     state_dir: Path | None = None
+    # Ends a turn that makes no progress ([budget] max_idle); None: only its timeout ends it.
+    idle: IdleLimit | None = None
 
 
 @dataclass(frozen=True, slots=True)

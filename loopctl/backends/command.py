@@ -103,6 +103,7 @@ class CommandBackend:
             cancel=request.cancel,
             on_start=request.on_start,
             sandbox=request.sandbox,
+            idle=request.idle,
         )
         return result_from_completed(done)
 
@@ -146,7 +147,9 @@ def result_from_completed(done: object) -> AgentResult:
     assert isinstance(done, Completed)
     payload = trailing_json(done.stdout_tail)
     parsed = read_protocol_result(payload) if payload is not None else None
-    if done.timed_out:
+    if done.stalled:
+        status = AgentStatus.STALLED
+    elif done.timed_out:
         status = AgentStatus.TIMEOUT
     elif done.interrupted:
         status = AgentStatus.INTERRUPTED

@@ -53,3 +53,25 @@ def agent_output_tail(request: AgentRequest, lines: int = TAIL_LINES) -> str:
     out_share = lines - err_share
     kept = (out[-out_share:] if out_share > 0 else []) + (err[-err_share:] if err_share else [])
     return "\n".join(kept)
+
+
+def last_line(stdout_path: Path | None, stderr_path: Path | None, backend: str = "command") -> str:
+    """The last readable line a program printed, from whichever of its two capture files was
+    written last (each is written as output arrives); "" when it printed nothing readable.
+
+    What a stalled turn or check last did, for the inbox: a JSON event stream's line rendered
+    as `backends.streams` renders it ("edit calc.py", "$ pytest -q").
+    """
+
+    def written(path: Path | None) -> int:
+        try:
+            return path.stat().st_mtime_ns if path is not None else -1
+        except OSError:
+            return -1
+
+    ordered = sorted((stdout_path, stderr_path), key=written, reverse=True)
+    for path in dict.fromkeys(ordered):
+        lines = [line for raw in _last_bytes(path).splitlines() if (line := render(backend, raw))]
+        if lines:
+            return lines[-1]
+    return ""

@@ -222,6 +222,7 @@ class CliPreset:
                 cancel=request.cancel,
                 on_start=request.on_start,
                 sandbox=request.sandbox,
+                idle=request.idle,
             )
         finally:
             connectors.unstage(request)  # a connector's launch file outlives no turn
@@ -246,6 +247,8 @@ def cli_error_line(done: Any) -> str:
             return line[:300]
     if done.timed_out:
         return "timed out"
+    if done.stalled:
+        return "stalled"
     return lines[-1][:300] if lines else f"exit code {done.exit_code}, no output"
 
 
@@ -275,6 +278,8 @@ def json_lines(text: str) -> Iterator[dict[str, Any]]:
 
 
 def base_status(done: Any, *, failed: bool) -> AgentStatus:
+    if done.stalled:
+        return AgentStatus.STALLED
     if done.timed_out:
         return AgentStatus.TIMEOUT
     if done.interrupted:

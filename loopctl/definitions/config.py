@@ -51,6 +51,9 @@ class Budget:
     max_usd: float | None = None
     max_wall_s: float | None = None
     stop_after_identical_failures: int = 2
+    # A turn or check with no output and no file change for this long is ended as stalled
+    # (loopctl.engine.liveness); long enough for a model's slowest silent answer.
+    max_idle_s: float = 900.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,7 @@ BUDGET_FIELDS = (
     Field("max_usd", number),
     Field("max_wall", duration, attr="max_wall_s"),
     Field("stop_after_identical_failures", integer, minimum=1),
+    Field("max_idle", duration, attr="max_idle_s"),
 )
 DAILY_BUDGET_FIELDS = (  # [budget] of config.toml only, read before BUDGET_FIELDS
     Field("max_tokens_per_day", integer, minimum=1),

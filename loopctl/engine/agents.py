@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from loopctl.atomicfile import write_atomic
 from loopctl.backends import AgentRequest, AgentResult, AgentStatus, backend_for
 from loopctl.backends.base import checked
-from loopctl.backends.output_tail import agent_output_tail
+from loopctl.backends.output_tail import agent_output_tail, last_line
 from loopctl.backends.pricing import priced
 from loopctl.checks import import_roots
 from loopctl.definitions import Agent
@@ -26,11 +26,12 @@ from loopctl.engine.context import (
     attempt_dir,
     open_item,
 )
+from loopctl.engine.liveness import idle_limit, record_stall
 from loopctl.git import is_ignored
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import AgentFinished, AgentStarted, Note
+from loopctl.journal.schema import AgentFinished, AgentStarted, Note, Stalled
 from loopctl.process import ProgramNotFound
 from loopctl.secrets import build_env
 from loopctl.tasks.spec import TaskSpec
@@ -58,6 +59,7 @@ def run_agent(
     state_dir = folder / f"{role}-state"
     state_dir.mkdir(exist_ok=True)
     env = agent_env(ctx, spec, workspace, number, agent, role, prompt_file)
+    sandbox = sandbox_for(ctx, workspace, agent, state_dir, role, env)
     request = AgentRequest(
         agent=agent,
         role=role,
@@ -78,8 +80,9 @@ def run_agent(
         if role == "maker"
         else {},
         skills=tuple(ctx.project.skills.values()),
-        sandbox=sandbox_for(ctx, workspace, agent, state_dir, role, env),
+        sandbox=sandbox,
         state_dir=state_dir,
+        idle=idle_limit(ctx, workspace.path, sandbox, env, (state_dir,)),
         request_approval=lambda summary, evidence: open_item(
             ctx.rec,
             ctx.run_id,
@@ -96,6 +99,18 @@ def run_agent(
     record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)
     if request.sandbox is not None and request.sandbox.reached:
         result = limit_reached(result, request.sandbox.reached[0])
+    if result.status is AgentStatus.STALLED and request.idle is not None:
+        note = Stalled(
+            attempt=number,
+            idle_s=request.idle.seconds,
+            last=last_line(request.stdout_path, request.stderr_path, agent.backend.value),
+            role=role,
+            agent=agent.name,
+        )
+        # Why the attempt stops, as a resource limit's reason is (engine.attempt).
+        result = replace(
+            result, extra={**result.extra, "stalled": record_stall(ctx, spec.id, note)}
+        )
     if request.sandbox is not None and not ctx.in_place:
         forget_private_objects(ctx.rec, workspace)
         request.sandbox.discard_scratch()

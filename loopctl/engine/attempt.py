@@ -108,6 +108,11 @@ def run_attempt(
             )
             ctx.rec.refresh_projections()
             return
+        stalled = maker_result.extra.get("stalled")
+        if isinstance(stalled, str) and stalled:
+            # It hung: another attempt would most likely hang alike; a human looks (issue 30).
+            _stop_attempt(ctx, spec, number, stalled)
+            return
 
         question = asked_question(maker_result.escalate, maker_result.text)
         if question:

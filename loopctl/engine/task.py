@@ -20,6 +20,7 @@ from loopctl.engine.finish import (
     unchanged_since_success,
     waiting_item,
 )
+from loopctl.engine.liveness import STALLED_SOURCE, stalled_attempt
 from loopctl.engine.outcomes import TaskOutcome
 from loopctl.engine.steps import Do, RunBudget, next_step
 from loopctl.engine.verdict import BaseRun, check_baseline, check_first
@@ -27,7 +28,7 @@ from loopctl.engine.workspace import prepare, resolve_base, stop_orphans
 from loopctl.errors import LoopctlError
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.journal.schema import AttemptFinished, BudgetStopped
-from loopctl.journal.statuses import TaskStatus, Verdict, task_status
+from loopctl.journal.statuses import Outcome, TaskStatus, Verdict, task_status
 from loopctl.tasks.spec import TaskSpec
 
 
@@ -113,7 +114,8 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
             if first.passed
             else (TaskStatus.STOPPED if first.fatal else TaskStatus.FAILED)
         )
-        return finish_task(ctx, spec, status, first.reason, workspace, 0, None)
+        stall = Outcome.STALLED if first.source == STALLED_SOURCE else None
+        return finish_task(ctx, spec, status, first.reason, workspace, 0, None, outcome=stall)
     while True:
         if ctx.stop.is_set():
             raise KeyboardInterrupt
@@ -158,7 +160,17 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
             if step.budget_stop:
                 ctx.record(spec.id, BudgetStopped(reason=step.reason))
             status = TaskStatus.STOPPED if step.do is Do.STOP else TaskStatus.FAILED
-            return finish_task(ctx, spec, status, step.reason, workspace, step.attempts, step.last)
+            stalled = step.last is not None and stalled_attempt(ctx, spec.id, step.last.number)
+            return finish_task(
+                ctx,
+                spec,
+                status,
+                step.reason,
+                workspace,
+                step.attempts,
+                step.last,
+                outcome=Outcome.STALLED if stalled else None,
+            )
         held = integrity.held_by(ctx.log.read())
         if held:
             # Another task's turn changed a definition: no attempt starts until a human looks.

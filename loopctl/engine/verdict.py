@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl import git, process
 from loopctl.backends.base import auth_failure
+from loopctl.backends.output_tail import last_line
 from loopctl.checks import integrity, runners
 from loopctl.checks import verdicts as checks
 from loopctl.checks.counts import (
@@ -34,12 +35,13 @@ from loopctl.engine.context import (
     wall_cap,
     wall_capped,
 )
+from loopctl.engine.liveness import STALLED_SOURCE, idle_limit, record_stall
 from loopctl.engine.prompts import judge_prompt
 from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
 from loopctl.errors import ForeignWorkTree, LoopctlError
 from loopctl.journal.events import EventType
-from loopctl.journal.schema import BaselineChecked, Note, read
+from loopctl.journal.schema import BaselineChecked, Note, Stalled, read
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -59,6 +61,7 @@ class BaseRun:
     capped: bool  # its timeout was what was left of `max_wall`
     output: str
     report: runners.Report | None = None  # what loopctl's reporter wrote, for an armed run
+    stalled: str | None = None  # why it was ended for making no progress (engine.liveness)
 
 
 def check_first(
@@ -224,6 +227,7 @@ def verdict_of(
                     "duration_s": round(done.duration_s, 3),
                     "exit_code": done.exit_code,
                     "timed_out": done.timed_out,
+                    **({"stalled": True} if done.stalled else {}),
                     # What loopctl's reporter counted, for an armed run (checks.runners).
                     **(
                         {"report": {"state": done.report.state, "counts": dict(done.report.counts)}}
@@ -237,6 +241,12 @@ def verdict_of(
         if done.timed_out and done.capped:
             why = out_of_wall(ctx, spec, f"the check `{' '.join(argv)}`")
             return checks.Verdict(False, why, None, None, output[-4000:], "budget", fatal=True)
+        if done.stalled:
+            # A hung check hangs again on the next attempt: the task stops, as `stalled`.
+            digest = fingerprint(None, "stalled " + " ".join(argv)).digest
+            return checks.Verdict(
+                False, done.stalled, digest, None, output[-4000:], STALLED_SOURCE, fatal=True
+            )
         verdict = checks.command_verdict(argv, done.exit_code, done.timed_out, output)
         if not verdict.passed:
             return replace(verdict, output_tail=output[-4000:])
@@ -300,17 +310,19 @@ def run_check(
     armed = runners.arm(program, env)
     try:
         box = sandbox_for(ctx, workspace, None, report=armed.folder if armed else None)
+        run_env = {**env, **armed.env} if armed else env
         done = process.run(
             list(armed.argv if armed else program),
             cwd=workspace.path,
             # No cached bytecode is read: a planted .pyc would stand in for its source.
-            env={**env, **armed.env} if armed else env,
+            env=run_env,
             timeout=timeout,
             stdout_path=folder / f"{name}.out",
             stderr_path=folder / f"{name}.err",
             redactor=ctx.rec.redactor,
             cancel=ctx.stop,
             sandbox=box,
+            idle=idle_limit(ctx, workspace.path, box, run_env),
         )
         report = runners.read_report(armed) if armed else None
     finally:
@@ -319,6 +331,15 @@ def run_check(
     record_refused(ctx, task, box, attempt=attempt, check=True, command=argv)
     if done.interrupted:
         raise KeyboardInterrupt
+    stalled = None
+    if done.stalled:
+        note = Stalled(
+            attempt=attempt,
+            idle_s=ctx.loop.budget.max_idle_s,
+            last=last_line(done.stdout_path, done.stderr_path),
+            command=tuple(argv),
+        )
+        stalled = record_stall(ctx, task, note)
     return BaseRun(
         started,
         done.duration_s,
@@ -327,6 +348,7 @@ def run_check(
         capped,
         done.output_tail(200_000),
         report,
+        stalled,
     )
 
 
@@ -350,6 +372,11 @@ def ask_judge(
     if result.status == "timeout" and limited.timeout_s < judge.timeout_s:
         why = out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
         return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)
+    stalled = result.extra.get("stalled")
+    if isinstance(stalled, str) and stalled:
+        return checks.Verdict(
+            False, stalled, None, None, result.output_tail, STALLED_SOURCE, fatal=True
+        )
 
     refused = auth_failure(result)
     if refused is not None:

@@ -449,6 +449,32 @@ class NetworkRefused(NotePayload, frozen=True):
         return " ".join(p for p in (self.role or "agent", self.agent) if p)
 
 
+# The `what` of the note loopctl.engine.liveness records when a turn or a check made no
+# progress for [budget] max_idle and was ended (issue 30).
+STALLED = "stalled"
+
+
+class Stalled(NotePayload, frozen=True):
+    """The `stalled` note: an agent's turn (`role`, `agent`) or a check (`command`) printed
+    nothing and changed no file for `idle_s` seconds, and was ended; `last` is the last
+    readable line it printed ("" when none)."""
+
+    WHAT: ClassVar[str] = STALLED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("role", "agent", "command")
+    attempt: int | None = None
+    idle_s: float = 0.0
+    last: str = ""
+    role: str | None = None
+    agent: str | None = None
+    command: tuple[str, ...] | None = None  # the check's argv
+
+    @property
+    def who(self) -> str:
+        if self.command is not None:
+            return f"the check `{' '.join(self.command)}`"
+        return f"the {self.role or 'agent'} {self.agent!r}" if self.agent else "the agent"
+
+
 # The `what` of the note loopctl.engine.warming records once a task's worktree is ready.
 WORKSPACE_READY = "workspace_ready"
 
@@ -575,6 +601,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
 )
 NOTES: tuple[type[NotePayload], ...] = (
     NetworkRefused,
+    Stalled,
     WorkspaceReady,
     IntegrityBaseline,
     NetworkOpen,
@@ -639,3 +666,7 @@ def network_refused(event: Event) -> NetworkRefused | None:
 
 def workspace_ready(event: Event) -> WorkspaceReady | None:
     return read_note(WorkspaceReady, event)
+
+
+def stalled(event: Event) -> Stalled | None:
+    return read_note(Stalled, event)

@@ -15,7 +15,7 @@ from support.journal import events
 from support.repos import make_project
 
 from loopctl.backends.base import AgentRequest
-from loopctl.backends.output_tail import agent_output_tail
+from loopctl.backends.output_tail import agent_output_tail, last_line
 from loopctl.definitions.agents import Agent, Backend
 from loopctl.secrets import Redactor
 
@@ -139,3 +139,18 @@ def test_the_tail_of_a_huge_output_starts_at_a_whole_line_and_missing_files_are_
     assert all(line.startswith("xxx") and "{" not in line for line in tail.splitlines())
     (tmp_path / "maker.out").unlink()
     assert agent_output_tail(request) == ""
+
+
+def test_the_last_line_comes_from_the_stream_written_last(tmp_path: Path) -> None:
+    out, err = tmp_path / "maker.out", tmp_path / "maker.err"
+    out.write_text('{"type":"item.started","item":{"type":"command_execution","command":"make"}}\n')
+    err.write_text("a warning\n\n")
+    os.utime(out, ns=(1, 2_000_000_000))
+    os.utime(err, ns=(1, 1_000_000_000))
+    assert last_line(out, err, "codex") == "$ make"  # rendered as the live view shows it
+
+    os.utime(err, ns=(1, 3_000_000_000))
+    assert last_line(out, err, "codex") == "a warning"
+    err.write_text("")
+    assert last_line(out, err, "codex") == "$ make"  # an empty stream says nothing
+    assert last_line(None, tmp_path / "missing", "codex") == ""

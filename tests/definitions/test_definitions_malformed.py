@@ -413,6 +413,20 @@ LOOP_CASES = [
         "'max_wall' in [budget] must be a duration string",
     ),
     Case(
+        "loop-budget-max-idle-int",
+        {LOOP: text(*HEAD, "[budget]", "max_idle = 30")},
+        LOOP,
+        5,
+        "'max_idle' in [budget] must be a duration string",
+    ),
+    Case(
+        "loop-budget-max-idle-zero",
+        {LOOP: text(*HEAD, "[budget]", 'max_idle = "0s"')},
+        LOOP,
+        5,
+        "'max_idle' in [budget] must be longer than zero",
+    ),
+    Case(
         "loop-budget-stop-after-bool",
         {LOOP: text(*HEAD, "[budget]", "stop_after_identical_failures = true")},
         LOOP,
@@ -946,6 +960,13 @@ CONFIG_CASES = [
         CONFIG,
         2,
         "unknown key 'max_opne' in [review] (did you mean 'max_open'?)",
+    ),
+    Case(
+        "config-budget-max-idle-bad",
+        {CONFIG: text("[budget]", 'max_idle = "soon"')},
+        CONFIG,
+        2,
+        "invalid duration 'soon'",
     ),
     Case(
         "config-default-maker-unknown",
