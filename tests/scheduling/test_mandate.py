@@ -14,8 +14,15 @@ from pathlib import Path
 import pytest
 from support.cli import assert_clean_exit, run_loopctl
 from support.journal import events, last_seq, wait_event
-from support.processes import SAFETY_NET, Proc, read_pid, running_procs, spawn, wait_for
-from support.processes import wait_until_gone
+from support.processes import (
+    SAFETY_NET,
+    Proc,
+    read_pid,
+    running_procs,
+    spawn,
+    wait_for,
+    wait_until_gone,
+)
 from support.repos import commit_all, loop_worktrees, make_project, write_loop
 
 from loopctl.definitions.fields import parse_until
@@ -209,5 +216,5 @@ def test_until_forms_resolve_to_an_instant_ahead() -> None:
     assert timedelta(hours=22) < parse_until(earlier, now) - now <= timedelta(hours=24)
     assert parse_until("2026-12-06T07:30+00:00", now) == datetime(2026, 12, 6, 7, 30, tzinfo=UTC)
     for bad in ("tonight", "0s", "2026-12-05T07:30+00:00", "24:00"):
-        with pytest.raises(ValueError, match="use|past|no time"):
+        with pytest.raises(ValueError, match=r"use|past|no time"):
             parse_until(bad, now)
