@@ -319,7 +319,8 @@ def _describe_more(event: Event, who: str) -> str | None:
         turn = read(schema.AgentStarted, event)
         return f"{who}{turn.role} {turn.agent} started (attempt {turn.attempt})"
     if t == EventType.RUN_INTERRUPTED:
-        return "run interrupted (resume it with the same command)"
+        why = read(schema.RunInterrupted, event).reason
+        return f"run interrupted{f': {why}' if why else ''} (resume it with the same command)"
     if t == EventType.RUN_RESUMED:
         return "run resumed"
     if t == EventType.ACTION_DEFERRED:

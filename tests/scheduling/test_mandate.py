@@ -44,10 +44,9 @@ def test_the_deadline_checkpoints_the_running_turn_and_the_next_up_resumes_it(
     write_loop(repo, "night", 'every = "1s"\n' + LOOP)
     commit_all(repo, "loop")
     # A few seconds: long enough for the first turn to start on a loaded machine.
-    up = spawn(procs, repo, tmp_path, "up", "--until", "6s")
+    up = spawn(procs, repo, tmp_path, "up", "--until", "8s")
     agent = wait_for(lambda: read_pid(marker), "the maker to start", timeout=SAFETY_NET)
     (started,) = events(repo, "scheduler_started")
-    status = run_loopctl(repo, "status")
 
     code = up.wait(timeout=SAFETY_NET)
 
@@ -56,9 +55,6 @@ def test_the_deadline_checkpoints_the_running_turn_and_the_next_up_resumes_it(
     assert "mandate: until " in up.output  # the resolved deadline, said at start
     assert "the mandate's deadline" in up.output
     assert "1 turn checkpointed, they resume on the next `loopctl up`" in up.output
-    assert_clean_exit(status, 0)
-    assert "up: running" in status.stdout
-    assert "up until " in status.stdout
     until = datetime.fromisoformat(started.data["until"])
     (stopped,) = events(repo, "scheduler_stopped")
     assert stopped.time >= until
@@ -70,7 +66,9 @@ def test_the_deadline_checkpoints_the_running_turn_and_the_next_up_resumes_it(
     assert wait_until_gone([agent], timeout=SAFETY_NET) == []
     assert read_holder(repo / ".loop" / "locks", "_up") is None
     (worktree,) = loop_worktrees(repo)  # kept for the resume
-    assert "**interrupted**" in (repo / ".loop" / "STATE.md").read_text()
+    state = (repo / ".loop" / "STATE.md").read_text()
+    assert "**interrupted**" in state
+    assert "the mandate's deadline" in state  # the run's reason
 
     release.touch()
     mark = last_seq(repo)
@@ -145,6 +143,25 @@ def test_the_config_form_bounds_every_up_and_the_flag_overrides_it(
     assert "until" not in again.data
     assert_clean_exit(run_loopctl(repo, "down", timeout=SAFETY_NET), 0)
     assert unbounded.wait(timeout=SAFETY_NET) == 130
+
+
+def test_status_shows_the_mandate_while_up_runs(
+    repo: Path, tmp_path: Path, procs: list[Proc]
+) -> None:
+    make_project(repo, "fixer.py")
+    write_loop(repo, "night", 'every = "1h"\n' + LOOP)
+    commit_all(repo, "loop")
+    up = spawn(procs, repo, tmp_path, "up", "--until", "1h", "--max-usd", "5")
+    wait_event(repo, "scheduler_started", what="up to start", timeout=SAFETY_NET)
+
+    status = run_loopctl(repo, "status")
+
+    assert_clean_exit(status, 0)
+    assert f"up: running (pid {up.pid}" in status.stdout
+    assert "; up until " in status.stdout
+    assert ", $0.00 of $5" in status.stdout
+    assert_clean_exit(run_loopctl(repo, "down", timeout=SAFETY_NET), 0)
+    assert up.wait(timeout=SAFETY_NET) == 130
 
 
 def test_detach_carries_the_mandate_to_the_background_up(
