@@ -68,6 +68,12 @@ def up(
             help="Stop once this session's agent calls cost this much ([budget] up_max_usd).",
         ),
     ] = None,
+    resolved_until: Annotated[
+        str | None,
+        # `--detach` hands its child the deadline it resolved and announced: an instant that
+        # may have passed by the time the child reads it (then it stops at once).
+        typer.Option("--resolved-until", hidden=True),
+    ] = None,
 ) -> None:
     """Run every loop that has a trigger, in one process, until `loopctl down` (or Ctrl-C).
 
@@ -96,7 +102,7 @@ def up(
     from loopctl.scheduling.mandate import resolve
 
     config = load_config(ProjectPaths(root).config, Problems())
-    mandate = resolve(config, until, max_usd, datetime.now(UTC))
+    mandate = resolve(config, until, max_usd, datetime.now(UTC), resolved=resolved_until)
     if engine == "temporal" and mandate.bounded and (until is not None or max_usd is not None):
         from loopctl.errors import UsageError
 

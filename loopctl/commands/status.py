@@ -245,7 +245,7 @@ def _describe(event: Event) -> str:
         return f"{up.by} started (pid {up.pid})"
     if t == EventType.SCHEDULER_STOPPED:
         down = read(schema.SchedulerStopped, event)
-        return f"{down.by} stopped (pid {down.pid})"
+        return f"{down.by} stopped (pid {down.pid}){f': {down.reason}' if down.reason else ''}"
     if t == EventType.TASK_FOUND:
         return f"{who}found: {shorten(schema.task_found(event).prompt, 100)}"
     if t == EventType.WORKTREE_CREATED:

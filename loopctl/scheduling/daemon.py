@@ -456,7 +456,10 @@ def start_detached(
         argv += ["--only", name]
     if mandate is not None:
         # "none" too: a `--until none` that overrode [budget] up_until must hold in the child.
-        argv += ["--until", mandate.until.isoformat() if mandate.until else "none"]
+        if mandate.until is not None:
+            argv += ["--resolved-until", mandate.until.isoformat()]
+        else:
+            argv += ["--until", "none"]
     if mandate is not None and mandate.max_usd is not None:
         argv += ["--max-usd", repr(mandate.max_usd)]
     child = spawn_detached(argv, cwd=root, env=os.environ, log_path=log)

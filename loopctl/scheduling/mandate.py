@@ -66,15 +66,27 @@ def _usd(value: float, cap: float | None = None) -> str:
     return f"${value:.{places}f}"
 
 
-def resolve(config: Config, until: str | None, max_usd: float | None, now: datetime) -> Mandate:
+def resolve(
+    config: Config,
+    until: str | None,
+    max_usd: float | None,
+    now: datetime,
+    *,
+    resolved: str | None = None,
+) -> Mandate:
     """The mandate of an `up` starting at `now`: the flags, else `[budget]` in config.toml.
 
     A bad `--until` is a UsageError (exit 2); a config value was checked when it was read.
+    `resolved`: the ISO instant a `--detach` parent resolved (it may just have passed).
     """
     text = until if until is not None else config.up_until
     cap = max_usd if max_usd is not None else config.up_max_usd
     deadline: datetime | None = None
-    if text is not None and text.strip().lower() not in ("none", "never"):
+    if resolved is not None:
+        deadline = _parse_iso(resolved)
+        if deadline is None or deadline.tzinfo is None:
+            raise UsageError(f"--resolved-until: not an ISO date-time with an offset: {resolved!r}")
+    elif text is not None and text.strip().lower() not in ("none", "never"):
         try:
             deadline = parse_until(text, now)
         except ValueError as exc:

@@ -25,8 +25,11 @@ from support.processes import (
 )
 from support.repos import commit_all, loop_worktrees, make_project, write_loop
 
+from loopctl.definitions.config import Config
 from loopctl.definitions.fields import parse_until
+from loopctl.errors import UsageError
 from loopctl.lock import read_holder
+from loopctl.scheduling.mandate import Mandate, resolve
 
 LOOP = 'goal = "tests green"\nprompt = "Fix add() in calc.py"\n'
 
@@ -235,3 +238,16 @@ def test_until_forms_resolve_to_an_instant_ahead() -> None:
     for bad in ("tonight", "0s", "2026-12-05T07:30+00:00", "24:00"):
         with pytest.raises(ValueError, match=r"use|past|no time"):
             parse_until(bad, now)
+
+
+def test_the_flags_override_the_config_and_none_lifts_its_deadline() -> None:
+    now = datetime(2026, 12, 5, 18, 0, tzinfo=UTC)
+    config = Config(up_until="8h", up_max_usd=20.0)
+
+    assert resolve(config, None, None, now) == Mandate(now + timedelta(hours=8), 20.0)
+    assert resolve(config, "90s", 3.5, now) == Mandate(now + timedelta(seconds=90), 3.5)
+    assert resolve(config, "none", None, now) == Mandate(None, 20.0)
+    assert not resolve(Config(), None, None, now).bounded
+    with pytest.raises(UsageError, match=r"^\[budget\] up_until: "):
+        resolve(Config(up_until="soon"), None, None, now)
+    assert Mandate(None, 20.0).describe(3.2) == "$3.20 of $20"
