@@ -158,7 +158,7 @@ def up(
         count = ended.checkpointed
         turns = f"{count} turn{'s' if count != 1 else ''} checkpointed"
         after = ", they resume on the next `loopctl up`" if count else ""
-        at = datetime.now(UTC).astimezone()
+        at = (ended.at or datetime.now(UTC)).astimezone()
         print(f"stopped at {at:%H:%M:%S}: {ended.reason}; {turns}{after}")
 
 

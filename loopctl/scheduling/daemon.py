@@ -374,6 +374,7 @@ class UpEnded:
     results: list[TickResult]
     reason: str = ""  # empty unless the mandate ended it
     checkpointed: int = 0
+    at: datetime | None = None  # when the mandate ended it (its ticks were checkpointed after)
 
 
 def serve(
@@ -422,7 +423,8 @@ def serve(
             results = scheduler.run()
         finally:
             _stopped(recorder, "up", scheduler)
-        return UpEnded(results, scheduler.stop_reason, scheduler.checkpointed)
+        at = watch.ended_at if watch is not None else None
+        return UpEnded(results, scheduler.stop_reason, scheduler.checkpointed, at)
     finally:
         lock.release()
 

@@ -115,6 +115,7 @@ class Watch:
         self.after_seq = after_seq
         self._counted = after_seq  # the spend is summed once per event, not per look
         self.spent = 0.0
+        self.ended_at: datetime | None = None  # when it first said the session is over
 
     @property
     def until(self) -> datetime | None:
@@ -122,6 +123,12 @@ class Watch:
 
     def ended(self, now: datetime) -> str | None:
         """Why the session is over at `now`, or None while the mandate holds."""
+        why = self._ended(now)
+        if why is not None and self.ended_at is None:
+            self.ended_at = now
+        return why
+
+    def _ended(self, now: datetime) -> str | None:
         until, cap = self.mandate.until, self.mandate.max_usd
         if until is not None and now >= until:
             return f"the mandate's deadline ({self.mandate.until_text(now)})"
