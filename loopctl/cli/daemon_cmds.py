@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.options import JsonFlag
+
+if TYPE_CHECKING:
+    from loopctl.scheduling.mandate import Mandate
 
 
 def up(
@@ -48,10 +51,36 @@ def up(
     task_queue: Annotated[
         str, typer.Option("--task-queue", metavar="QUEUE", help="With --engine temporal.")
     ] = "loopctl",
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            metavar="WHEN",
+            help="Stop at 07:30 (next occurrence, local), an ISO date-time, or after 8h;"
+            " running ticks are checkpointed. none: no deadline ([budget] up_until).",
+        ),
+    ] = None,
+    max_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--max-usd",
+            metavar="USD",
+            help="Stop once this session's agent calls cost this much ([budget] up_max_usd).",
+        ),
+    ] = None,
+    resolved_until: Annotated[
+        str | None,
+        # `--detach` hands its child the deadline it resolved and announced: an instant that
+        # may have passed by the time the child reads it (then it stops at once).
+        typer.Option("--resolved-until", hidden=True),
+    ] = None,
 ) -> None:
     """Run every loop that has a trigger, in one process, until `loopctl down` (or Ctrl-C).
 
     Definitions are re-read when their files change; a second `up` exits 1 naming the first.
+    With `--until`/`--max-usd` (the night's mandate) it stops by itself at the deadline or the
+    cap: running ticks are checkpointed, resume on the next `up`, and it exits 0 saying why.
+    A bad --until or --max-usd exits 2.
     With `--engine temporal`, the loops' schedules are set on a Temporal service and `up` returns.
     """
     from loopctl.cli.run_cmds import check_verbosity
@@ -66,6 +95,18 @@ def up(
         from loopctl.errors import UsageError
 
         raise UsageError(f"--engine must be local or temporal, not {engine!r}")
+    from datetime import UTC, datetime
+
+    from loopctl.definitions.config import load_config
+    from loopctl.definitions.source import Problems
+    from loopctl.scheduling.mandate import resolve
+
+    config = load_config(ProjectPaths(root).config, Problems())
+    mandate = resolve(config, until, max_usd, datetime.now(UTC), resolved=resolved_until)
+    if engine == "temporal" and mandate.bounded and (until is not None or max_usd is not None):
+        from loopctl.errors import UsageError
+
+        raise UsageError("--until and --max-usd bound a local `loopctl up`, not --engine temporal")
     if engine == "temporal":
         from loopctl.commands.worker import exit_now, schedule_loops
 
@@ -78,8 +119,10 @@ def up(
     if detach:
         from loopctl.scheduling.daemon import start_detached
 
-        started = start_detached(root, names)
+        started = start_detached(root, names, mandate=mandate)
         print(f"loopctl up started in the background (pid {started.pid}); log: {started.log}")
+        if mandate.bounded:
+            print(_mandate_line(mandate))
         return
     from loopctl.cli.reporting import write_crash_log
     from loopctl.cli.run_cmds import _sigterm_as_interrupt
@@ -95,11 +138,8 @@ def up(
                 write_crash_log(result.error)
 
     from loopctl.cli.run_cmds import warn_if_unconfined
-    from loopctl.definitions.config import load_config
-    from loopctl.definitions.source import Problems
-    from loopctl.paths import ProjectPaths
 
-    warn_if_unconfined(load_config(ProjectPaths(root).config, Problems()))
+    warn_if_unconfined(config)
     _sigterm_as_interrupt()
     view = _View({}, prefix_loop=True, quiet=quiet)
     observer: Any = view
@@ -109,8 +149,27 @@ def up(
 
         # Agents are named by the definitions at start; one added by a reload shows as text.
         observer = observer_for(view, load_project(root), True, with_loop=True)
+    if mandate.bounded and not quiet:
+        print(_mandate_line(mandate), flush=True)
     with view:
-        serve(root, names, observer=observer, listener=view)
+        ended = serve(root, names, observer=observer, listener=view, mandate=mandate)
+    if ended.reason:
+        # Exit 0: the session did what it was asked; the turns it cut short resume.
+        count = ended.checkpointed
+        turns = f"{count} turn{'s' if count != 1 else ''} checkpointed"
+        after = ", they resume on the next `loopctl up`" if count else ""
+        at = (ended.at or datetime.now(UTC)).astimezone()
+        print(f"stopped at {at:%H:%M:%S}: {ended.reason}; {turns}{after}")
+
+
+def _mandate_line(mandate: Mandate) -> str:
+    """The session's mandate, with the resolved deadline: what `07:30` turned out to mean."""
+    parts = []
+    if mandate.until is not None:
+        parts.append(f"until {mandate.until.astimezone().isoformat(timespec='seconds')}")
+    if mandate.max_usd is not None:
+        parts.append(f"at most ${mandate.max_usd:g} of agent calls")
+    return "mandate: " + ", ".join(parts) + "; then running ticks are checkpointed and up stops"
 
 
 def down(

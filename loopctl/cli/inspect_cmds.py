@@ -121,7 +121,8 @@ def status(json_out: JsonFlag = False) -> None:
     up = up_info(project.paths)
     foreground = [f"{s.loop} (pid {s.run_pid})" for s in statuses if s.run_pid]
     if up:
-        print(f"up: running (pid {up.pid}, started {relative(up.since)})")
+        mandate = f"; {up.mandate}" if up.mandate else ""
+        print(f"up: running (pid {up.pid}, started {relative(up.since)}){mandate}")
     elif foreground:
         # Not `up`, but loops are scheduled all the same: saying "not running" would mislead.
         print(f"scheduled by loopctl run: {', '.join(foreground)}; loopctl up is not running")

@@ -59,7 +59,8 @@ def _extra_line(event: Event) -> str | None:
         return f"{up.by} started (pid {up.pid}): {shown}"
     if event.type == EventType.SCHEDULER_STOPPED:
         down = read(SchedulerStopped, event)
-        return f"{down.by} stopped after {down.ticks} tick(s)"
+        why = f": {down.reason}" if down.reason else ""
+        return f"{down.by} stopped after {down.ticks} tick(s){why}"
     reloaded = read_note(DefinitionsReloaded, event)
     if reloaded is not None:
         lists = {

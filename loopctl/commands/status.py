@@ -273,7 +273,7 @@ def _describe(event: Event) -> str:
         return f"{up.by} started (pid {up.pid})"
     if t == EventType.SCHEDULER_STOPPED:
         down = read(schema.SchedulerStopped, event)
-        return f"{down.by} stopped (pid {down.pid})"
+        return f"{down.by} stopped (pid {down.pid}){f': {down.reason}' if down.reason else ''}"
     if t == EventType.TASK_FOUND:
         return f"{who}found: {shorten(schema.task_found(event).prompt, 100)}"
     if t == EventType.WORKTREE_CREATED:
@@ -347,7 +347,8 @@ def _describe_more(event: Event, who: str) -> str | None:
         turn = read(schema.AgentStarted, event)
         return f"{who}{turn.role} {turn.agent} started (attempt {turn.attempt})"
     if t == EventType.RUN_INTERRUPTED:
-        return "run interrupted (resume it with the same command)"
+        why = read(schema.RunInterrupted, event).reason
+        return f"run interrupted{f': {why}' if why else ''} (resume it with the same command)"
     if t == EventType.RUN_RESUMED:
         return "run resumed"
     if t == EventType.ACTION_DEFERRED:

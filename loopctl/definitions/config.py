@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
 from loopctl.definitions.connectors import Connector, read_connectors
-from loopctl.definitions.fields import Table, did_you_mean
+from loopctl.definitions.fields import Table, did_you_mean, parse_until
 from loopctl.definitions.sandbox import SandboxMode, checker_network, read_project_sandbox
 from loopctl.definitions.schema import (
     Field,
@@ -106,6 +107,10 @@ class Config:
     # The daily fuse across all loops (`[budget]` here only: a loop's own [budget] is per tick).
     max_tokens_per_day: int | None = None
     max_usd_per_day: float | None = None
+    # The mandate of each `loopctl up` (`[budget]` here only; `up --until/--max-usd` override):
+    # when it stops, and what it may spend, counted from its start.
+    up_until: str | None = None  # "07:30", an ISO date-time or a duration ("8h")
+    up_max_usd: float | None = None
     connectors: tuple[Connector, ...] = ()  # [connectors.NAME]: MCP servers agents may use
     traces: TracesConfig = field(default_factory=TracesConfig)  # [traces]: OpenTelemetry
     sandbox: SandboxMode = SandboxMode.REQUIRED  # [sandbox] mode: agents confined unless "off"
@@ -141,6 +146,22 @@ def _clock_time(table: Table, key: str, digest: str) -> None:
         table.error(key, f"'{key}' must be a time like \"08:00\", not {digest!r}")
 
 
+def _until(table: Table, key: str, text: str) -> None:
+    # A date-time would hold for one night and then make every command fail: clock or duration.
+    try:
+        if re.match(r"^\s*\d{4}-", text):
+            raise ValueError(text)
+        parse_until(text, datetime.now(UTC))
+    except ValueError:
+        forms = 'a clock time like "07:30" or a duration like "8h"'
+        table.error(key, f"'{key}' must be {forms}, not {text!r}")
+
+
+def _positive_usd(table: Table, key: str, usd: float) -> None:
+    if not usd > 0:
+        table.error(key, f"'{key}' must be more than 0 (USD), not {usd!r}")
+
+
 def _inbox_kinds(table: Table, key: str, kinds: tuple[str, ...]) -> None:
     for kind in kinds:
         if kind not in INBOX_KINDS:
@@ -165,6 +186,10 @@ BUDGET_FIELDS = (
 DAILY_BUDGET_FIELDS = (  # [budget] of config.toml only, read before BUDGET_FIELDS
     Field("max_tokens_per_day", integer, minimum=1),
     Field("max_usd_per_day", number),
+)
+UP_MANDATE_FIELDS = (  # [budget] of config.toml only: bounds each `loopctl up`
+    Field("up_until", string, check=_until),
+    Field("up_max_usd", number, check=_positive_usd),
 )
 VERSION_FIELD = Field("version", integer, CONFIG_VERSION, minimum=1, check=_not_newer)
 DEFAULTS_FIELDS = (Field("maker", string), Field("checker", string))
@@ -218,6 +243,7 @@ def load_config(path: Path, problems: Problems) -> Config:
     budget_table = table.table("budget")
     if budget_table is not None:
         values.update(read(budget_table, DAILY_BUDGET_FIELDS))
+        values.update(read(budget_table, UP_MANDATE_FIELDS))
     values["budget"] = read_budget(budget_table, Budget())
     values.update(read_table(table, "env", ENV_FIELDS) or {})
     values["conditions"] = _read_conditions(table.table("conditions"))

@@ -10,6 +10,7 @@ import difflib
 import re
 import shlex
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,46 @@ def parse_duration(text: str) -> float:
         raise ValueError(f'invalid duration {text!r}: use forms like "90s", "5m", "1h30m"')
     days, hours, minutes, seconds, millis = (int(g) if g else 0 for g in match.groups())
     return days * 86400 + hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+_CLOCK = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+UNTIL_FORMS = 'a clock time "07:30", an ISO date-time "2026-12-06T07:30" or a duration "8h"'
+
+
+def parse_until(text: str, now: datetime) -> datetime:
+    """When `loopctl up --until TEXT` ends, as an aware datetime after `now`.
+
+    "07:30": its next occurrence in the local time zone (tomorrow when it has passed today);
+    "2026-12-06T07:30[+01:00]": that instant (local time when no offset is given; it must be
+    ahead); "8h", "90s": that long from `now`. ValueError, naming the forms, otherwise.
+    """
+    compact = text.strip()
+    clock = _CLOCK.match(compact)
+    if clock:
+        local = now.astimezone()
+        hour, minute = int(clock.group(1)), int(clock.group(2))
+        for days in (0, 1, 2):  # 2: a clock time a DST change skipped today and tomorrow
+            day = local.date() + timedelta(days=days)
+            # Naive, then astimezone(): the local zone's rules on that day, DST included.
+            at = datetime(day.year, day.month, day.day, hour, minute).astimezone()
+            if at > now:
+                return at
+    if re.match(r"^\d{4}-\d{2}-\d{2}", compact):
+        try:
+            at = datetime.fromisoformat(compact)
+        except ValueError:
+            raise ValueError(f"invalid date-time {text!r}: use {UNTIL_FORMS}") from None
+        at = at if at.tzinfo is not None else at.astimezone()
+        if at <= now:
+            raise ValueError(f"{text!r} is already past")
+        return at
+    try:
+        seconds = parse_duration(compact)
+    except ValueError:
+        raise ValueError(f"invalid time {text!r}: use {UNTIL_FORMS}") from None
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is no time at all: use {UNTIL_FORMS}")
+    return now + timedelta(seconds=seconds)
 
 
 def format_duration(seconds: float) -> str:

@@ -34,6 +34,22 @@ from loopctl.worktrees import sanitize_task_id
 GOAL_LOOP = "goal"
 
 
+class StopSignal(threading.Event):
+    """A tick's stop event that can say who set it (`up`'s mandate), for its `run_interrupted`.
+
+    Set without a reason it is Ctrl-C's plain stop; the first reason given is kept.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason = ""
+
+    def halt(self, reason: str = "") -> None:
+        if reason and not self.reason:
+            self.reason = reason
+        self.set()
+
+
 @dataclass(frozen=True, slots=True)
 class Tick:
     """What a scheduler tells the engine about a tick it fires (see `run_loop_once`)."""

@@ -26,6 +26,7 @@ from loopctl.engine.containment import record_sandbox, sandbox_preflight
 from loopctl.engine.context import (
     GOAL_LOOP,
     RunContext,
+    StopSignal,
     Tick,
     from_github,
     goal_task_id,
@@ -59,7 +60,7 @@ from loopctl.journal.schema import (
     TickFinished,
     TickStarted,
 )
-from loopctl.journal.statuses import RunStatus
+from loopctl.journal.statuses import Outcome, RunStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
 from loopctl.tasks import github as github_tasks
@@ -307,7 +308,9 @@ class Engine:
             outcomes = self._work_all(ctx, specs)
         except KeyboardInterrupt:
             ctx.stop.set()
-            self.rec.record(RunInterrupted(), run=run_id, loop=loop.name)
+            why = ctx.stop.reason if isinstance(ctx.stop, StopSignal) else ""
+            interrupted = RunInterrupted(reason=why, outcome=Outcome.INTERRUPTED)
+            self.rec.record(interrupted, run=run_id, loop=loop.name)
             self.rec.refresh_projections()
             raise
         status, reason = run_status(outcomes)

@@ -174,6 +174,7 @@ def _apply(run: RunView, event: Event) -> None:
         run.reason = tick.reason
     elif kind == EventType.RUN_INTERRUPTED:
         run.status = RunStatus.INTERRUPTED
+        run.reason = schema.read(schema.RunInterrupted, event).reason
     elif kind == EventType.TASK_FOUND:
         task = _task(run, event)
         found = schema.task_found(event)

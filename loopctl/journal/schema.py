@@ -79,6 +79,9 @@ class RunInterrupted(Payload, frozen=True):
     """A run was stopped before it ended (it resumes with the same command)."""
 
     TYPE: ClassVar[EventType] = EventType.RUN_INTERRUPTED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("reason", "outcome")
+    reason: str = ""  # who stopped it, when it was not Ctrl-C: e.g. `up`'s mandate
+    outcome: str | None = None  # Outcome.INTERRUPTED; None in older logs
 
 
 class RunResumed(Payload, frozen=True):
@@ -108,20 +111,27 @@ class SchedulerStarted(Payload, frozen=True):
     """`loopctl up` (or a service) started the scheduler."""
 
     TYPE: ClassVar[EventType] = EventType.SCHEDULER_STARTED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("until", "max_usd")
     by: str | None = None
     pid: int | None = None
     only: tuple[str, ...] | None = None
     loops: dict[str, Any] = field(default_factory=dict)  # loop -> its schedule, described
+    # The session's mandate (`up --until/--max-usd`): its end (ISO, UTC) and its spend cap.
+    until: str | None = None
+    max_usd: float | None = None
 
 
 class SchedulerStopped(Payload, frozen=True):
     """The scheduler stopped."""
 
     TYPE: ClassVar[EventType] = EventType.SCHEDULER_STOPPED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("reason", "checkpointed")
     by: str | None = None
     pid: int | None = None
     ticks: int | None = None
     failed: int | None = None
+    reason: str = ""  # why, when it stopped of itself (the mandate); empty for `down`/Ctrl-C
+    checkpointed: int = 0  # running ticks it interrupted, to resume on the next start
 
 
 # --- tasks, worktrees and attempts ---------------------------------------------------------------

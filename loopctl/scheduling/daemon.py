@@ -40,6 +40,7 @@ from loopctl.journal.schema import (
 from loopctl.lock import RunnerLock, lock_path, read_holder
 from loopctl.paths import ProjectPaths
 from loopctl.process import spawn_detached
+from loopctl.scheduling.mandate import Mandate, Watch, of_session
 from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
 from loopctl.scheduling.timing import Schedule
 
@@ -64,14 +65,18 @@ class UpInfo:
     since: str | None
     loops: tuple[str, ...] | None  # the loops it schedules; None when unknown
     started: str | None = None  # when its scheduler began (the anchor of never-run loops)
+    mandate: str | None = None  # "up until 07:30, $3.20 of $20" when it has one
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "pid": self.pid,
             "host": self.host,
             "since": self.since,
             "loops": list(self.loops) if self.loops is not None else None,
         }
+        if self.mandate is not None:
+            found["mandate"] = self.mandate
+        return found
 
 
 def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInfo | None:
@@ -82,6 +87,7 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
     pid = holder.get("pid")
     loops: tuple[str, ...] | None = None
     started: str | None = None
+    mandate: str | None = None
     if events is None:
         events = EventLog(paths.events_file).read()
     stopped: set[str] = set()  # by `loopctl stop NAME` since it started
@@ -96,8 +102,9 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
             if started_by.pid == pid:
                 loops = tuple(sorted(n for n in started_by.loops if n not in stopped))
                 started = event.ts
+                mandate = of_session(events, started_by, event.seq)
             break
-    return UpInfo(pid, holder.get("host"), holder.get("since"), loops, started)
+    return UpInfo(pid, holder.get("host"), holder.get("since"), loops, started, mandate)
 
 
 def _held_message(info: UpInfo | None) -> str:
@@ -192,13 +199,20 @@ def run_foreground(
 
 
 def _started(
-    recorder: Recorder, by: str, schedules: Mapping[str, Schedule], only: Sequence[str]
+    recorder: Recorder,
+    by: str,
+    schedules: Mapping[str, Schedule],
+    only: Sequence[str],
+    mandate: Mandate | None = None,
 ) -> None:
+    until = mandate.until if mandate is not None else None
     started = SchedulerStarted(
         by=by,
         pid=os.getpid(),
         only=tuple(only) or None,
         loops={name: schedule.describe() for name, schedule in sorted(schedules.items())},
+        until=until.astimezone(UTC).isoformat(timespec="seconds") if until else None,
+        max_usd=mandate.max_usd if mandate is not None else None,
     )
     recorder.record(started, run=None, loop=None)
 
@@ -207,7 +221,12 @@ def _stopped(recorder: Recorder, by: str, scheduler: Scheduler) -> None:
     # Stopping must not fail because the log cannot take one more line.
     with swallowed(logger, "recording that the scheduler stopped"):
         stopped = SchedulerStopped(
-            by=by, pid=os.getpid(), ticks=scheduler.ticks, failed=scheduler.failed
+            by=by,
+            pid=os.getpid(),
+            ticks=scheduler.ticks,
+            failed=scheduler.failed,
+            reason=scheduler.stop_reason,
+            checkpointed=scheduler.checkpointed,
         )
         recorder.record(stopped, run=None, loop=None)
 
@@ -348,6 +367,16 @@ class _Reloader:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class UpEnded:
+    """How a foreground `up` ended of itself: its mandate's reason, the ticks it interrupted."""
+
+    results: list[TickResult]
+    reason: str = ""  # empty unless the mandate ended it
+    checkpointed: int = 0
+    at: datetime | None = None  # when the mandate ended it (its ticks were checkpointed after)
+
+
 def serve(
     root: Path,
     only: Sequence[str] = (),
@@ -355,8 +384,10 @@ def serve(
     observer: Observer | None = None,
     listener: Listener | None = None,
     reload_every_s: float = RELOAD_EVERY_S,
-) -> list[TickResult]:
-    """`loopctl up` in the foreground: schedule every loop with a trigger until stopped."""
+    mandate: Mandate | None = None,
+) -> UpEnded:
+    """`loopctl up` in the foreground: schedule every loop with a trigger until stopped, or
+    until its `mandate` (a deadline, a spend cap) ends the session."""
     project = load_project(root)
     project.raise_for_errors()
     selected = select_loops(project, only)
@@ -367,15 +398,20 @@ def serve(
         raise UpRunning(_held_message(up_info(project.paths))) from None
     try:
         recorder = Recorder(project, observer=observer)
+        watch = None
+        if mandate is not None and mandate.bounded:
+            # The session's spend: what is recorded after this point.
+            watch = Watch(mandate, recorder.log, recorder.log.last_seq())
         scheduler = Scheduler(
             recorder,
             selected,
             Options(mode="up", from_log=True),
             listener=listener,
             maintenance_every_s=reload_every_s,
+            mandate=watch,
         )
         scheduler.on_ready = lambda: _started(
-            recorder, "up", {n: s.schedule for n, s in scheduler.loops.items()}, only
+            recorder, "up", {n: s.schedule for n, s in scheduler.loops.items()}, only, mandate
         )
         reloader = _Reloader(scheduler, project, only, recorder)
         scheduler.maintenance = reloader
@@ -385,12 +421,14 @@ def serve(
                 reloader.skipped_loop(bad.name, bad.first(root))
         started = datetime.now(UTC)
         try:
-            return scheduler.run()
+            results = scheduler.run()
         finally:
             _stopped(recorder, "up", scheduler)
             # The night's report goes out as `up` ends; a channel that fails must not.
             with swallowed(logger, "sending the report of the session"):
                 send_report_on_stop(recorder, started, datetime.now(UTC))
+        at = watch.ended_at if watch is not None else None
+        return UpEnded(results, scheduler.stop_reason, scheduler.checkpointed, at)
     finally:
         lock.release()
 
@@ -401,8 +439,17 @@ class Detached:
     log: Path
 
 
-def start_detached(root: Path, only: Sequence[str] = (), *, timeout: float = 30.0) -> Detached:
-    """Start `loopctl up` in the background; return once it schedules (or say why it did not)."""
+def start_detached(
+    root: Path,
+    only: Sequence[str] = (),
+    *,
+    timeout: float = 30.0,
+    mandate: Mandate | None = None,
+) -> Detached:
+    """Start `loopctl up` in the background; return once it schedules (or say why it did not).
+
+    Its `mandate` is passed resolved (an absolute --until), so both processes mean one instant.
+    """
 
     paths = ProjectPaths(root)
     info = up_info(paths)
@@ -413,6 +460,14 @@ def start_detached(root: Path, only: Sequence[str] = (), *, timeout: float = 30.
     argv = [sys.executable, "-m", "loopctl", "up"]
     for name in only:
         argv += ["--only", name]
+    if mandate is not None:
+        # "none" too: a `--until none` that overrode [budget] up_until must hold in the child.
+        if mandate.until is not None:
+            argv += ["--resolved-until", mandate.until.isoformat()]
+        else:
+            argv += ["--until", "none"]
+    if mandate is not None and mandate.max_usd is not None:
+        argv += ["--max-usd", repr(mandate.max_usd)]
     child = spawn_detached(argv, cwd=root, env=os.environ, log_path=log)
     deadline = time.monotonic() + timeout
     events = EventLog(paths.events_file)

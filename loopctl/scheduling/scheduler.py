@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from loopctl.definitions import Loop, Project
+from loopctl.engine.context import StopSignal
 from loopctl.engine.runner import Engine, RunOutcome
 from loopctl.errors import LockHeld, LoopctlError, swallowed
 from loopctl.journal import fuse
@@ -26,6 +27,7 @@ from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import TickSkipped
 from loopctl.scheduling.review_wait import ReviewWait
+from loopctl.scheduling.mandate import Watch
 from loopctl.scheduling.timing import (
     Action,
     Decision,
@@ -107,7 +109,7 @@ class _Entry:
     planned: datetime | None = None
     reported: bool = False
     # Set to end this loop's running tick: by the scheduler's stop, or by `stop_loop` alone.
-    stop: threading.Event = field(default_factory=threading.Event)
+    stop: StopSignal = field(default_factory=StopSignal)
 
 
 class Scheduler:
@@ -124,8 +126,14 @@ class Scheduler:
         on_ready: Callable[[], None] | None = None,
         maintenance: Callable[[], None] | None = None,
         maintenance_every_s: float = 2.0,
+        mandate: Watch | None = None,
     ) -> None:
         self.options = options
+        # `up --until/--max-usd`: once it ends, no tick starts and the running ones are
+        # interrupted with its reason (`stop_reason`); `checkpointed` counts them.
+        self.mandate = mandate
+        self.stop_reason = ""
+        self.checkpointed = 0
         self.listener = listener
         self.clock = rec.clock
         self.jitter = jitter
@@ -149,7 +157,7 @@ class Scheduler:
         self._fatal: BaseException | None = None
         self._watcher: RepoWatcher | None = None
         self._threads: list[threading.Thread] = []
-        self._tick_stops: dict[threading.Thread, threading.Event] = {}  # of running ticks
+        self._tick_stops: dict[threading.Thread, StopSignal] = {}  # of running ticks
         self._recorder = rec
         self._pending_loops: Mapping[str, Scheduled] | None = loops
         self._review = ReviewWait()  # [review] max_open: loops waiting for their reviewer
@@ -249,6 +257,10 @@ class Scheduler:
             if watcher is not None and watcher.error is not None:
                 raise LoopctlError(f"the file watcher stopped: {watcher.error}")
             now = self.clock()
+            if self.mandate is not None:
+                self.stop_reason = self.mandate.ended(now) or ""
+                if self.stop_reason:
+                    return
             with self._lock:
                 wake_at = self._plan(now)
                 busy = any(e.thread is not None for e in self._entries.values())
@@ -260,6 +272,8 @@ class Scheduler:
                 timeout = min(timeout, max(0.0, (wake_at - self.clock()).total_seconds()))
             if self.maintenance is not None:
                 timeout = min(timeout, max(0.0, next_maintenance - time.monotonic()))
+            if self.mandate is not None and self.mandate.until is not None:
+                timeout = min(timeout, max(0.0, (self.mandate.until - now).total_seconds()))
             if timeout > 0:
                 self._wake.wait(timeout)
             if self.maintenance is not None and time.monotonic() >= next_maintenance:
@@ -269,8 +283,9 @@ class Scheduler:
     def _shutdown(self) -> None:
         self._stop.set()
         with self._lock:
+            why = f"`loopctl up` stopped: {self.stop_reason}" if self.stop_reason else ""
             for stop in self._tick_stops.values():
-                stop.set()
+                stop.halt(why)
         if self._watcher is not None:
             self._watcher.stop()
         deadline = time.monotonic() + self.options.grace_s
@@ -282,6 +297,8 @@ class Scheduler:
             self.results.append(result)
             self.ticks += 1
             self.failed += 0 if result.ok else 1
+            if result.interrupted and self._stop.is_set():
+                self.checkpointed += 1
 
     def _limit_reached(self) -> bool:
         limit = self.options.max_ticks

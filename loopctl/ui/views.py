@@ -80,9 +80,13 @@ def loops_view(
         cards.append(LoopCard(status, tuple(reversed(recent)), report.days))
     total = spend_report(spent, by=GroupBy.DAY, since=since, now=now, tz=tz)
     up = up_info(project.paths, events)
-    return LoopsView(
-        tuple(cards), total.days, f"pid {up.pid} since {str(up.since)[:19]}" if up else None
-    )
+    running = None
+    if up is not None:
+        # The night's mandate, when `up` has one: "up until 07:30, $3.20 of $20".
+        running = f"pid {up.pid} since {str(up.since)[:19]}" + (
+            f"; {up.mandate}" if up.mandate else ""
+        )
+    return LoopsView(tuple(cards), total.days, running)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,7 @@ HOMES: dict[str, tuple[str, str]] = {
     "github_source.REFUSED_FIELDS": (LOOP, '[tasks]\nsource = "github"\nkind = "prs"\n{line}\n'),
     "config.BUDGET_FIELDS": (CONFIG, "[budget]\n{line}\n"),
     "config.DAILY_BUDGET_FIELDS": (CONFIG, "[budget]\n{line}\n"),
+    "config.UP_MANDATE_FIELDS": (CONFIG, "[budget]\n{line}\n"),
     "config.VERSION_FIELD": (CONFIG, "{line}\n"),
     "config.DEFAULTS_FIELDS": (CONFIG, "[defaults]\n{line}\n"),
     "config.ENV_FIELDS": (CONFIG, "[env]\n{line}\n"),
