@@ -26,8 +26,8 @@ from loopctl.journal import fuse
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import TickSkipped
-from loopctl.scheduling.review_wait import ReviewWait
 from loopctl.scheduling.mandate import Watch
+from loopctl.scheduling.review_wait import ReviewWait
 from loopctl.scheduling.timing import (
     Action,
     Decision,
