@@ -564,6 +564,8 @@ class WaitingForReview(NotePayload, frozen=True):
     max_open: int = 0
     items: tuple[str, ...] = ()  # the ids of the items it waits on
     pid: int | None = None  # the scheduler's process: its `scheduler_stopped` ends the wait
+
+
 class ReportShown(NotePayload, frozen=True):
     """`loopctl report` was shown (or sent): where the next `--since last` window starts."""
 
