@@ -93,6 +93,9 @@ class Config:
     # The daily fuse across all loops (`[budget]` here only: a loop's own [budget] is per tick).
     max_tokens_per_day: int | None = None
     max_usd_per_day: float | None = None
+    # The first pause of a backend that reported a rate limit but stated no reset (it doubles
+    # per pause, up to an hour); None: backends.rate_limits.BACKOFF_S.
+    rate_limit_backoff_s: float | None = None
     connectors: tuple[Connector, ...] = ()  # [connectors.NAME]: MCP servers agents may use
     traces: TracesConfig = field(default_factory=TracesConfig)  # [traces]: OpenTelemetry
     sandbox: SandboxMode = SandboxMode.REQUIRED  # [sandbox] mode: agents confined unless "off"
@@ -150,6 +153,7 @@ BUDGET_FIELDS = (
 DAILY_BUDGET_FIELDS = (  # [budget] of config.toml only, read before BUDGET_FIELDS
     Field("max_tokens_per_day", integer, minimum=1),
     Field("max_usd_per_day", number),
+    Field("rate_limit_backoff", duration, attr="rate_limit_backoff_s"),
 )
 VERSION_FIELD = Field("version", integer, CONFIG_VERSION, minimum=1, check=_not_newer)
 DEFAULTS_FIELDS = (Field("maker", string), Field("checker", string))

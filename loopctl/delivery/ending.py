@@ -24,7 +24,7 @@ from loopctl.errors import LoopctlError
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import InboxClosed, TaskFinished
-from loopctl.journal.statuses import TaskStatus
+from loopctl.journal.statuses import Outcome, TaskStatus
 from loopctl.lock import worktree_lock
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ class Ending:
     commit: str | None = None
     attempts: int | None = None  # the engine counts them; a delivery has none to add
     failure: Mapping[str, Any] | None = None  # the evidence of a `failed` item to open
+    outcome: Outcome | None = None  # how it ended, from the closed set (issue 30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +93,14 @@ def end_task(rec: Recorder, ending: Ending, worktree: FinishedWorktree | None) -
         reason=ending.reason,
         commit=ending.commit,
         attempts=ending.attempts,  # written only when counted
+        outcome=ending.outcome,
     )
     rec.record(finished, run=ending.run, loop=ending.loop, task=ending.task, keep=("commit",))
     if ending.status == TaskStatus.DONE:
         close_stale_failures(rec, ending.run, ending.loop, ending.task)
-    if worktree is not None and lets_go(worktree.keep, ending.status):
+    # A rate-limited task was not worked: its next run starts afresh once the pause ends.
+    limited = ending.outcome is Outcome.RATE_LIMITED
+    if worktree is not None and (lets_go(worktree.keep, ending.status) or limited):
         retire(rec, ending.loop, worktree)
     rec.refresh_projections()
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from loopctl.backends.base import auth_failure
+from loopctl.backends import rate_limits
+from loopctl.backends.base import AgentResult, auth_failure
 from loopctl.checks import verdicts as checks
+from loopctl.definitions.agents import Agent
 from loopctl.delivery.gates import asked_question
 from loopctl.engine.agents import exec_failure, run_agent
 from loopctl.engine.context import (
@@ -20,14 +22,16 @@ from loopctl.engine.review import attempt_review
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
-from loopctl.journal import history
+from loopctl.journal import history, pauses
 from loopctl.journal.events import EventType
 from loopctl.journal.history import human_answers
+from loopctl.journal.pauses import Pause
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     AgentFinished,
     AttemptFinished,
     AttemptStarted,
+    BackendPaused,
     CheckFinished,
     read,
 )
@@ -71,7 +75,8 @@ def run_attempt(
     number: int,
     earlier: list[history.AttemptView],
     baseline: checks.Baseline | None,
-) -> None:
+) -> Pause | None:
+    """Run attempt `number`; the backend's pause when its turn ended on a rate limit."""
     ctx.record(spec.id, AttemptStarted(attempt=number))
     summaries = [
         AttemptSummary(a.number, a.verdict or "interrupted", a.reason, a.fingerprint, a.output_tail)
@@ -85,7 +90,7 @@ def run_attempt(
         session = next((s for s in reversed(maker_sessions(ctx.rec, ctx.run_id, spec.id))), None)
     before = integrity_baseline(ctx, spec, number)
     if before is None:
-        return
+        return None
     # Interrupted, the turn is compared as it stops: its resumption starts a fresh baseline.
     with watched_turn(ctx, spec, number, before):
         maker = wall_capped(ctx, ctx.maker)
@@ -93,7 +98,10 @@ def run_attempt(
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
         if tampered(ctx, spec, number, before):
-            return
+            return None
+        paused = pause_on_limit(ctx, spec, number, ctx.maker, maker_result)
+        if paused is not None:
+            return paused
         if maker_result.status == "timeout" and maker.timeout_s < ctx.maker.timeout_s:
             # Cut short by max_wall, not by its own timeout: what it left is not checked.
             ctx.record(
@@ -107,7 +115,7 @@ def run_attempt(
                 ),
             )
             ctx.rec.refresh_projections()
-            return
+            return None
 
         question = asked_question(maker_result.escalate, maker_result.text)
         if question:
@@ -124,7 +132,7 @@ def run_attempt(
                 keep=("question",),
             )
             ctx.rec.refresh_projections()
-            return
+            return None
         if maker_result.status == "approval":
             # The maker stopped before a command that needs a human (its inbox item is open):
             # nothing to check yet, and not a failure to count against the task.
@@ -139,7 +147,7 @@ def run_attempt(
                 ),
             )
             ctx.rec.refresh_projections()
-            return
+            return None
         refused = auth_failure(maker_result)
         if refused is not None:
             # A refused credential fails every attempt the same way: stop, and ask a human.
@@ -150,7 +158,7 @@ def run_attempt(
                 f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
                 " (fix its credentials, then `loopctl inbox retry`)",
             )
-            return
+            return None
         limit = maker_result.extra.get("limit")
         if isinstance(limit, str) and limit:
             # A resource limit ended the turn: the next attempt would reach it again. Its
@@ -162,12 +170,12 @@ def run_attempt(
                 f"the maker {ctx.maker.name!r}'s turn ended: {limit}"
                 " (raise it in the agent's [sandbox], then `loopctl inbox retry`)",
             )
-            return
+            return None
         unstarted = exec_failure(ctx.maker, maker_result, ctx.paths.root)
         if unstarted is not None:
             # Its program never ran: no check, and no second attempt that would fail alike.
             _stop_attempt(ctx, spec, number, unstarted)
-            return
+            return None
         reattach(ctx, spec, workspace)
         ran: list[dict[str, Any]] = []
         snapshot, verdict = check_turn(ctx, spec, workspace, number, baseline, maker_result, ran)
@@ -176,7 +184,8 @@ def run_attempt(
         tree = snapshot.tree if snapshot is not None else None
         review = attempt_review(ctx, spec, workspace, number, verdict, ran, baseline, tree)
         if tampered(ctx, spec, number, before):
-            return  # the checks and the checker agent ran after the maker: they are watched too
+            # The checks and the checker agent ran after the maker: they are watched too.
+            return None
         ctx.record(
             spec.id,
             CheckFinished(
@@ -206,6 +215,45 @@ def run_attempt(
             keep=("output_tail", "fatal", "tree"),
         )
         ctx.rec.refresh_projections()
+    return None
+
+
+def pause_on_limit(
+    ctx: RunContext, spec: TaskSpec, number: int, agent: Agent, result: AgentResult
+) -> Pause | None:
+    """When `result` ended on a rate limit, a quota or an overload: pause the agent's backend
+    (journal.pauses) and end the attempt, neither counted as the work's failure nor
+    fingerprinted (it cannot add to a streak of identical failures)."""
+    backend = agent.backend.value
+    now = ctx.clock()
+    streak = pauses.streak(ctx.log.read(), backend)
+    base = ctx.project.config.rate_limit_backoff_s or rate_limits.BACKOFF_S
+    limit = rate_limits.detect(result, backend, now, streak, base)
+    if limit is None:
+        return None
+    paused = BackendPaused(
+        backend=backend,
+        until=limit.until.isoformat(timespec="milliseconds"),
+        kind=limit.kind.value,
+        said=limit.said,
+        stated=limit.stated,
+        attempt=number,
+        agent=agent.name,
+    )
+    pause = pauses.record_pause(
+        ctx.rec, paused, run=ctx.run_id, loop=ctx.loop.name, task=spec.id, now=now
+    )
+    ctx.record(
+        spec.id,
+        AttemptFinished(
+            attempt=number,
+            verdict=Verdict.FAILED,
+            reason=f"{pause.describe()}: {limit.said}"[:400],
+            fingerprint=None,
+        ),
+    )
+    ctx.rec.refresh_projections()
+    return pause
 
 
 def _stop_attempt(ctx: RunContext, spec: TaskSpec, number: int, reason: str) -> None:

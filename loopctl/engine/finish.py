@@ -23,7 +23,7 @@ from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import AttemptFinished, read
-from loopctl.journal.statuses import TaskStatus
+from loopctl.journal.statuses import Outcome, TaskStatus
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import (
     Workspace,
@@ -94,6 +94,7 @@ def finish_task(
     *,
     commit: str | None = None,
     next_step: str | None = None,
+    outcome: Outcome | None = None,
 ) -> TaskOutcome:
     loop = ctx.loop
     failure = None
@@ -112,7 +113,15 @@ def finish_task(
             workspace.path, workspace.base_sha, loop.worktree.keep, pool_capacity(loop)
         )
     ending = Ending(
-        ctx.run_id, loop.name, spec.id, status, reason, commit, attempts, failure=failure
+        ctx.run_id,
+        loop.name,
+        spec.id,
+        status,
+        reason,
+        commit,
+        attempts,
+        failure=failure,
+        outcome=outcome,
     )
     end_task(ctx.rec, ending, finished)
     return TaskOutcome(
@@ -124,6 +133,7 @@ def finish_task(
         workspace.branch if workspace else None,
         str(workspace.path) if workspace else None,
         next_step,
+        outcome,
     )
 
 
