@@ -9,8 +9,8 @@ backoff from BACKOFF_S, doubled for each pause of the same backend since its las
 (`streak`), capped at BACKOFF_CAP_S. The engine records it as a `backend_paused` note, and the
 scheduler holds the loops on that backend until then (journal.pauses, scheduling.pauses).
 
-The phrases below are the CLIs' own, as they print them (../shared/reference/real-clis.md and
-the CLIs' issue trackers); tests/backends/test_rate_limits.py holds one sample of each.
+The phrases below are the CLIs' own, as they print them (seen against a local model server and
+in the CLIs' issue trackers); tests/backends/test_rate_limits.py holds one sample of each.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ _RATE = re.compile(
     r"|last status: 429|\b429\b.*(?:rejected|too many)|rate limited you",
     re.I,
 )
-# aider exits 0 even when the API refused it (real-clis.md §4): its litellm error is evidence
+# aider exits 0 even when the API refused it: its litellm error is evidence
 # whatever the status; other phrases count only on a turn that failed.
 _ALWAYS = re.compile(r"litellm\.(?:RateLimitError|InternalServerError:.*Overloaded)", re.I)
 
