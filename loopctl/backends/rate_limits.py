@@ -66,9 +66,9 @@ _RATE = re.compile(
     r"|last status: 429|\b429\b.*(?:rejected|too many)|rate limited you",
     re.I,
 )
-# aider exits 0 even when the API refused it: its litellm error is evidence
-# whatever the status; other phrases count only on a turn that failed.
-_ALWAYS = re.compile(r"litellm\.(?:RateLimitError|InternalServerError:.*Overloaded)", re.I)
+# A model answer printed after the limit (aider's usage line): the CLI retried past the limit
+# itself, so it did not end the turn.
+_ANSWERED = re.compile(r"^Tokens: [\d.,]+[kM]? sent", re.M)
 
 
 def detect(
@@ -123,20 +123,21 @@ def _kind_of(status: object, text: str) -> LimitKind:
 
 
 def _match(text: str, failed: bool) -> tuple[LimitKind, str] | None:
-    for line in text.splitlines():
-        if _ALWAYS.search(line):
-            kind = LimitKind.OVERLOAD if _OVERLOAD.search(line) else LimitKind.RATE_LIMIT
-            return kind, _clean(line)
+    """The first line of `text` that says a limit ended the turn, and which kind of limit."""
     if not failed:
-        return None
+        return None  # a turn that ended well may talk of rate limits: they were its work
+    lines = text.splitlines()
     for pattern, kind in (
         (_QUOTA, LimitKind.QUOTA),
         (_OVERLOAD, LimitKind.OVERLOAD),
         (_RATE, LimitKind.RATE_LIMIT),
     ):
-        for line in text.splitlines():
-            if pattern.search(line):
-                return _kind_of(None, line) if kind is LimitKind.RATE_LIMIT else kind, _clean(line)
+        for index, line in enumerate(lines):
+            if not pattern.search(line):
+                continue
+            if _ANSWERED.search("\n".join(lines[index + 1 :])):
+                return None
+            return (_kind_of(None, line) if kind is LimitKind.RATE_LIMIT else kind), _clean(line)
     return None
 
 

@@ -93,7 +93,6 @@ STATED = [
             "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for"
             " gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000,"
             " Requested 1500. Please try again in 1.5s.",
-            status=AgentStatus.OK,  # aider exits 0 even then
         ),
         LimitKind.RATE_LIMIT,
         NOW + timedelta(seconds=1.5),
@@ -198,6 +197,12 @@ def test_no_stated_reset_backs_off(turn: AgentResult, kind: LimitKind) -> None:
         claude_json("Failed to authenticate. API Error: 401 injected failure 401", 401),
         result("", status=AgentStatus.TIMEOUT, tail="still thinking"),
         result("the check failed: 3 tests", tail="resets at 3pm"),
+        # aider retried past a 429 by itself: the model answered after it.
+        result(
+            "litellm.RateLimitError: RateLimitError: OpenAIException - rate limited\n"
+            "Retrying in 0.2 seconds...\nFixed add().\n"
+            "Tokens: 2.4k sent, 30 received. Cost: $0.0077 message, $0.0077 session."
+        ),
     ],
 )
 def test_other_endings_are_not_limits(turn: AgentResult) -> None:
