@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from loopctl.backends import rate_limits
-from loopctl.backends.base import AgentResult, auth_failure
+from loopctl.backends.base import auth_failure
 from loopctl.checks import verdicts as checks
-from loopctl.definitions.agents import Agent
 from loopctl.delivery.gates import asked_question
 from loopctl.engine.agents import exec_failure, run_agent
 from loopctl.engine.context import (
@@ -17,12 +15,13 @@ from loopctl.engine.context import (
     out_of_wall,
     wall_capped,
 )
+from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
 from loopctl.engine.review import attempt_review
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
-from loopctl.journal import history, pauses
+from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.history import human_answers
 from loopctl.journal.pauses import Pause
@@ -31,7 +30,6 @@ from loopctl.journal.schema import (
     AgentFinished,
     AttemptFinished,
     AttemptStarted,
-    BackendPaused,
     CheckFinished,
     read,
 )
@@ -178,7 +176,12 @@ def run_attempt(
             return None
         reattach(ctx, spec, workspace)
         ran: list[dict[str, Any]] = []
-        snapshot, verdict = check_turn(ctx, spec, workspace, number, baseline, maker_result, ran)
+        try:
+            snapshot, verdict = check_turn(
+                ctx, spec, workspace, number, baseline, maker_result, ran
+            )
+        except CheckerPaused as paused_checker:
+            return paused_checker.pause
         # The diff read for tampering with the test run (a checker agent may be asked about
         # it, so before the integrity check), and the summary set beside the counts.
         tree = snapshot.tree if snapshot is not None else None
@@ -216,44 +219,6 @@ def run_attempt(
         )
         ctx.rec.refresh_projections()
     return None
-
-
-def pause_on_limit(
-    ctx: RunContext, spec: TaskSpec, number: int, agent: Agent, result: AgentResult
-) -> Pause | None:
-    """When `result` ended on a rate limit, a quota or an overload: pause the agent's backend
-    (journal.pauses) and end the attempt, neither counted as the work's failure nor
-    fingerprinted (it cannot add to a streak of identical failures)."""
-    backend = agent.backend.value
-    now = ctx.clock()
-    streak = pauses.streak(ctx.log.read(), backend)
-    base = ctx.project.config.rate_limit_backoff_s or rate_limits.BACKOFF_S
-    limit = rate_limits.detect(result, backend, now, streak, base)
-    if limit is None:
-        return None
-    paused = BackendPaused(
-        backend=backend,
-        until=limit.until.isoformat(timespec="milliseconds"),
-        kind=limit.kind.value,
-        said=limit.said,
-        stated=limit.stated,
-        attempt=number,
-        agent=agent.name,
-    )
-    pause = pauses.record_pause(
-        ctx.rec, paused, run=ctx.run_id, loop=ctx.loop.name, task=spec.id, now=now
-    )
-    ctx.record(
-        spec.id,
-        AttemptFinished(
-            attempt=number,
-            verdict=Verdict.FAILED,
-            reason=f"{pause.describe()}: {limit.said}"[:400],
-            fingerprint=None,
-        ),
-    )
-    ctx.rec.refresh_projections()
-    return pause
 
 
 def _stop_attempt(ctx: RunContext, spec: TaskSpec, number: int, reason: str) -> None:

@@ -34,6 +34,7 @@ from loopctl.engine.context import (
     wall_cap,
     wall_capped,
 )
+from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import judge_prompt
 from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
@@ -351,6 +352,9 @@ def ask_judge(
         why = out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
         return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)
 
+    paused = pause_on_limit(ctx, spec, number, judge, result)
+    if paused is not None:
+        raise CheckerPaused(paused)  # its attempt ends as rate-limited (engine.attempt)
     refused = auth_failure(result)
     if refused is not None:
         # As for a maker: a refused credential fails every verdict alike, so no maker turn

@@ -20,9 +20,13 @@ from loopctl.journal.recorder import Recorder
 
 
 def loop_backends(project: Project, loop: Loop) -> frozenset[str]:
-    """The backends of the agents a tick of `loop` may call: its maker and its checker."""
+    """The backends of the agents a tick of `loop` may call: its maker and its checker (the
+    default checker only where no command checks the loop: it may judge the goal)."""
     agents = project.agents
-    names = {loop.maker.agent or project.config.maker, loop.checker.agent or project.config.checker}
+    checker = loop.checker.agent
+    if checker is None and not loop.checker.commands:
+        checker = project.config.checker
+    names = {loop.maker.agent or project.config.maker, checker}
     if loop.maker.agent is None and project.config.maker is None and len(agents) == 1:
         names.add(next(iter(agents)))  # the one agent is the maker (engine.setup.maker_agent)
     return frozenset(agents[n].backend.value for n in names if n is not None and n in agents)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.backends import install_fake_clis, own_agent_fixes_calc, set_scenario
-from support.cli import assert_clean_exit, run_loopctl
+from support.cli import assert_clean_exit, invoke, run_loopctl
 from support.journal import events, last_seq, wait_event
 from support.model_server import Reply, Request, ScriptedModelServer
 from support.processes import Proc, running_procs, spawn, wait_for
@@ -205,3 +205,28 @@ def test_claude_codes_usage_limit_pauses_its_loop_until_the_stated_reset(
     (_, again) = makers_started(repo, "claude")
     assert again.time >= until
     assert resumed.seq < again.seq
+
+
+def test_a_rate_limited_checker_pauses_its_backend_too(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_fake_clis(tmp_path / "bin", monkeypatch)
+    make_project(repo, "fixer.py")
+    (repo / "agents" / "judge.toml").write_text(
+        'description = "judge"\nbackend = "claude"\n\n[sandbox]\nwrite = ["~/.fake-cli"]\n'
+    )
+    commit_all(repo, "a claude judge")
+    set_scenario("claude", mode="overloaded")
+
+    result = invoke(monkeypatch, repo, "goal", "tests green", "--checker-agent", "judge")
+
+    assert result.exit_code == 1, result.output
+    (paused,) = notes(repo, "backend_paused")
+    assert (paused.data["backend"], paused.data["kind"]) == ("claude", "overload")
+    assert paused.data["stated"] is False
+    assert paused.data["agent"] == "judge"
+    (finished,) = events(repo, "task_finished")
+    assert (finished.data["status"], finished.data["outcome"]) == ("paused", "rate-limited")
+    (attempt,) = events(repo, "attempt_finished")
+    assert attempt.data["fingerprint"] is None
+    assert "overloaded until" in attempt.data["reason"]
