@@ -26,7 +26,7 @@ from support.repos import FAST_CHECK, commit_all, make_project, write_loop
 from loopctl.journal.events import Event
 
 LOOP = 'goal = "tests green"\nprompt = "Fix add() in calc.py"\n'
-PAUSE_S = 5  # the last 429's Retry-After: long enough to look at (and kill) `up` during it
+PAUSE_S = 10  # the last 429's Retry-After: long enough to look at (and kill) `up` during it
 LIMITED = {"error": {"type": "rate_limit_error", "message": "Number of request tokens exceeded"}}
 
 
@@ -55,7 +55,8 @@ def limit_then_recover(server: ScriptedModelServer, pause_s: int = PAUSE_S) -> N
 
 def two_loops(repo: Path, server: ScriptedModelServer) -> None:
     """`api` on loopctl's own agent (backend openai) at the server; `other` on a program."""
-    make_project(repo, "fixer.py")
+    # Each inbox item that opens is sent to a [notify] command: the pause's, once.
+    make_project(repo, "fixer.py", config_extra='\n[notify]\ncommand = ["true"]\n')
     (repo / "agents" / "api-maker.toml").write_text(
         'description = "own agent"\nbackend = "openai"\nmodel = "gpt-test"\n'
         f'base_url = "{server.url}/v1"\ntimeout = "60s"\n'
@@ -92,6 +93,7 @@ def test_a_429_pauses_the_backends_loops_until_its_retry_after_then_they_resume(
 
     spawn(procs, repo, tmp_path, "up")
     paused = wait_note(repo, "backend_paused")
+    wait_event(repo, "tick_finished", loop="api", what="the rate-limited tick to end")
     status = json.loads(run_loopctl(repo, "status", "--json").stdout)["status"]
     text = run_loopctl(repo, "status", env={**os.environ, "COLUMNS": "160"}).stdout
     resumed = wait_note(repo, "backend_resumed", after=paused.seq)
@@ -141,6 +143,8 @@ def test_a_429_pauses_the_backends_loops_until_its_retry_after_then_they_resume(
     assert "resume by themselves" in opened[0].data["summary"]
     closed = [c for c in events(repo, "inbox_closed") if c.data["id"] == opened[0].data["id"]]
     assert [c.data["resolution"] for c in closed] == ["resolved"]
+    told = [e for e in events(repo, "notified") if e.data["item"] == opened[0].data["id"]]
+    assert [e.data["channel"] for e in told] == ["command"]
     assert done.data.get("outcome") in (None, "done")
 
 
