@@ -14,7 +14,7 @@ sends, and which closes itself when the pause ends.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -67,9 +67,10 @@ def _when(value: str | None) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def pauses(events: Iterable[Event]) -> dict[str, Pause]:
-    """Every backend's pause that no `backend_resumed` ended yet, whether or not its time passed."""
-    found: dict[str, Pause] = {}
+def pauses(events: Iterable[Event], start: Mapping[str, Pause] | None = None) -> dict[str, Pause]:
+    """Every backend's pause that no `backend_resumed` ended yet, whether or not its time passed
+    (folded on from `start`, the pauses of the events before these, when given)."""
+    found: dict[str, Pause] = dict(start or {})
     for event in events:
         if event.type != EventType.NOTE:
             continue

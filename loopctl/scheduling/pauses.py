@@ -9,7 +9,8 @@ it (a catch-up). Loops on other backends go on. Nothing is read per tick while n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from loopctl.definitions import Loop, Project
@@ -17,6 +18,8 @@ from loopctl.journal import pauses
 from loopctl.journal.events import Event
 from loopctl.journal.pauses import Pause
 from loopctl.journal.recorder import Recorder
+
+LOOK_EVERY_S = 2.0  # how stale the scheduler's view of pauses other processes recorded may be
 
 
 def loop_backends(project: Project, loop: Loop) -> frozenset[str]:
@@ -33,13 +36,30 @@ def loop_backends(project: Project, loop: Loop) -> frozenset[str]:
 
 
 class BackendPauses:
-    """The pauses in force, as the scheduler last read them from the log."""
+    """The pauses in force, as the scheduler last read them from the log.
+
+    The log is looked at again at most every LOOK_EVERY_S (and at once after a tick of this
+    scheduler hit a limit), folding only the events appended since: a pause another process
+    recorded (a `goal`, a `run --once`) holds this scheduler's loops too, a few seconds later.
+    """
 
     def __init__(self) -> None:
         self._held: dict[str, Pause] = {}
+        self._folded = 0  # how many events of the log `_held` has seen
+        self._looked: float | None = None  # time.monotonic() of the last look
 
-    def refresh(self, events: Iterable[Event]) -> None:
-        self._held = pauses.pauses(events)
+    def refresh(self, events: Sequence[Event]) -> None:
+        """Fold what `events` (the whole log) adds to what was folded before."""
+        if len(events) < self._folded:
+            self._held, self._folded = {}, 0  # the log was replaced: fold it all again
+        self._held = pauses.pauses(events[self._folded :], self._held)
+        self._folded = len(events)
+        self._looked = time.monotonic()
+
+    def look(self, read: Callable[[], Sequence[Event]], *, now_too: bool = False) -> None:
+        """Refresh from the log when the last look is older than LOOK_EVERY_S (or `now_too`)."""
+        if now_too or self._looked is None or time.monotonic() - self._looked >= LOOK_EVERY_S:
+            self.refresh(read())
 
     def holding(self, project: Project, loop: Loop, now: datetime) -> Pause | None:
         """The pause (the one ending last) that holds `loop`'s next tick at `now`, if any."""

@@ -305,6 +305,7 @@ class Scheduler:
     def _plan(self, now: datetime) -> datetime | None:
         """Act on every loop's decision at `now`; return the earliest time to look again."""
         earliest: datetime | None = None
+        self._pauses.look(self._recorder.log.read)
         self._pauses.resume_due(self._recorder, now)
         for name, entry in list(self._entries.items()):
             paused = self._pauses.holding(self.project, entry.item.loop, now)
@@ -462,7 +463,7 @@ class Scheduler:
             result = TickResult(name, slot, fired, outcome=outcome)
             if any(task.outcome is Outcome.RATE_LIMITED for task in outcome.tasks):
                 with self._lock:
-                    self._pauses.refresh(self._recorder.log.read())
+                    self._pauses.look(self._recorder.log.read, now_too=True)
         except KeyboardInterrupt:
             result = TickResult(name, slot, fired, interrupted=True)
         except LockHeld as exc:

@@ -12,7 +12,7 @@ import json
 import os
 import signal
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from support.processes import Proc, running_procs, spawn, wait_for
 from support.repos import FAST_CHECK, commit_all, make_project, write_loop
 
 from loopctl.journal.events import Event
+from loopctl.scheduling.pauses import LOOK_EVERY_S
 
 LOOP = 'goal = "tests green"\nprompt = "Fix add() in calc.py"\n'
 PAUSE_S = 10  # the last 429's Retry-After: long enough to look at (and kill) `up` during it
@@ -234,3 +235,36 @@ def test_a_rate_limited_checker_pauses_its_backend_too(
     (attempt,) = events(repo, "attempt_finished")
     assert attempt.data["fingerprint"] is None
     assert "overloaded until" in attempt.data["reason"]
+
+
+def test_a_pause_another_process_recorded_holds_ups_loops_too(
+    repo: Path, tmp_path: Path, procs: list[Proc], model_server: ScriptedModelServer
+) -> None:
+    model_server.script = fixes_calc
+    two_loops(repo, model_server)
+    with ScriptedModelServer() as limited:  # what a `goal` on the same backend is answered
+        limit_then_recover(limited)
+        (repo / "agents" / "api-goal.toml").write_text(
+            'description = "own agent"\nbackend = "openai"\nmodel = "gpt-test"\n'
+            f'base_url = "{limited.url}/v1"\ntimeout = "60s"\n'
+        )
+        commit_all(repo, "a second agent on the backend")
+        spawn(procs, repo, tmp_path, "up")
+        wait_event(repo, "tick_finished", loop="api", what="a first tick of the api loop")
+
+        goal = run_loopctl(repo, "goal", "tests green", "--agent", "api-goal")
+        paused = wait_note(repo, "backend_paused")
+        # Only a scheduler ends a pause: `up` saw the one the goal recorded.
+        resumed = wait_note(repo, "backend_resumed", after=paused.seq)
+        wait_event(repo, "tick_started", loop="api", after=resumed.seq, what="the api loop again")
+        assert_clean_exit(run_loopctl(repo, "down"), 0)
+
+    assert goal.returncode == 1, goal.stdout + goal.stderr
+    assert paused.loop == "goal"
+    until = until_of(paused)
+    seen_by_up = paused.time + timedelta(seconds=LOOK_EVERY_S + 1)
+    held = [
+        e for e in events(repo, "tick_started") if e.loop == "api" and seen_by_up < e.time < until
+    ]
+    assert held == []
+    assert resumed.time >= until
