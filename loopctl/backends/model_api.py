@@ -118,9 +118,9 @@ class ModelApiBackend:
             if value:
                 extra[key_name] = value
         if result.error_status is not None:
-            # The same key Claude Code's result uses; with the wait the API asked for, it tells
-            # a rate limit, a quota or an overload (backends.rate_limits).
-            extra["api_error_status"] = result.error_status
+            # With the wait the API asked for, it tells a rate limit, a quota or an overload
+            # (backends.rate_limits).
+            extra["http_status"] = result.error_status
         if result.retry_after_s is not None:
             extra["retry_after_s"] = round(result.retry_after_s, 3)
         if result.compactions:

@@ -83,7 +83,8 @@ def detect(
     `streak` counts this backend's pauses since its last good turn: each unstated reset waits
     twice as long as the one before, from `base_s` (`[budget] rate_limit_backoff`).
     """
-    status = result.extra.get("api_error_status")
+    # Claude Code's result names the failed call's status; loopctl's own agent reports its own.
+    status = result.extra.get("api_error_status") or result.extra.get("http_status")
     texts = [str(result.extra.get("error") or ""), result.text, result.output_tail]
     failed = result.status is AgentStatus.ERROR
     kind: LimitKind | None = None

@@ -328,7 +328,12 @@ class Scheduler:
                 wake = None
             if wake is not None and (earliest is None or wake < earliest):
                 earliest = wake
-            self._tell_planned(name, entry, wake)
+            if not entry.reported or entry.planned != wake:
+                entry.planned, entry.reported = wake, True
+                if self.listener is not None:
+                    # A broken view must never stop us.
+                    with swallowed(logger, "the view's planned()"):
+                        self.listener.planned(name, wake)
         return earliest
 
     def _tell_planned(self, name: str, entry: _Entry, wake: datetime | None) -> None:

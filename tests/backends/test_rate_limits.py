@@ -106,7 +106,7 @@ STATED = [
     # loopctl's own agent: the API's status and Retry-After.
     (
         "anthropic",
-        result("API error: 429", api_error_status=429, retry_after_s=2.0),
+        result("API error: 429", http_status=429, retry_after_s=2.0),
         LimitKind.RATE_LIMIT,
         NOW + timedelta(seconds=2),
     ),
@@ -114,7 +114,7 @@ STATED = [
         "anthropic",
         result(
             'API error: http://x/v1/messages answered 529: {"type":"overloaded_error"}',
-            api_error_status=529,
+            http_status=529,
             retry_after_s=30,
         ),
         LimitKind.OVERLOAD,
@@ -173,7 +173,7 @@ UNSTATED = [
         LimitKind.OVERLOAD,
     ),
     (result("You exceeded your current quota, please check your plan"), LimitKind.QUOTA),
-    (result("API error: x answered 429", api_error_status=429), LimitKind.RATE_LIMIT),
+    (result("API error: x answered 429", http_status=429), LimitKind.RATE_LIMIT),
 ]
 
 
@@ -218,7 +218,7 @@ def test_the_backoff_doubles_per_pause_and_is_capped() -> None:
 
 
 def test_a_reset_weeks_away_is_not_believed() -> None:
-    limit = detect(result("rate limited", api_error_status=429, retry_after_s=1e9), "b", NOW)
+    limit = detect(result("rate limited", http_status=429, retry_after_s=1e9), "b", NOW)
 
     assert limit is not None
     assert not limit.stated
