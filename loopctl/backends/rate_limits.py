@@ -55,13 +55,17 @@ _QUOTA = re.compile(
     r"|credit balance is too low",
     re.I,
 )
+# Specific phrases only: a failed turn's output may be a compiler's ("call of overloaded 'f'")
+# or a test run's (test_rate_limit_handler), which says nothing about the backend.
 _OVERLOAD = re.compile(
-    r"overloaded_error|\boverloaded\b|API Error:?\s*529|status(?:Code)?\W+529\b|\b529\b.*overload"
-    r"|servers are down or overloaded|Service Unavailable.*overload",
+    r"overloaded_error|API Error:?\s*529|status(?:Code)?\W+529\b|\b529\b.*overload"
+    r"|servers are down or overloaded|Exception - Overloaded|\"message\":\s*\"Overloaded\""
+    r"|\b(?:server|service|API|model|provider)s? (?:is |are )?(?:currently |temporarily )?"
+    r"overloaded",
     re.I,
 )
 _RATE = re.compile(
-    r"rate[ _-]?limit(?:ed|_error| reached| exceeded)?|RateLimitError|Too Many Requests"
+    r"(?<!\w)rate[ _-]limit(?:ed|_error| reached| exceeded)\b|RateLimitError|Too Many Requests"
     r"|API Error:?\s*(?:Request rejected\s*)?\(?429\b|status(?:Code)?\W+429\b|\bHTTP 429\b"
     r"|last status: 429|\b429\b.*(?:rejected|too many)|rate limited you",
     re.I,

@@ -197,6 +197,9 @@ def test_no_stated_reset_backs_off(turn: AgentResult, kind: LimitKind) -> None:
         claude_json("Failed to authenticate. API Error: 401 injected failure 401", 401),
         result("", status=AgentStatus.TIMEOUT, tail="still thinking"),
         result("the check failed: 3 tests", tail="resets at 3pm"),
+        # A failed program's own output: a compiler and a test run, not the backend.
+        result("", tail="error: call of overloaded 'add(int, int)' is ambiguous"),
+        result("", tail="FAILED tests/test_api.py::test_rate_limit_exceeded_returns_429_body"),
         # aider retried past a 429 by itself: the model answered after it.
         result(
             "litellm.RateLimitError: RateLimitError: OpenAIException - rate limited\n"
