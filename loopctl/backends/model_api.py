@@ -117,6 +117,12 @@ class ModelApiBackend:
         ):
             if value:
                 extra[key_name] = value
+        if result.error_status is not None:
+            # With the wait the API asked for, it tells a rate limit, a quota or an overload
+            # (backends.rate_limits).
+            extra["http_status"] = result.error_status
+        if result.retry_after_s is not None:
+            extra["retry_after_s"] = round(result.retry_after_s, 3)
         if result.compactions:
             extra["compactions"] = result.compactions
         if result.approvals_used:

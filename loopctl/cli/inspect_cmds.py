@@ -102,6 +102,8 @@ def status(json_out: JsonFlag = False) -> None:
         state = s.state
         if s.run_pid and not s.running_pid and s.waiting_for_review is None:
             state = f"scheduled (run pid {s.run_pid})"
+        if s.paused and not s.running_pid:
+            state = s.paused
         bad = invalid.get(s.loop)
         if bad is not None:
             state = f"INVALID: {bad.first(project.root)}"

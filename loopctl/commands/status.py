@@ -8,15 +8,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from loopctl.definitions import Project
-from loopctl.journal import history, schema
+from loopctl.definitions import Loop, Project
+from loopctl.journal import history, pauses, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
+from loopctl.journal.pauses import Pause
 from loopctl.journal.review import Throughput, Waiting, throughput, waiting_loops
 from loopctl.journal.schema import read, read_note
 from loopctl.journal.warmth import time_saved
 from loopctl.lock import read_holder
 from loopctl.scheduling.daemon import up_info
+from loopctl.scheduling.pauses import loop_backends
 from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire
 from loopctl.text import shorten, strip_controls
 
@@ -41,6 +43,9 @@ class LoopStatus:
     warm: dict[str, float | int] = field(default_factory=dict)  # journal.warmth.time_saved
     run_pid: int | None = None  # a `loopctl run NAME --every/--cron/--watch` scheduling it
     waiting_for_review: Waiting | None = None  # [review] max_open holds its next tick back
+    # "rate-limited until 14:05 (claude)": a backend its agents use is paused (journal.pauses)
+    paused: str | None = None
+    paused_until: str | None = None  # ISO time the pause ends
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +73,8 @@ class LoopStatus:
             "waiting_for_review": (
                 self.waiting_for_review.to_json() if self.waiting_for_review else None
             ),
+            "paused": self.paused,
+            "paused_until": self.paused_until,
         }
 
     @property
@@ -103,6 +110,7 @@ def loop_statuses(
         for name, wait in waiting_loops(events).items()
         if wait.pid is None or _alive(wait.pid)
     }
+    held = pauses.holding(events, datetime.now(UTC))
     statuses = []
     for name in names:
         loop = project.loops.get(name)
@@ -113,6 +121,10 @@ def loop_statuses(
             for lock in sorted(project.paths.locks_dir.glob("goal-*.lock")):
                 holder = read_holder(project.paths.locks_dir, lock.stem) or holder
         pid = holder.get("pid") if holder else None
+        pause = _pause_of(project, loop, held)
+        next_tick = scheduled.get(name, (None, None))[0]
+        if pause is not None and next_tick is not None and next_tick != "on change":
+            next_tick = _not_before(next_tick, pause)  # no tick before the pause ends
         statuses.append(
             LoopStatus(
                 loop=name,
@@ -132,11 +144,13 @@ def loop_statuses(
                 running_pid=pid if isinstance(pid, int) else None,
                 by_backend=last.by_backend if last else {},
                 by_task={t.task: dict(t.by_backend) for t in last.tasks.values()} if last else {},
-                next_tick=scheduled.get(name, (None, None))[0],
+                next_tick=next_tick,
                 up_pid=scheduled.get(name, (None, None))[1],
                 warm=time_saved(e for e in events if e.loop == name),
                 run_pid=foreground[name][0] if name in foreground else None,
                 waiting_for_review=waits.get(name) if pid is None else None,
+                paused=pause.describe() if pause else None,
+                paused_until=pause.until_text() if pause else None,
             )
         )
     return statuses
@@ -147,6 +161,22 @@ def review_throughput(project: Project, events: Sequence[Event] | None = None) -
     if events is None:
         events = EventLog(project.paths.events_file).read()
     return throughput(events, datetime.now(UTC))
+
+
+def _not_before(next_tick: str, pause: Pause) -> str:
+    try:
+        at = datetime.fromisoformat(next_tick)
+    except ValueError:
+        return next_tick
+    return pause.until_text() if at.tzinfo is None or at < pause.until else next_tick
+
+
+def _pause_of(project: Project, loop: Loop | None, held: dict[str, Pause]) -> Pause | None:
+    """The pause (ending last) of a backend `loop`'s agents use, if one holds."""
+    if loop is None or not held:
+        return None
+    found = [held[b] for b in loop_backends(project, loop) if b in held]
+    return max(found, key=lambda p: p.until) if found else None
 
 
 def _scheduled(project: Project, events: list[Event]) -> dict[str, tuple[str | None, int | None]]:
@@ -375,6 +405,12 @@ def _describe_more(event: Event, who: str) -> str | None:
 
 
 def _describe_note(event: Event, who: str) -> str:
+    paused = read_note(schema.BackendPaused, event)
+    if paused is not None:
+        return f"{who}backend {paused.backend} paused until {paused.until}: {paused.said}"
+    resumed = read_note(schema.BackendResumed, event)
+    if resumed is not None:
+        return f"backend {resumed.backend} resumed"
     ready = schema.workspace_ready(event)
     if ready is not None:
         setup = f", setup {ready.decision} ({ready.reason})" if ready.decision else ""

@@ -111,6 +111,9 @@ class Config:
     # when it stops, and what it may spend, counted from its start.
     up_until: str | None = None  # "07:30", an ISO date-time or a duration ("8h")
     up_max_usd: float | None = None
+    # The first pause of a backend that reported a rate limit but stated no reset (it doubles
+    # per pause, up to an hour); None: backends.rate_limits.BACKOFF_S.
+    rate_limit_backoff_s: float | None = None
     connectors: tuple[Connector, ...] = ()  # [connectors.NAME]: MCP servers agents may use
     traces: TracesConfig = field(default_factory=TracesConfig)  # [traces]: OpenTelemetry
     sandbox: SandboxMode = SandboxMode.REQUIRED  # [sandbox] mode: agents confined unless "off"
@@ -186,6 +189,7 @@ BUDGET_FIELDS = (
 DAILY_BUDGET_FIELDS = (  # [budget] of config.toml only, read before BUDGET_FIELDS
     Field("max_tokens_per_day", integer, minimum=1),
     Field("max_usd_per_day", number),
+    Field("rate_limit_backoff", duration, attr="rate_limit_backoff_s"),
 )
 UP_MANDATE_FIELDS = (  # [budget] of config.toml only: bounds each `loopctl up`
     Field("up_until", string, check=_until),

@@ -98,7 +98,9 @@ def end_task(rec: Recorder, ending: Ending, worktree: FinishedWorktree | None) -
     rec.record(finished, run=ending.run, loop=ending.loop, task=ending.task, keep=("commit",))
     if ending.status == TaskStatus.DONE:
         close_stale_failures(rec, ending.run, ending.loop, ending.task)
-    if worktree is not None and lets_go(worktree.keep, ending.status):
+    # A rate-limited task was not worked: its next run starts afresh once the pause ends.
+    limited = ending.outcome is Outcome.RATE_LIMITED
+    if worktree is not None and (lets_go(worktree.keep, ending.status) or limited):
         retire(rec, ending.loop, worktree)
     rec.refresh_projections()
 

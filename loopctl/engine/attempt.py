@@ -15,6 +15,7 @@ from loopctl.engine.context import (
     out_of_wall,
     wall_capped,
 )
+from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
 from loopctl.engine.review import attempt_review
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
@@ -23,6 +24,7 @@ from loopctl.engine.workspace import earlier_changes, reattach
 from loopctl.journal import history
 from loopctl.journal.events import EventType
 from loopctl.journal.history import human_answers
+from loopctl.journal.pauses import Pause
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     AgentFinished,
@@ -71,7 +73,8 @@ def run_attempt(
     number: int,
     earlier: list[history.AttemptView],
     baseline: checks.Baseline | None,
-) -> None:
+) -> Pause | None:
+    """Run attempt `number`; the backend's pause when its turn ended on a rate limit."""
     ctx.record(spec.id, AttemptStarted(attempt=number))
     summaries = [
         AttemptSummary(a.number, a.verdict or "interrupted", a.reason, a.fingerprint, a.output_tail)
@@ -85,7 +88,7 @@ def run_attempt(
         session = next((s for s in reversed(maker_sessions(ctx.rec, ctx.run_id, spec.id))), None)
     before = integrity_baseline(ctx, spec, number)
     if before is None:
-        return
+        return None
     # Interrupted, the turn is compared as it stops: its resumption starts a fresh baseline.
     with watched_turn(ctx, spec, number, before):
         maker = wall_capped(ctx, ctx.maker)
@@ -93,7 +96,10 @@ def run_attempt(
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
         if tampered(ctx, spec, number, before):
-            return
+            return None
+        paused = pause_on_limit(ctx, spec, number, ctx.maker, maker_result)
+        if paused is not None:
+            return paused
         if maker_result.status == "timeout" and maker.timeout_s < ctx.maker.timeout_s:
             # Cut short by max_wall, not by its own timeout: what it left is not checked.
             ctx.record(
@@ -107,12 +113,12 @@ def run_attempt(
                 ),
             )
             ctx.rec.refresh_projections()
-            return
+            return None
         stalled = maker_result.extra.get("stalled")
         if isinstance(stalled, str) and stalled:
             # It hung: another attempt would most likely hang alike; a human looks (issue 30).
             _stop_attempt(ctx, spec, number, stalled)
-            return
+            return None
 
         question = asked_question(maker_result.escalate, maker_result.text)
         if question:
@@ -129,7 +135,7 @@ def run_attempt(
                 keep=("question",),
             )
             ctx.rec.refresh_projections()
-            return
+            return None
         if maker_result.status == "approval":
             # The maker stopped before a command that needs a human (its inbox item is open):
             # nothing to check yet, and not a failure to count against the task.
@@ -144,7 +150,7 @@ def run_attempt(
                 ),
             )
             ctx.rec.refresh_projections()
-            return
+            return None
         refused = auth_failure(maker_result)
         if refused is not None:
             # A refused credential fails every attempt the same way: stop, and ask a human.
@@ -155,7 +161,7 @@ def run_attempt(
                 f"the maker {ctx.maker.name!r} could not authenticate: {refused}"
                 " (fix its credentials, then `loopctl inbox retry`)",
             )
-            return
+            return None
         limit = maker_result.extra.get("limit")
         if isinstance(limit, str) and limit:
             # A resource limit ended the turn: the next attempt would reach it again. Its
@@ -167,21 +173,27 @@ def run_attempt(
                 f"the maker {ctx.maker.name!r}'s turn ended: {limit}"
                 " (raise it in the agent's [sandbox], then `loopctl inbox retry`)",
             )
-            return
+            return None
         unstarted = exec_failure(ctx.maker, maker_result, ctx.paths.root)
         if unstarted is not None:
             # Its program never ran: no check, and no second attempt that would fail alike.
             _stop_attempt(ctx, spec, number, unstarted)
-            return
+            return None
         reattach(ctx, spec, workspace)
         ran: list[dict[str, Any]] = []
-        snapshot, verdict = check_turn(ctx, spec, workspace, number, baseline, maker_result, ran)
+        try:
+            snapshot, verdict = check_turn(
+                ctx, spec, workspace, number, baseline, maker_result, ran
+            )
+        except CheckerPaused as paused_checker:
+            return paused_checker.pause
         # The diff read for tampering with the test run (a checker agent may be asked about
         # it, so before the integrity check), and the summary set beside the counts.
         tree = snapshot.tree if snapshot is not None else None
         review = attempt_review(ctx, spec, workspace, number, verdict, ran, baseline, tree)
         if tampered(ctx, spec, number, before):
-            return  # the checks and the checker agent ran after the maker: they are watched too
+            # The checks and the checker agent ran after the maker: they are watched too.
+            return None
         ctx.record(
             spec.id,
             CheckFinished(
@@ -211,6 +223,7 @@ def run_attempt(
             keep=("output_tail", "fatal", "tree"),
         )
         ctx.rec.refresh_projections()
+    return None
 
 
 def _stop_attempt(ctx: RunContext, spec: TaskSpec, number: int, reason: str) -> None:

@@ -184,4 +184,17 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 None,
             )
         with integrity.turn():
-            run_attempt(ctx, spec, workspace, step.number, attempts, baseline)
+            limited = run_attempt(ctx, spec, workspace, step.number, attempts, baseline)
+        if limited is not None:
+            # Not a failure of the work: the task rests, and the loop's next tick (once the
+            # scheduler lets the backend's pause end) takes it up again, with no human.
+            return finish_task(
+                ctx,
+                spec,
+                TaskStatus.PAUSED,
+                f"{limited.describe()}: {limited.said}"[:400],
+                workspace,
+                step.number,
+                None,
+                outcome=Outcome.RATE_LIMITED,
+            )

@@ -36,6 +36,7 @@ from loopctl.engine.context import (
     wall_capped,
 )
 from loopctl.engine.liveness import STALLED_SOURCE, idle_limit, record_stall
+from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import judge_prompt
 from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
@@ -378,6 +379,9 @@ def ask_judge(
             False, stalled, None, None, result.output_tail, STALLED_SOURCE, fatal=True
         )
 
+    paused = pause_on_limit(ctx, spec, number, judge, result)
+    if paused is not None:
+        raise CheckerPaused(paused)  # its attempt ends as rate-limited (engine.attempt)
     refused = auth_failure(result)
     if refused is not None:
         # As for a maker: a refused credential fails every verdict alike, so no maker turn

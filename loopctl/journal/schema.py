@@ -575,6 +575,35 @@ class ReportShown(NotePayload, frozen=True):
     via: str | None = None  # text | json | notify
 
 
+# The `what` of the notes journal.pauses writes when a backend reported a rate limit, a quota or
+# an overload (issue 30), and when its pause ended.
+BACKEND_PAUSED = "backend_paused"
+BACKEND_RESUMED = "backend_resumed"
+
+
+class BackendPaused(NotePayload, frozen=True):
+    """The `backend_paused` note: the loops on `backend` wait until `until` (ISO 8601, UTC)."""
+
+    WHAT: ClassVar[str] = BACKEND_PAUSED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("attempt", "agent", "item")
+    backend: str | None = None
+    until: str | None = None
+    kind: str | None = None  # rate-limit | quota | overload (backends.rate_limits.LimitKind)
+    said: str = ""  # the backend's own words
+    stated: bool = False  # `until` is the backend's reset, not loopctl's backoff
+    attempt: int | None = None
+    agent: str | None = None
+    item: str | None = None  # the inbox item that told a human, when this pause opened one
+
+
+class BackendResumed(NotePayload, frozen=True):
+    """The `backend_resumed` note: a backend's pause ended and its loops tick again."""
+
+    WHAT: ClassVar[str] = BACKEND_RESUMED
+    backend: str | None = None
+    until: str | None = None  # the pause that ended
+
+
 # Every payload class with its own event type (notes of every kind are `Note` here).
 PAYLOADS: tuple[type[Payload], ...] = (
     TickStarted,
@@ -622,6 +651,8 @@ NOTES: tuple[type[NotePayload], ...] = (
     LoopStopped,
     WaitingForReview,
     ReportShown,
+    BackendPaused,
+    BackendResumed,
 )
 
 

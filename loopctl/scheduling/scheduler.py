@@ -26,7 +26,9 @@ from loopctl.journal import fuse
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import TickSkipped
+from loopctl.journal.statuses import Outcome
 from loopctl.scheduling.mandate import Watch
+from loopctl.scheduling.pauses import BackendPauses
 from loopctl.scheduling.review_wait import ReviewWait
 from loopctl.scheduling.timing import (
     Action,
@@ -161,13 +163,16 @@ class Scheduler:
         self._recorder = rec
         self._pending_loops: Mapping[str, Scheduled] | None = loops
         self._review = ReviewWait()  # [review] max_open: loops waiting for their reviewer
+        self._pauses = BackendPauses()  # backends paused by a rate limit (scheduling.pauses)
 
     # --- configuration -------------------------------------------------------------------
 
     def set_loops(self, project: Project, loops: Mapping[str, Scheduled]) -> None:
         """Replace the loops (a definitions reload); a running tick finishes as it began."""
-        last = last_slots(self._recorder.log.read()) if self.options.from_log else {}
+        events = self._recorder.log.read()
+        last = last_slots(events) if self.options.from_log else {}
         with self._lock:
+            self._pauses.refresh(events)
             self.project = project
             self._recorder = self._recorder.for_project(project)
             for name in list(self._entries):
@@ -319,7 +324,15 @@ class Scheduler:
     def _plan(self, now: datetime) -> datetime | None:
         """Act on every loop's decision at `now`; return the earliest time to look again."""
         earliest: datetime | None = None
+        self._pauses.look(self._recorder.log.read)
+        self._pauses.resume_due(self._recorder, now)
         for name, entry in list(self._entries.items()):
+            paused = self._pauses.holding(self.project, entry.item.loop, now)
+            if paused is not None:
+                # Its backend is paused: no tick before the pause ends, then one by itself.
+                earliest = paused.until if earliest is None else min(earliest, paused.until)
+                self._tell_planned(name, entry, paused.until)
+                continue
             decision = Decision(Action.WAIT)
             # Past --max-ticks nothing is decided (nor skipped): the run only waits to end.
             for _ in range(0 if self._limit_reached() else 4):
@@ -334,16 +347,19 @@ class Scheduler:
                 wake = None
             if wake is not None and (earliest is None or wake < earliest):
                 earliest = wake
-            if not entry.reported or entry.planned != wake:
-                entry.planned, entry.reported = wake, True
-                if self.listener is not None:
-                    # A broken view must never stop us.
-                    with swallowed(logger, "the view's planned()"):
-                        self.listener.planned(name, wake)
+            self._tell_planned(name, entry, wake)
         recheck = None if self._limit_reached() else self._review.wake(now, self._entries)
         if recheck is not None and (earliest is None or recheck < earliest):
             earliest = recheck
         return earliest
+
+    def _tell_planned(self, name: str, entry: _Entry, wake: datetime | None) -> None:
+        if not entry.reported or entry.planned != wake:
+            entry.planned, entry.reported = wake, True
+            if self.listener is not None:
+                # A broken view must never stop us.
+                with swallowed(logger, "the view's planned()"):
+                    self.listener.planned(name, wake)
 
     def _apply(self, name: str, entry: _Entry, decision: Decision, now: datetime) -> bool:
         """Carry out one decision; False when it must wait (the tick limit is reached)."""
@@ -472,6 +488,9 @@ class Scheduler:
                 item.loop, changed=decision.changed, trigger=trigger, stop=stop
             )
             result = TickResult(name, slot, fired, outcome=outcome)
+            if any(task.outcome is Outcome.RATE_LIMITED for task in outcome.tasks):
+                with self._lock:
+                    self._pauses.look(self._recorder.log.read, now_too=True)
         except KeyboardInterrupt:
             result = TickResult(name, slot, fired, interrupted=True)
         except LockHeld as exc:

@@ -9,10 +9,12 @@ request headers this module is handed; error messages are redacted before anyone
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,10 +34,20 @@ class RetryPolicy:
 class ApiError(Exception):
     """The API call failed for good (after retries, or not retryable)."""
 
-    def __init__(self, message: str, *, status: int | None = None, kind: str = "http") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        kind: str = "http",
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind  # http | network | timeout | malformed | interrupted
+        # The wait the server asked for on its last answer (Retry-After, or a rate-limit
+        # header's reset): how long the backend's loops pause (backends.rate_limits).
+        self.retry_after = retry_after
 
 
 def uses_environment(url: str) -> bool:
@@ -70,6 +82,43 @@ def retry_after(headers: Any, now: float | None = None) -> float | None:
         return None
     current = time.time() if now is None else now
     return max(when.timestamp() - current, 0.0)
+
+
+# Anthropic's per-limit resets (RFC 3339) and OpenAI's ("1s", "6m0s"), read when a 429 states
+# no Retry-After: the latest of them is when every exhausted limit has refilled.
+_RESET_HEADERS = (
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-reset",
+    "anthropic-ratelimit-input-tokens-reset",
+    "anthropic-ratelimit-output-tokens-reset",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def reset_after(headers: Any, now: float | None = None) -> float | None:
+    """Seconds until the server says its limits reset: Retry-After, else the rate-limit
+    headers' latest reset; None when it says nothing."""
+    asked = retry_after(headers, now)
+    if asked is not None:
+        return asked
+    current = time.time() if now is None else now
+    found: list[float] = []
+    for name in _RESET_HEADERS:
+        value = headers.get(name)
+        if not value:
+            continue
+        try:
+            found.append(max(datetime.fromisoformat(value).timestamp() - current, 0.0))
+            continue
+        except ValueError:
+            pass
+        parts = _DURATION.findall(value)
+        if parts and "".join(n + u for n, u in parts) == value.strip():
+            scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+            found.append(sum(float(n) * scale[u] for n, u in parts))
+    return max(found) if found else None
 
 
 def backoff(attempt: int, policy: RetryPolicy, asked: float | None) -> float:
@@ -151,12 +200,18 @@ class Caller:
                 failure = self._http_error(url, response)
                 if response.status_code not in RETRY_STATUSES and response.status_code < 500:
                     raise failure
-                asked = retry_after(response.headers)
+                asked = reset_after(response.headers)
+                failure.retry_after = asked
+                if asked is not None and asked > self.policy.cap_s:
+                    # A reset further away than any wait inside a turn: the turn ends now and
+                    # the backend's loops pause until then instead (backends.rate_limits).
+                    raise failure
             if attempt > self.policy.max_retries:
                 raise ApiError(
                     f"{failure} (gave up after {attempt} tries)",
                     status=failure.status,
                     kind=failure.kind,
+                    retry_after=asked,
                 )
             wait = backoff(attempt, self.policy, asked)
             self.retries += 1

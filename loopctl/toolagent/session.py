@@ -83,6 +83,8 @@ class SessionResult:
     model: str | None = None
     stop: str | None = None  # max_turns | approval | api | timeout | interrupted
     error: str | None = None
+    error_status: int | None = None  # the HTTP status the API's last answer failed with
+    retry_after_s: float | None = None  # the wait that answer asked for (Retry-After)
     approval_item: str | None = None
     compactions: int = 0
     retries: int = 0
@@ -207,10 +209,10 @@ class _Session:
             **more,
         )
 
-    def fail(self, status: str, turn: int, stop: str, error: str) -> SessionResult:
+    def fail(self, status: str, turn: int, stop: str, error: str, **more: Any) -> SessionResult:
         error = self.redactor.redact(error)
         self.log.write(f"[turn {turn}] {error}")
-        return self.end(status, self.last_text or error, turn, stop=stop, error=error)
+        return self.end(status, self.last_text or error, turn, stop=stop, error=error, **more)
 
     def run(self, client: Any) -> SessionResult:
         config = self.config
@@ -251,7 +253,14 @@ class _Session:
             except ApiError as exc:
                 status = exc.kind if exc.kind in ("timeout", "interrupted") else "error"
                 stop = exc.kind if exc.kind in ("timeout", "interrupted") else "api"
-                return self.fail(status, turn, stop, f"API error: {exc}")
+                return self.fail(
+                    status,
+                    turn,
+                    stop,
+                    f"API error: {exc}",
+                    error_status=exc.status,
+                    retry_after_s=exc.retry_after,
+                )
             self.usage.add(reply.input_tokens, reply.output_tokens, reply.cached_tokens)
             self.model = reply.model or self.model
             if reply.text.strip():

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ SPEND: dict[str, tuple[int, int, float]] = {
 }
 PRICES = '\n[prices."gpt-5.5"]\ninput = 3.0\noutput = 15.0\n'
 ONE_ATTEMPT = "\n[budget]\nmax_iterations = 1\n"
+# The 429s Claude Code 2.1.197 takes with CLAUDE_CODE_MAX_RETRIES=0 before it gives a turn up.
+CLAUDE_429S = 1
 AUTH_HEADER = {"claude": "x-api-key", "codex": "authorization", "opencode": "authorization"}
 
 
@@ -290,6 +293,49 @@ def test_a_rate_limit_then_success_finishes_the_task(repo: Path, name: str) -> N
     assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
     (finished,) = events(repo, "task_finished")
     assert finished.data["status"] == "done"
+
+
+def test_the_real_claude_rate_limited_pauses_its_loop_which_then_resumes_by_itself(
+    repo: Path,
+) -> None:
+    """Issue 30 item 3: Claude Code's own 429 output (its retries off) pauses the loop's
+    backend; loopctl's backoff (2 s here) passes and the next tick, run by itself, fixes calc."""
+    box = make_sandbox()
+    env = cli_environment("claude", box, CLAUDE_CODE_MAX_RETRIES="0")
+    project(repo, "claude", box, config=PRICES + '\n[budget]\nrate_limit_backoff = "2s"\n')
+    write_loop(repo, "night", 'every = "1s"\ngoal = "tests green"\nprompt = "Fix add()"\n')
+    commit_all(repo, "a timed loop")
+    limited = {
+        "status": 429,
+        "body": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+    }
+
+    run = run_sealed(
+        repo, box, env, "run", "night", "--max-ticks", "2", failures=[limited] * CLAUDE_429S
+    )
+
+    assert_sealed(run, box)
+    statuses = [p["status"] for p in run.posts()]
+    assert statuses.count(429) == CLAUDE_429S
+    assert statuses[-1] == 200
+    first, second = finished_makers(repo)
+    assert first["status"] == "error"
+    assert "429" in first["text"]
+    (paused,) = [e for e in events(repo, "note") if e.data.get("what") == "backend_paused"]
+    assert (paused.data["backend"], paused.data["kind"]) == ("claude", "rate-limit")
+    assert paused.data["stated"] is False  # Claude Code states no reset: loopctl's backoff
+    assert "429" in paused.data["said"]
+    (resumed,) = [e for e in events(repo, "note") if e.data.get("what") == "backend_resumed"]
+    ended = events(repo, "task_finished")
+    assert (ended[0].data["status"], ended[0].data["outcome"]) == ("paused", "rate-limited")
+    assert ended[-1].data["status"] == "done"
+    until = datetime.fromisoformat(paused.data["until"])
+    (_, again) = [e for e in events(repo, "agent_started") if e.data["role"] == "maker"]
+    assert again.time >= until
+    assert resumed.seq < again.seq
+    assert second["status"] == "ok"
+    (made,) = [e for e in events(repo, "worktree_created") if e.run == ended[-1].run]
+    assert "return a + b" in git(repo, "show", f"{made.data['branch']}:calc.py")
 
 
 @pytest.mark.parametrize("name", CLIS)

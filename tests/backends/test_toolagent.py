@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,13 @@ from support.model_server import Reply, Request, ScriptedModelServer, secret_dig
 
 from loopctl.secrets import Redactor
 from loopctl.toolagent import SessionConfig, run_session
-from loopctl.toolagent.client import RetryPolicy, backoff, retry_after, uses_environment
+from loopctl.toolagent.client import (
+    RetryPolicy,
+    backoff,
+    reset_after,
+    retry_after,
+    uses_environment,
+)
 from loopctl.toolagent.tools import ToolContext, ask_match, call_tool, confine
 from loopctl.toolagent.wire import wire_for
 
@@ -223,6 +230,34 @@ def test_rate_limit_then_success_is_retried(
     assert "429" in notes
     assert "slow down" in notes
     assert "529" in notes
+
+
+def test_a_reset_beyond_the_retry_cap_ends_the_turn_at_once_with_its_wait(
+    model_server: ScriptedModelServer,
+    worktree: Path,
+) -> None:
+    """Issue 30: an hour's Retry-After is not slept inside a turn; the turn ends and says how
+    long the backend asked for, and its loops pause (backends.rate_limits) instead."""
+    model_server.script = fix_script
+    model_server.queue = [Reply(429, {"error": {"message": "slow down"}}, {"retry-after": "3600"})]
+    result = run_session(config(model_server, "anthropic", worktree))
+    assert result.status == "error"
+    assert result.retries == 0
+    assert len(model_server.posts()) == 1
+    assert (result.error_status, result.retry_after_s) == (429, 3600.0)
+
+
+def test_the_wait_is_read_from_retry_after_or_the_rate_limit_headers() -> None:
+    now = 1_800_000_000.0
+    assert reset_after({"retry-after": "7"}, now) == 7.0
+    assert reset_after({"retry-after-ms": "250"}, now) == 0.25
+    later = "2027-01-15T08:00:30Z"  # RFC 3339, as Anthropic sends it
+    at = datetime.fromisoformat(later).timestamp()
+    headers = {"anthropic-ratelimit-tokens-reset": later, "anthropic-ratelimit-requests-reset": "x"}
+    assert reset_after(headers, now) == at - now
+    assert reset_after({"x-ratelimit-reset-requests": "6m0s"}, now) == 360.0
+    assert reset_after({"x-ratelimit-reset-tokens": "120ms"}, now) == pytest.approx(0.12)
+    assert reset_after({}, now) is None
 
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
