@@ -95,6 +95,7 @@ HOMES: dict[str, tuple[str, str]] = {
     "config.BUDGET_FIELDS": (CONFIG, "[budget]\n{line}\n"),
     "config.DAILY_BUDGET_FIELDS": (CONFIG, "[budget]\n{line}\n"),
     "config.UP_MANDATE_FIELDS": (CONFIG, "[budget]\n{line}\n"),
+    "config.REVIEW_FIELDS": (CONFIG, "[review]\n{line}\n"),
     "config.VERSION_FIELD": (CONFIG, "{line}\n"),
     "config.DEFAULTS_FIELDS": (CONFIG, "[defaults]\n{line}\n"),
     "config.ENV_FIELDS": (CONFIG, "[env]\n{line}\n"),
