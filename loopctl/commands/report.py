@@ -17,9 +17,10 @@ from loopctl.definitions.fields import format_duration, parse_duration
 from loopctl.errors import UsageError
 from loopctl.journal import notify
 from loopctl.journal.events import Event, EventLog
+from loopctl.journal.overnight import ReportShown
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.report import Report, build_report, last_shown
-from loopctl.journal.schema import NotifyFailed, ReportShown
+from loopctl.journal.schema import NotifyFailed
 from loopctl.scheduling.timing import zone
 
 # `--since last` before any report was shown: the night before.

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loopctl.definitions import Loop, Project
-from loopctl.journal import history, pauses, schema
+from loopctl.journal import history, overnight, pauses, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.journal.pauses import Pause
@@ -405,10 +405,10 @@ def _describe_more(event: Event, who: str) -> str | None:
 
 
 def _describe_note(event: Event, who: str) -> str:
-    paused = read_note(schema.BackendPaused, event)
+    paused = read_note(overnight.BackendPaused, event)
     if paused is not None:
         return f"{who}backend {paused.backend} paused until {paused.until}: {paused.said}"
-    resumed = read_note(schema.BackendResumed, event)
+    resumed = read_note(overnight.BackendResumed, event)
     if resumed is not None:
         return f"backend {resumed.backend} resumed"
     ready = schema.workspace_ready(event)

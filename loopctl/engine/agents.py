@@ -30,8 +30,9 @@ from loopctl.engine.liveness import idle_limit, record_stall
 from loopctl.git import is_ignored
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, items
+from loopctl.journal.overnight import Stalled
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import AgentFinished, AgentStarted, Note, Stalled
+from loopctl.journal.schema import AgentFinished, AgentStarted, Note
 from loopctl.process import ProgramNotFound
 from loopctl.secrets import build_env
 from loopctl.tasks.spec import TaskSpec

@@ -18,7 +18,8 @@ from loopctl.definitions.fields import format_duration
 from loopctl.engine.context import RunContext, ctx_events
 from loopctl.idle import IdleLimit, TreeWatch
 from loopctl.journal.events import EventType
-from loopctl.journal.schema import Stalled, stalled
+from loopctl.journal.overnight import Stalled
+from loopctl.journal.schema import stalled
 from loopctl.sandbox import Sandbox
 
 # A verdict's `source` when its check stalled.

@@ -14,8 +14,9 @@ from loopctl.backends.base import AgentResult
 from loopctl.definitions.agents import Agent
 from loopctl.engine.context import RunContext
 from loopctl.journal import pauses
+from loopctl.journal.overnight import BackendPaused
 from loopctl.journal.pauses import Pause
-from loopctl.journal.schema import AttemptFinished, BackendPaused
+from loopctl.journal.schema import AttemptFinished
 from loopctl.journal.statuses import Verdict
 from loopctl.tasks.spec import TaskSpec
 

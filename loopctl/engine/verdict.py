@@ -42,7 +42,8 @@ from loopctl.engine.snapshot import take_snapshot
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
 from loopctl.errors import ForeignWorkTree, LoopctlError
 from loopctl.journal.events import EventType
-from loopctl.journal.schema import BaselineChecked, Note, Stalled, read
+from loopctl.journal.overnight import Stalled
+from loopctl.journal.schema import BaselineChecked, Note, read
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 

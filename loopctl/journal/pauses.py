@@ -20,11 +20,10 @@ from datetime import UTC, datetime
 
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind, items, new_item_id
+from loopctl.journal.overnight import BackendPaused, BackendResumed
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     AgentFinished,
-    BackendPaused,
-    BackendResumed,
     InboxClosed,
     read,
     read_note,

@@ -23,9 +23,9 @@ from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.fuse import day_spend
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.overnight import ReportShown
 from loopctl.journal.schema import (
     ActionFinished,
-    ReportShown,
     read,
     read_note,
     task_finished,

@@ -13,12 +13,12 @@ from datetime import datetime, timedelta
 
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.overnight import WaitingForReview
 from loopctl.journal.schema import (
     Approved,
     InboxClosed,
     SchedulerStarted,
     SchedulerStopped,
-    WaitingForReview,
     inbox_opened,
     read,
     read_note,

@@ -14,6 +14,13 @@ from typing import Annotated, Any, ClassVar
 from msgspec import field
 
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.overnight import (
+    BackendPaused,
+    BackendResumed,
+    ReportShown,
+    Stalled,
+    WaitingForReview,
+)
 from loopctl.journal.payload import (
     ItemId,
     NotePayload,
@@ -459,32 +466,6 @@ class NetworkRefused(NotePayload, frozen=True):
         return " ".join(p for p in (self.role or "agent", self.agent) if p)
 
 
-# The `what` of the note loopctl.engine.liveness records when a turn or a check made no
-# progress for [budget] max_idle and was ended (issue 30).
-STALLED = "stalled"
-
-
-class Stalled(NotePayload, frozen=True):
-    """The `stalled` note: an agent's turn (`role`, `agent`) or a check (`command`) printed
-    nothing and changed no file for `idle_s` seconds, and was ended; `last` is the last
-    readable line it printed ("" when none)."""
-
-    WHAT: ClassVar[str] = STALLED
-    SPARSE: ClassVar[frozenset[str]] = _sparse("role", "agent", "command")
-    attempt: int | None = None
-    idle_s: float = 0.0
-    last: str = ""
-    role: str | None = None
-    agent: str | None = None
-    command: tuple[str, ...] | None = None  # the check's argv
-
-    @property
-    def who(self) -> str:
-        if self.command is not None:
-            return f"the check `{' '.join(self.command)}`"
-        return f"the {self.role or 'agent'} {self.agent!r}" if self.agent else "the agent"
-
-
 # The `what` of the note loopctl.engine.warming records once a task's worktree is ready.
 WORKSPACE_READY = "workspace_ready"
 
@@ -548,60 +529,6 @@ class LoopStopped(NotePayload, frozen=True):
 
     WHAT: ClassVar[str] = "loop_stopped"
     pid: int | None = None
-
-
-# The `what` of the note a loop's tick records when it waits for its reviewer (issue 30).
-WAITING_FOR_REVIEW = "waiting_for_review"
-
-
-class WaitingForReview(NotePayload, frozen=True):
-    """The `waiting_for_review` note: a loop did not start a tick because `open_count` items
-    already await a human and `[review] max_open` is `max_open`. Written once per wait; the
-    wait ends with the loop's next `tick_started` (or its scheduler stopping)."""
-
-    WHAT: ClassVar[str] = WAITING_FOR_REVIEW
-    open_count: int = 0
-    max_open: int = 0
-    items: tuple[str, ...] = ()  # the ids of the items it waits on
-    pid: int | None = None  # the scheduler's process: its `scheduler_stopped` ends the wait
-
-
-class ReportShown(NotePayload, frozen=True):
-    """`loopctl report` was shown (or sent): where the next `--since last` window starts."""
-
-    WHAT: ClassVar[str] = "report_shown"
-    until: str | None = None  # the end of the window shown, an ISO time
-    since: str | None = None  # its start; None: since the log began
-    via: str | None = None  # text | json | notify
-
-
-# The `what` of the notes journal.pauses writes when a backend reported a rate limit, a quota or
-# an overload (issue 30), and when its pause ended.
-BACKEND_PAUSED = "backend_paused"
-BACKEND_RESUMED = "backend_resumed"
-
-
-class BackendPaused(NotePayload, frozen=True):
-    """The `backend_paused` note: the loops on `backend` wait until `until` (ISO 8601, UTC)."""
-
-    WHAT: ClassVar[str] = BACKEND_PAUSED
-    SPARSE: ClassVar[frozenset[str]] = _sparse("attempt", "agent", "item")
-    backend: str | None = None
-    until: str | None = None
-    kind: str | None = None  # rate-limit | quota | overload (backends.rate_limits.LimitKind)
-    said: str = ""  # the backend's own words
-    stated: bool = False  # `until` is the backend's reset, not loopctl's backoff
-    attempt: int | None = None
-    agent: str | None = None
-    item: str | None = None  # the inbox item that told a human, when this pause opened one
-
-
-class BackendResumed(NotePayload, frozen=True):
-    """The `backend_resumed` note: a backend's pause ended and its loops tick again."""
-
-    WHAT: ClassVar[str] = BACKEND_RESUMED
-    backend: str | None = None
-    until: str | None = None  # the pause that ended
 
 
 # Every payload class with its own event type (notes of every kind are `Note` here).

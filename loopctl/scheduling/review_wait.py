@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 from loopctl.definitions import Loop
 from loopctl.engine import review_gate
+from loopctl.journal.overnight import WaitingForReview
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import WaitingForReview
 
 RECHECK_S = 1.0
 

@@ -13,7 +13,8 @@ from support.cli import assert_clean_exit, run_loopctl
 from support.journal import events
 from support.repos import commit_all, make_project, write_agent, write_config, write_loop
 
-from loopctl.journal.schema import Stalled, read_note, task_finished
+from loopctl.journal.overnight import Stalled
+from loopctl.journal.schema import read_note, task_finished
 
 TASK = "tests-green"
 PY = sys.executable
