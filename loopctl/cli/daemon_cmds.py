@@ -180,21 +180,37 @@ def down(
 ) -> None:
     """Stop `loopctl up` gracefully: running ticks are checkpointed and resume on the next start."""
     from loopctl.commands.agent_context import refuse_inside_agent
+    from loopctl.commands.on_temporal import read_record, set_paused
     from loopctl.paths import ProjectPaths, find_repo_root
     from loopctl.scheduling.daemon import stop_up
 
     paths = ProjectPaths(find_repo_root())
     refuse_inside_agent("down", paths.events_file)
     stopped = stop_up(paths, timeout=timeout)
+    record = read_record(paths)
+    paused: list[str] = []
+    if record is not None and record.loops:
+        # Paused, not deleted: the schedules keep their history; `up --engine temporal` resumes.
+        paused = set_paused(paths, record, record.loops, paused=True, note="loopctl down")
     if json_out:
         from loopctl.cli.render import print_json
 
-        print_json("down", {"pid": stopped.pid, "was_running": stopped.was_running})
-        return
-    if stopped.was_running:
+        print_json(
+            "down", {"pid": stopped.pid, "was_running": stopped.was_running, "paused": paused}
+        )
+    elif stopped.was_running:
         print(f"loopctl up (pid {stopped.pid}) stopped")
-    else:
+    elif not paused:
         print("loopctl up is not running")
+    if record is not None and paused:
+        from loopctl.commands.worker import exit_now
+
+        if not json_out:
+            print(
+                f"paused {', '.join(paused)} on {record.server};"
+                " `loopctl up --engine temporal` resumes them"
+            )
+        exit_now(0)
 
 
 def stop(
@@ -224,6 +240,23 @@ def stop(
 
     root = find_repo_root()
     refuse_inside_agent("stop", ProjectPaths(root).events_file)  # before anything else
+    from loopctl.commands.on_temporal import read_record, set_paused
+
+    record = read_record(ProjectPaths(root))
+    if record is not None and target in record.loops:
+        from loopctl.commands.worker import exit_now
+
+        (paused,) = set_paused(ProjectPaths(root), record, [target], paused=True, note="stop")
+        if json_out:
+            from loopctl.cli.render import print_json
+
+            print_json("stop", {"loop": target, "paused": paused, "server": record.server})
+        else:
+            print(
+                f"loop {target}: schedule {paused} paused on {record.server} (a running attempt"
+                " finishes); `loopctl up --engine temporal` resumes it"
+            )
+        exit_now(0)
     project = load_project(root)
     loops = sorted({*project.loops, *(bad.name for bad in project.invalid)})
     result = stop_target(project.paths, target, loops, timeout=timeout)

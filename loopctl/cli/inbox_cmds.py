@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -248,7 +249,17 @@ def approve(
     from loopctl.commands.inbox import approve as approve_item
 
     _human_only("approve")
-    _finish(approve_item(load_here(strict=False), item_id, note), json_out)
+    result = approve_item(load_here(strict=False), item_id, note)
+    if "temporalio" in sys.modules:
+        # Approved by a signal (a loop on Temporal): leave without interpreter teardown.
+        from loopctl.commands.worker import exit_now
+
+        try:
+            _finish(result, json_out)
+        except typer.Exit as exc:
+            exit_now(exc.exit_code)
+        exit_now(0)
+    _finish(result, json_out)
 
 
 @inbox_app.command("reject")

@@ -164,9 +164,24 @@ def _gate_of(events: Sequence[Event], item: InboxItem) -> tuple[Plan, GateView]:
 
 
 def approve(
-    project: Project, ref: str, note: str | None = None, *, checkpoint: Checkpoint | None = None
+    project: Project,
+    ref: str,
+    note: str | None = None,
+    *,
+    checkpoint: Checkpoint | None = None,
+    local: bool = False,
 ) -> ActionResult:
-    """Approve an item and deliver what it covers (here, or in the loop's running tick)."""
+    """Approve an item and deliver what it covers (here, or in the loop's running tick).
+
+    A delivery of a loop this clone scheduled on Temporal is approved by a signal to the worker
+    that holds its commit (commands.on_temporal), unless `local` (that worker, releasing it).
+    """
+    if not local:
+        from loopctl.commands.on_temporal import signalled_approval  # lazy: a cycle
+
+        signalled = signalled_approval(project, ref, note)
+        if signalled is not None:
+            return signalled
     rec = Recorder(project)
     paths = project.paths
     with inbox_lock(paths.locks_dir):

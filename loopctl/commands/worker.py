@@ -37,11 +37,14 @@ def run_worker(
     on_ready: Callable[[], None],
 ) -> int:
     """Serve until SIGINT or SIGTERM; exit code 0 after a clean stop."""
-    _need_the_extra("loopctl worker")
+    need_the_extra("loopctl worker")
     # lazy: loopctl.temporal imports the `temporal` extra, checked for just above
+    from loopctl.commands.on_temporal import release
     from loopctl.temporal.worker import WorkerOptions, serve
 
-    options = WorkerOptions(root, server, namespace, task_queue, identity, slots=slots)
+    options = WorkerOptions(
+        root, server, namespace, task_queue, identity, release=release, slots=slots
+    )
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -59,7 +62,7 @@ def schedule_loops(
 ) -> list[Any]:
     """`loopctl up --engine temporal`: each interval or cron loop as a Temporal Schedule
     (created, or updated to its definition); the schedules, for the CLI to print."""
-    _need_the_extra("loopctl up --engine temporal")
+    need_the_extra("loopctl up --engine temporal")
     # lazy: loopctl.temporal imports the `temporal` extra, checked for just above
     from loopctl.definitions import load_project
     from loopctl.temporal import schedules
@@ -80,12 +83,22 @@ def schedule_loops(
 
     async def main() -> list[Any]:
         client = await connect(server, namespace)
-        return list(await schedules.apply(client, wanted, task_queue))
+        made = list(await schedules.apply(client, wanted, task_queue))
+        # A schedule `down` paused runs again (an updated one keeps its paused state).
+        await schedules.unpause(client, [loop.name for loop in wanted], "loopctl up")
+        return made
 
-    return asyncio.run(main())
+    made = asyncio.run(main())
+    from loopctl.commands.on_temporal import OnTemporal, read_record, write_record
+
+    before = read_record(project.paths)
+    kept = before.loops if before is not None and before.server == server else []
+    names = sorted({*kept, *(loop.name for loop in wanted)})
+    write_record(project.paths, OnTemporal(server, namespace, task_queue, names))
+    return made
 
 
-def _need_the_extra(command: str) -> None:
+def need_the_extra(command: str) -> None:
     try:
         import temporalio  # noqa: F401  # lazy: the `temporal` extra may not be installed
     except ImportError:

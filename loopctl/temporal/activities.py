@@ -1,18 +1,31 @@
-"""The activity a worker runs: one claimed attempt of a loop, heartbeating while it works."""
+"""The activities a worker runs: one claimed attempt of a loop, heartbeating while it works, and
+the release of a delivery a signal approved."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from loopctl.definitions import load_project
+from loopctl.definitions import Project, load_project
 from loopctl.errors import LoopctlError
 from loopctl.journal.recorder import Recorder
 from loopctl.temporal.claims import AttemptBusy, run_claimed
-from loopctl.temporal.shapes import RUN_ATTEMPT, AttemptRequest, AttemptResult
+from loopctl.temporal.shapes import (
+    RELEASE,
+    RUN_ATTEMPT,
+    ApprovalAnswer,
+    ApprovalRelease,
+    AttemptRequest,
+    AttemptResult,
+)
+
+# Checks a signal against the journal and approves (commands.on_temporal.release): the
+# inbox's decisions live above this layer, so the worker command hands it in.
+Release = Callable[[Project, ApprovalRelease], ApprovalAnswer]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +35,8 @@ class Attempts:
     root: str
     worker: str
     beat_every: float
+    queue: str  # this worker's own task queue
+    release: Release
 
     @activity.defn(name=RUN_ATTEMPT)
     def run_attempt(self, request: AttemptRequest) -> AttemptResult:
@@ -44,10 +59,19 @@ class Attempts:
                 beat=activity.heartbeat,
                 cancelled=activity.is_cancelled,
                 beat_every=self.beat_every,
+                queue=self.queue,
             )
         except AttemptBusy as exc:
             # Retried by Temporal: the live holder finishes it, and the retry answers from
             # the journal.
             raise ApplicationError(str(exc), type="AttemptBusy") from None
+        except LoopctlError as exc:
+            raise ApplicationError(str(exc), type=type(exc).__name__) from None
+
+    @activity.defn(name=RELEASE)
+    def release_approval(self, request: ApprovalRelease) -> ApprovalAnswer:
+        """Release the gated delivery `request` names if its signal carries the item's commit."""
+        try:
+            return self.release(load_project(Path(self.root)), request)
         except LoopctlError as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__) from None

@@ -23,10 +23,11 @@ from loopctl.definitions import Loop
 from loopctl.engine.runner import Engine, RunOutcome
 from loopctl.errors import LockHeld, LoopctlError
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import Note
 from loopctl.lock import RunnerLock
-from loopctl.temporal.shapes import AttemptRequest, AttemptResult
+from loopctl.temporal.shapes import ApprovalWait, AttemptRequest, AttemptResult
 
 CLAIMED = "temporal_attempt_claimed"
 FINISHED = "temporal_attempt_finished"
@@ -67,6 +68,19 @@ def claims(events: Sequence[Event], attempt_id: str) -> int:
     )
 
 
+def waiting_gates(events: Sequence[Event], run: str, queue: str) -> list[ApprovalWait]:
+    """The open delivery gates of run `run`, each bound to the commit its item shows."""
+    return [
+        ApprovalWait(item=i.id, sha=str(i.evidence.get("commit")), loop=i.loop or "", queue=queue)
+        for i in items(events)
+        if run
+        and i.run == run
+        and i.is_open
+        and i.kind == ItemKind.APPROVAL
+        and isinstance(i.evidence.get("step"), int)
+    ]
+
+
 def run_claimed(
     rec: Recorder,
     loop: Loop,
@@ -76,8 +90,10 @@ def run_claimed(
     beat: Callable[[], None],
     cancelled: Callable[[], bool],
     beat_every: float,
+    queue: str = "",
 ) -> AttemptResult:
-    """Claim `request`'s attempt and run one tick of `loop` for it, calling `beat` meanwhile."""
+    """Claim `request`'s attempt and run one tick of `loop` for it, calling `beat` meanwhile.
+    `queue`: this worker's own task queue, where a delivery the tick left at a gate resumes."""
     lock = RunnerLock(rec.paths.locks_dir, _LOCK_PREFIX + request.attempt_id)
     try:
         lock.acquire()
@@ -87,7 +103,7 @@ def run_claimed(
         events = rec.log.read()
         done = finished(events, request.attempt_id)
         if done is not None:
-            return replace(done, replayed=True)
+            return replace(done, replayed=True, waiting=waiting_gates(events, done.run, queue))
         earlier = claims(events, request.attempt_id)
         # The attempt id is a string, not the note's attempt number: it goes in `extra`.
         claim = {
@@ -106,6 +122,7 @@ def run_claimed(
             tokens=outcome.tokens,
             cost_usd=outcome.cost_usd,
             worker=worker,
+            waiting=waiting_gates(rec.log.read(), outcome.run, queue),
         )
         end = {
             "attempt": request.attempt_id,

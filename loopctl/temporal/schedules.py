@@ -105,3 +105,9 @@ async def pause(client: Client, loops: Sequence[str], note: str) -> None:
     """Pause the loops' schedules (`loopctl down`/`stop` for a loop on Temporal)."""
     for name in loops:
         await client.get_schedule_handle(schedule_id(name)).pause(note=note)
+
+
+async def unpause(client: Client, loops: Sequence[str], note: str) -> None:
+    """Unpause the loops' schedules (`loopctl up --engine temporal` after a `down`)."""
+    for name in loops:
+        await client.get_schedule_handle(schedule_id(name)).unpause(note=note)

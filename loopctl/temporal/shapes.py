@@ -6,11 +6,37 @@ program.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-# The activity's registered name: the workflow names it as a string, so the workflow module
-# never imports the activity's (the engine's, subprocess's) modules.
+# The activities' registered names: the workflow names them as strings, so the workflow module
+# never imports the activities' (the engine's, subprocess's) modules.
 RUN_ATTEMPT = "loopctl.run_attempt"
+RELEASE = "loopctl.release_approval"
+# The workflow a gated delivery waits in, its signal (`loopctl inbox approve`) and its query.
+APPROVAL_WORKFLOW = "loopctl.AwaitApproval"
+APPROVE_SIGNAL = "approve"
+ANSWER_QUERY = "answer"
+
+
+def approval_workflow_id(item: str) -> str:
+    """One waiting workflow per approval item: a signal finds it by the item's id."""
+    return f"loopctl-approval-{item}"
+
+
+def own_queue(task_queue: str, identity: str) -> str:
+    """The task queue only the worker `identity` polls: a delivery runs where its commit is."""
+    return f"{task_queue}@{identity}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalWait:
+    """A delivery stopped at a gate: its inbox item, the commit the item shows, and the queue
+    of the worker whose clone holds that commit."""
+
+    item: str
+    sha: str
+    loop: str
+    queue: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +63,38 @@ class AttemptResult:
     cost_usd: float
     worker: str
     replayed: bool = False
+    # The gates the attempt's deliveries stopped at: each waits in an AwaitApproval workflow.
+    waiting: list[ApprovalWait] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSignal:
+    """A person's approval of `item`, bound to the commit they were shown; `nonce` names this
+    signal's answer (the query), so a sender can tell its own from a repeat's."""
+
+    item: str
+    sha: str
+    nonce: str
+    note: str = ""
+    by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRelease:
+    """What the release activity gets: the gate and the signal that would release it."""
+
+    wait: ApprovalWait
+    signal: ApprovalSignal
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    """What a signal did: `released` (the delivery ran on), `refused` (another sha: recorded,
+    the gate still waits) or `closed` (nothing left to release: done before, or rejected)."""
+
+    nonce: str
+    outcome: str
+    message: str
+    ok: bool
+    # The next gate of the same delivery, when the released steps stopped at one.
+    waiting: list[ApprovalWait] = field(default_factory=list)

@@ -17,8 +17,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from loopctl.errors import LoopctlError
-from loopctl.temporal.activities import Attempts
-from loopctl.temporal.workflows import LoopTick
+from loopctl.temporal.activities import Attempts, Release
+from loopctl.temporal.shapes import own_queue
+from loopctl.temporal.workflows import AwaitApproval, LoopTick
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,7 @@ class WorkerOptions:
     namespace: str
     task_queue: str
     identity: str
+    release: Release
     slots: int = 1
     beat_every: float = 2.0
 
@@ -46,20 +48,36 @@ async def connect(address: str, namespace: str) -> Client:
 async def serve(
     options: WorkerOptions, stop: asyncio.Event, ready: Callable[[], None] | None = None
 ) -> None:
-    """Poll `options.task_queue` until `stop` is set; `ready` is called once polling starts."""
+    """Poll `options.task_queue`, and this worker's own queue, until `stop` is set; `ready` is
+    called once polling starts."""
     client = await connect(options.address, options.namespace)
-    attempts = Attempts(str(options.root), options.identity, options.beat_every)
-    with ThreadPoolExecutor(options.slots, thread_name_prefix="loopctl-attempt") as pool:
-        worker = Worker(
+    mine = own_queue(options.task_queue, options.identity)
+    attempts = Attempts(
+        str(options.root), options.identity, options.beat_every, mine, options.release
+    )
+    with (
+        ThreadPoolExecutor(options.slots, thread_name_prefix="loopctl-attempt") as pool,
+        ThreadPoolExecutor(1, thread_name_prefix="loopctl-release") as releases,
+    ):
+        shared = Worker(
             client,
             task_queue=options.task_queue,
-            workflows=[LoopTick],
+            workflows=[LoopTick, AwaitApproval],
             activities=[attempts.run_attempt],
             activity_executor=pool,
             max_concurrent_activities=options.slots,
             identity=options.identity,
         )
-        async with worker:
+        # Deliveries this worker's attempts left at a gate resume here: its clone has the commit.
+        own = Worker(
+            client,
+            task_queue=mine,
+            activities=[attempts.release_approval],
+            activity_executor=releases,
+            max_concurrent_activities=1,
+            identity=options.identity,
+        )
+        async with shared, own:
             if ready is not None:
                 ready()
             await stop.wait()
