@@ -25,6 +25,15 @@ def worker(
         typer.Option("--identity", metavar="NAME", help="This worker's name (host:pid)."),
     ] = None,
     slots: Annotated[int, typer.Option("--slots", metavar="N", help="Attempts run at once.")] = 1,
+    state_remote: Annotated[
+        str,
+        typer.Option(
+            "--state-remote",
+            metavar="REMOTE",
+            help="Push the journal to this remote's state branch after each attempt"
+            " (`state pull` brings it home); none: never.",
+        ),
+    ] = "origin",
 ) -> None:
     """Run loop attempts for a Temporal service: each is claimed in this repository's journal.
 
@@ -51,6 +60,7 @@ def worker(
             identity=name,
             slots=slots,
             on_ready=ready,
+            state_remote=None if state_remote == "none" else state_remote,
         )
     )
 

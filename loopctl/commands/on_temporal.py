@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -177,6 +178,24 @@ def _signal(record: OnTemporal, item: InboxItem, note: str) -> ActionResult:
     else:
         answer_text = answer.message
     return ActionResult(item.id, "approve", answer_text, ok=answer.ok)
+
+
+# --- a worker's records go home ----------------------------------------------------------------
+
+
+def share_state(project: Project, remote: str | None = "origin") -> None:
+    """Push this clone's journal to `remote`'s state branch (after each attempt and release),
+    so `loopctl state pull` brings it home; nothing when the clone has no such remote. A push
+    that fails is said in the worker's output and retried after the next attempt."""
+    from loopctl import git
+    from loopctl.commands.state_sync import push
+
+    if remote is None or git.remote_url(project.root, remote) is None:
+        return
+    try:
+        push(project.paths, remote)
+    except LoopctlError as exc:
+        print(f"loopctl worker: state not pushed to {remote} ({exc})", file=sys.stderr, flush=True)
 
 
 # --- approvals as signals: the worker's side -----------------------------------------------------

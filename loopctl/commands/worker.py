@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,15 +36,23 @@ def run_worker(
     identity: str,
     slots: int,
     on_ready: Callable[[], None],
+    state_remote: str | None = "origin",
 ) -> int:
     """Serve until SIGINT or SIGTERM; exit code 0 after a clean stop."""
     need_the_extra("loopctl worker")
     # lazy: loopctl.temporal imports the `temporal` extra, checked for just above
-    from loopctl.commands.on_temporal import release
+    from loopctl.commands.on_temporal import release, share_state
     from loopctl.temporal.worker import WorkerOptions, serve
 
     options = WorkerOptions(
-        root, server, namespace, task_queue, identity, release=release, slots=slots
+        root,
+        server,
+        namespace,
+        task_queue,
+        identity,
+        release=release,
+        share=partial(share_state, remote=state_remote),
+        slots=slots,
     )
 
     async def main() -> None:

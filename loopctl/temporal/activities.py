@@ -26,6 +26,8 @@ from loopctl.temporal.shapes import (
 # Checks a signal against the journal and approves (commands.on_temporal.release): the
 # inbox's decisions live above this layer, so the worker command hands it in.
 Release = Callable[[Project, ApprovalRelease], ApprovalAnswer]
+# Sends this clone's records home (commands.on_temporal.share_state: the state branch).
+Share = Callable[[Project], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,7 @@ class Attempts:
     beat_every: float
     queue: str  # this worker's own task queue
     release: Release
+    share: Share
 
     @activity.defn(name=RUN_ATTEMPT)
     def run_attempt(self, request: AttemptRequest) -> AttemptResult:
@@ -51,7 +54,7 @@ class Attempts:
                 non_retryable=True,
             )
         try:
-            return run_claimed(
+            result = run_claimed(
                 Recorder(project),
                 loop,
                 request,
@@ -67,11 +70,16 @@ class Attempts:
             raise ApplicationError(str(exc), type="AttemptBusy") from None
         except LoopctlError as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__) from None
+        self.share(project)
+        return result
 
     @activity.defn(name=RELEASE)
     def release_approval(self, request: ApprovalRelease) -> ApprovalAnswer:
         """Release the gated delivery `request` names if its signal carries the item's commit."""
+        project = load_project(Path(self.root))
         try:
-            return self.release(load_project(Path(self.root)), request)
+            answer = self.release(project, request)
         except LoopctlError as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__) from None
+        self.share(project)
+        return answer

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from loopctl.errors import LoopctlError
-from loopctl.temporal.activities import Attempts, Release
+from loopctl.temporal.activities import Attempts, Release, Share
 from loopctl.temporal.shapes import own_queue
 from loopctl.temporal.workflows import AwaitApproval, LoopTick
 
@@ -30,6 +30,7 @@ class WorkerOptions:
     task_queue: str
     identity: str
     release: Release
+    share: Share
     slots: int = 1
     beat_every: float = 2.0
 
@@ -53,7 +54,12 @@ async def serve(
     client = await connect(options.address, options.namespace)
     mine = own_queue(options.task_queue, options.identity)
     attempts = Attempts(
-        str(options.root), options.identity, options.beat_every, mine, options.release
+        str(options.root),
+        options.identity,
+        options.beat_every,
+        mine,
+        options.release,
+        options.share,
     )
     with (
         ThreadPoolExecutor(options.slots, thread_name_prefix="loopctl-attempt") as pool,

@@ -62,11 +62,14 @@ def stop_group(pid: int) -> None:
 
 @contextlib.contextmanager
 def loopctl_worker(
-    server: str, project: Path, name: str, log: Path
+    server: str, project: Path, name: str, log: Path, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after."""
+    """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after; `env`:
+    its own (a machine of its own: another HOME, another worktree root)."""
     argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE, "--identity", name)
-    spawned = process.spawn_detached(argv, cwd=project, env=dict(os.environ), log_path=log)
+    spawned = process.spawn_detached(
+        argv, cwd=project, env=env or dict(os.environ), log_path=log
+    )
     try:
         polling = f"loopctl worker {name}: polling"
         wait_until(
@@ -96,3 +99,14 @@ def start_dev_server(port: int, folder: Path, db: Path | None = None) -> subproc
         server.wait()
         raise
     return server
+
+
+def machine_env(home: Path) -> dict[str, str]:
+    """This process's environment with another HOME and loopctl folder: another machine."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["HOME"] = str(home)
+    env["LOOPCTL_HOME"] = str(home / ".loopctl")
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        env[name] = str(home / name.lower())
+    return env

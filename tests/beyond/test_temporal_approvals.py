@@ -1,0 +1,180 @@
+"""Approvals as signals, between two machines: a worker's clone and the approver's home clone.
+
+The home clone schedules the loop (`up --engine temporal`); a `loopctl worker` with a HOME and
+worktree root of its own works it in another clone of the same bare remote, and its gated push
+waits in an AwaitApproval workflow. Its records come home with `state pull`; `inbox approve` at
+home signals the workflow with the commit the home inbox shows. A signal carrying another sha is
+refused and recorded in the worker's journal; the right one delivers, once; a repeat does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.beyond import QUEUE, loopctl_worker, machine_env, wait_until
+from support.cli import assert_clean_exit, run_loopctl
+from support.journal import events
+from support.repos import git, make_project, remote_refs, write_loop
+
+from loopctl.journal.events import EventType
+from loopctl.temporal.shapes import (
+    ANSWER_QUERY,
+    APPROVE_SIGNAL,
+    ApprovalAnswer,
+    ApprovalSignal,
+    AttemptResult,
+    approval_workflow_id,
+)
+
+LOOP = (
+    'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n\n'
+    '[deliver]\nactions = ["commit", "push"]\n'
+)
+BRANCH = "refs/heads/loop/nightly/main"
+
+
+def _home_and_remote(outside: Path) -> tuple[Path, Path]:
+    remote = outside / "remote.git"
+    git(outside, "init", "-q", "--bare", "-b", "main", str(remote))
+    home = outside / "home" / "project"
+    home.mkdir(parents=True)
+    git(home, "init", "-q", "-b", "main")
+    make_project(home)
+    write_loop(home, "nightly", LOOP)
+    git(home, "add", "-A")
+    git(home, "commit", "-q", "-m", "a gated loop")
+    git(home, "remote", "add", "origin", str(remote))
+    git(home, "push", "-q", "origin", "main")
+    return home, remote
+
+
+def _clone(remote: Path, where: Path) -> Path:
+    where.mkdir(parents=True)
+    git(where, "clone", "-q", str(remote), "project")
+    return where / "project"
+
+
+@pytest.fixture
+def machines(temporal_server: str, outside: Path) -> Iterator[dict[str, Any]]:
+    """The home clone, the bare remote, and machine A's clone with its worker polling."""
+    home, remote = _home_and_remote(outside)
+    clone = _clone(remote, outside / "machine-a")
+    env = machine_env(outside / "machine-a" / "home")
+    log = outside / "a.log"
+    with loopctl_worker(temporal_server, clone, "machine-a", log, env=env):
+        yield {"home": home, "remote": remote, "clone": clone, "log": log, "env": env}
+
+
+async def _fire_and_wait(address: str) -> AttemptResult:
+    """Fire the loop's schedule now; the tick it starts, once finished."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    await client.get_schedule_handle("loopctl-nightly").trigger()
+    while True:
+        async for execution in client.list_workflows('WorkflowType = "loopctl.LoopTick"'):
+            handle = client.get_workflow_handle(execution.id, result_type=AttemptResult)
+            result: AttemptResult = await asyncio.wait_for(handle.result(), 240)
+            return result
+        await asyncio.sleep(0.2)  # a polling interval: the listing decides
+
+
+async def _signal(address: str, item: str, sha: str, nonce: str) -> ApprovalAnswer:
+    """Signal `item`'s workflow as another client would; the answer to this signal."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    handle = client.get_workflow_handle(approval_workflow_id(item))
+    await handle.signal(APPROVE_SIGNAL, ApprovalSignal(item, sha, nonce))
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        answer: ApprovalAnswer = await handle.query(
+            ANSWER_QUERY, nonce, result_type=ApprovalAnswer
+        )
+        if answer.outcome != "pending":
+            return answer
+        await asyncio.sleep(0.2)  # a polling interval: the answer decides
+    raise AssertionError(f"no answer to signal {nonce} within 240s")
+
+
+async def _status(address: str, workflow_id: str) -> str:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    described = await client.get_workflow_handle(workflow_id).describe()
+    return str(described.status.name if described.status else "")
+
+
+def _inbox(project: Path, *flags: str) -> list[dict[str, Any]]:
+    done = run_loopctl(project, "inbox", "--json", *flags)
+    assert_clean_exit(done, 0)
+    found: list[dict[str, Any]] = json.loads(done.stdout)["inbox"]
+    return found
+
+
+def test_a_wrong_sha_is_refused_and_the_right_one_delivers_once(
+    temporal_server: str, machines: dict[str, Any]
+) -> None:
+    home, remote, clone = machines["home"], machines["remote"], machines["clone"]
+    up = run_loopctl(
+        home, "up", "--engine", "temporal", "--server", temporal_server, "--task-queue", QUEUE
+    )
+    assert_clean_exit(up, 0)
+
+    tick = asyncio.run(_fire_and_wait(temporal_server))
+
+    assert tick.worker == "machine-a", machines["log"].read_text()
+    (wait,) = tick.waiting
+    sha = git(clone, "rev-parse", "loop/nightly/main").strip()
+    assert (wait.sha, wait.loop, wait.queue) == (sha, "nightly", f"{QUEUE}@machine-a")
+    assert BRANCH not in remote_refs(remote)  # the push waits
+    # The worker's records came home: the same approval, bound to the same commit.
+    assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
+    (item,) = _inbox(home)
+    assert (item["id"], item["kind"], item["evidence"]["commit"]) == (wait.item, "approval", sha)
+    workflow_id = approval_workflow_id(wait.item)
+    assert asyncio.run(_status(temporal_server, workflow_id)) == "RUNNING"
+
+    # A stale approver's signal, for another commit: refused, recorded, and the gate waits on.
+    wrong = asyncio.run(_signal(temporal_server, wait.item, "0" * 40, "stale"))
+
+    assert (wrong.outcome, wrong.ok) == ("refused", False)
+    (refused,) = events(clone, EventType.APPROVAL_REFUSED)
+    assert refused.data["id"] == wait.item
+    assert "000000000000" in refused.data["reason"] and sha[:12] in refused.data["reason"]
+    assert BRANCH not in remote_refs(remote)
+    assert asyncio.run(_status(temporal_server, workflow_id)) == "RUNNING"
+
+    # The approver at home: `inbox approve` signals with the sha its inbox shows.
+    approved = run_loopctl(home, "inbox", "approve", wait.item, timeout=300)
+
+    assert_clean_exit(approved, 0)
+    assert f"approved {wait.item}" in approved.stdout
+    assert remote_refs(remote)[BRANCH] == sha
+    assert asyncio.run(_status(temporal_server, workflow_id)) == "COMPLETED"
+
+    # Approved again (a second click, a second approver): nothing waits, nothing runs.
+    again = run_loopctl(home, "inbox", "approve", wait.item, timeout=300)
+
+    assert_clean_exit(again, 1)
+    assert f"nothing waits for {wait.item}" in again.stderr
+    found = events(clone)
+    assert [e.type for e in found].count(EventType.APPROVED) == 1
+    pushes = [e for e in found if e.type == EventType.ACTION_STARTED and e.data["action"] == "push"]
+    assert len(pushes) == 1
+    assert pushes[0].data["approval"] == wait.item
+
+    # And home knows it all after a pull: the item closed as approved, the refusal on record.
+    assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
+    assert _inbox(home) == []
+    (closed,) = [i for i in _inbox(home, "--all") if i["id"] == wait.item]
+    assert closed["resolution"] == "approved"
+    assert [e.data["id"] for e in events(home, EventType.APPROVAL_REFUSED)] == [wait.item]
+    assert os.environ["HOME"] != machines["env"]["HOME"]  # two machines, two homes
