@@ -233,3 +233,42 @@ def _between_ticks(address: str) -> bool:
     soon = datetime.now(UTC) + timedelta(seconds=2)
     quiet = bool(info.next_action_times) and info.next_action_times[0] > soon
     return info.num_actions >= 1 and not info.running_actions and quiet
+
+
+async def _paused(address: str) -> tuple[bool, str]:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    described = await client.get_schedule_handle("loopctl-nightly").describe()
+    return described.schedule.state.paused, described.schedule.state.note or ""
+
+
+def test_down_and_stop_pause_the_schedule_and_up_resumes_it(
+    temporal_server: str, outside: Path
+) -> None:
+    """Paused, not deleted: the schedule keeps its id, policies and history."""
+    project = _project(outside, 'every = "1h"\n', "fixer.py")
+
+    def loopctl(*args: str) -> str:
+        done = process.run(loopctl_argv(*args), cwd=project, env=dict(os.environ), timeout=120)
+        assert done.exit_code == 0, done.stderr_tail
+        return done.stdout_tail
+
+    up = ("up", "--engine", "temporal", "--server", temporal_server, "--task-queue", QUEUE)
+    assert "scheduled nightly" in loopctl(*up)
+    assert asyncio.run(_paused(temporal_server)) == (False, "loopctl up")
+
+    said = loopctl("down")
+
+    assert f"paused loopctl-nightly on {temporal_server}" in said
+    assert asyncio.run(_paused(temporal_server)) == (True, "loopctl down")
+
+    assert "updated nightly" in loopctl(*up)
+    assert asyncio.run(_paused(temporal_server)) == (False, "loopctl up")
+
+    said = loopctl("stop", "nightly")
+
+    assert "schedule loopctl-nightly paused" in said
+    assert asyncio.run(_paused(temporal_server))[0] is True
+    loopctl(*up)
+    assert asyncio.run(_paused(temporal_server))[0] is False
