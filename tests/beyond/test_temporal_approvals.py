@@ -178,3 +178,54 @@ def test_a_wrong_sha_is_refused_and_the_right_one_delivers_once(
     assert closed["resolution"] == "approved"
     assert [e.data["id"] for e in events(home, EventType.APPROVAL_REFUSED)] == [wait.item]
     assert os.environ["HOME"] != machines["env"]["HOME"]  # two machines, two homes
+
+
+def _same_shape(item: dict[str, Any], sha: str, run: str) -> dict[str, Any]:
+    """An inbox item without what differs between two runs of one loop (ids, sha, paths)."""
+    evidence = item["evidence"]
+    kept = ("action", "step", "branch", "base_branch", "remote", "then", "replaces")
+    return {
+        "kind": item["kind"],
+        "loop": item["loop"],
+        "task": item["task"],
+        "summary": item["summary"].replace(sha[:12], "SHA").replace(run, "RUN"),
+        "status": item["status"],
+        "evidence": {key: evidence.get(key) for key in kept},
+    }
+
+
+def _loop_status(project: Path) -> dict[str, Any]:
+    done = run_loopctl(project, "status", "--json")
+    assert_clean_exit(done, 0)
+    (row,) = [r for r in json.loads(done.stdout)["status"] if r["loop"] == "nightly"]
+    shown = {key: row[key] for key in ("loop", "trigger", "last_status", "open_items")}
+    return {**shown, "tokens": row["spend"]["tokens"]}
+
+
+def test_the_home_inbox_after_a_pull_is_the_inbox_of_a_local_run(
+    temporal_server: str, machines: dict[str, Any], outside: Path
+) -> None:
+    """One truth: what a worker's tick leaves for a human, pulled home, reads as a local run's."""
+    home, remote, clone = machines["home"], machines["remote"], machines["clone"]
+    laptop = _clone(remote, outside / "laptop")
+    local = run_loopctl(laptop, "run", "nightly", "--once", timeout=300)
+    assert_clean_exit(local, 0)
+    (here,) = _inbox(laptop)
+    here_sha = here["evidence"]["commit"]
+
+    up = run_loopctl(
+        home, "up", "--engine", "temporal", "--server", temporal_server, "--task-queue", QUEUE
+    )
+    assert_clean_exit(up, 0)
+    tick = asyncio.run(_fire_and_wait(temporal_server))
+    assert tick.worker == "machine-a", machines["log"].read_text()
+    assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
+    (pulled,) = _inbox(home)
+    worker_sha = git(clone, "rev-parse", "loop/nightly/main").strip()
+
+    assert _same_shape(pulled, worker_sha, tick.run) == _same_shape(here, here_sha, here["run"])
+    assert pulled["evidence"]["commit"] == worker_sha
+    assert _loop_status(home) == _loop_status(laptop)
+    shown = run_loopctl(home, "inbox", "show", pulled["id"])
+    assert_clean_exit(shown, 0)
+    assert worker_sha[:12] in shown.stdout
