@@ -202,6 +202,22 @@ def _loop_status(project: Path) -> dict[str, Any]:
     return {**shown, "tokens": row["spend"]["tokens"]}
 
 
+def _report(project: Path, sha: str, run: str, item: str) -> dict[str, Any]:
+    """`report --since all`'s sections, their lines' text without ids and times."""
+    done = run_loopctl(project, "report", "--since", "all", "--json", "--no-mark")
+    assert_clean_exit(done, 0)
+    report = json.loads(done.stdout)["report"]
+
+    def plain(text: str) -> str:
+        return text.replace(sha[:12], "SHA").replace(run, "RUN").replace(item, "ITEM")
+
+    sections = {
+        name: [(plain(line["text"]), line["loop"], line["task"]) for line in lines]
+        for name, lines in report["sections"].items()
+    }
+    return {"sections": sections, "tokens": report["spent"]["total"]}
+
+
 def test_the_home_inbox_after_a_pull_is_the_inbox_of_a_local_run(
     temporal_server: str, machines: dict[str, Any], outside: Path
 ) -> None:
@@ -226,6 +242,9 @@ def test_the_home_inbox_after_a_pull_is_the_inbox_of_a_local_run(
     assert _same_shape(pulled, worker_sha, tick.run) == _same_shape(here, here_sha, here["run"])
     assert pulled["evidence"]["commit"] == worker_sha
     assert _loop_status(home) == _loop_status(laptop)
+    assert _report(home, worker_sha, tick.run, pulled["id"]) == _report(
+        laptop, here_sha, here["run"], here["id"]
+    )
     shown = run_loopctl(home, "inbox", "show", pulled["id"])
     assert_clean_exit(shown, 0)
     assert worker_sha[:12] in shown.stdout
