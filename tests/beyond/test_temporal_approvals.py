@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.beyond import QUEUE, loopctl_worker, machine_env, wait_until
+from support.beyond import QUEUE, loopctl_worker, machine_env
 from support.cli import assert_clean_exit, run_loopctl
 from support.journal import events
 from support.repos import git, make_project, remote_refs, write_loop
@@ -95,9 +95,7 @@ async def _signal(address: str, item: str, sha: str, nonce: str) -> ApprovalAnsw
     await handle.signal(APPROVE_SIGNAL, ApprovalSignal(item, sha, nonce))
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
-        answer: ApprovalAnswer = await handle.query(
-            ANSWER_QUERY, nonce, result_type=ApprovalAnswer
-        )
+        answer: ApprovalAnswer = await handle.query(ANSWER_QUERY, nonce, result_type=ApprovalAnswer)
         if answer.outcome != "pending":
             return answer
         await asyncio.sleep(0.2)  # a polling interval: the answer decides
@@ -148,7 +146,8 @@ def test_a_wrong_sha_is_refused_and_the_right_one_delivers_once(
     assert (wrong.outcome, wrong.ok) == ("refused", False)
     (refused,) = events(clone, EventType.APPROVAL_REFUSED)
     assert refused.data["id"] == wait.item
-    assert "000000000000" in refused.data["reason"] and sha[:12] in refused.data["reason"]
+    assert "000000000000" in refused.data["reason"]
+    assert sha[:12] in refused.data["reason"]
     assert BRANCH not in remote_refs(remote)
     assert asyncio.run(_status(temporal_server, workflow_id)) == "RUNNING"
 

@@ -67,9 +67,7 @@ def loopctl_worker(
     """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after; `env`:
     its own (a machine of its own: another HOME, another worktree root)."""
     argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE, "--identity", name)
-    spawned = process.spawn_detached(
-        argv, cwd=project, env=env or dict(os.environ), log_path=log
-    )
+    spawned = process.spawn_detached(argv, cwd=project, env=env or dict(os.environ), log_path=log)
     try:
         polling = f"loopctl worker {name}: polling"
         wait_until(
