@@ -19,8 +19,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loopctl import git
 from loopctl.atomicfile import write_atomic
 from loopctl.commands.inbox import ActionResult, approve
+from loopctl.commands.inbox_show import find_item
+from loopctl.commands.state_sync import push
 from loopctl.commands.worker import need_the_extra
 from loopctl.errors import LoopctlError
 from loopctl.journal.inbox import InboxItem, ItemKind, items
@@ -115,8 +118,6 @@ def signalled_approval(project: Project, ref: str, note: str | None) -> ActionRe
     record = read_record(project.paths)
     if record is None:
         return None
-    from loopctl.commands.inbox_show import find_item
-
     item = find_item(items(Recorder(project).log.read()), ref)
     gate = item.kind == ItemKind.APPROVAL and isinstance(item.evidence.get("step"), int)
     if not gate or item.loop not in record.loops:
@@ -187,9 +188,6 @@ def share_state(project: Project, remote: str | None = "origin") -> None:
     """Push this clone's journal to `remote`'s state branch (after each attempt and release),
     so `loopctl state pull` brings it home; nothing when the clone has no such remote. A push
     that fails is said in the worker's output and retried after the next attempt."""
-    from loopctl import git
-    from loopctl.commands.state_sync import push
-
     if remote is None or git.remote_url(project.root, remote) is None:
         return
     try:
@@ -203,6 +201,7 @@ def share_state(project: Project, remote: str | None = "origin") -> None:
 
 def release(project: Project, request: ApprovalRelease) -> ApprovalAnswer:
     """Check a signal against this clone's journal and release the gate it approves."""
+    # lazy: loopctl.temporal is imported only where a loop runs on Temporal (a worker here)
     from loopctl.temporal.claims import waiting_gates
     from loopctl.temporal.shapes import ApprovalAnswer
 

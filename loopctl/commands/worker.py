@@ -41,6 +41,7 @@ def run_worker(
     """Serve until SIGINT or SIGTERM; exit code 0 after a clean stop."""
     need_the_extra("loopctl worker")
     # lazy: loopctl.temporal imports the `temporal` extra, checked for just above
+    # lazy: commands.on_temporal imports this module
     from loopctl.commands.on_temporal import release, share_state
     from loopctl.temporal.worker import WorkerOptions, serve
 
@@ -93,11 +94,12 @@ def schedule_loops(
     async def main() -> list[Any]:
         client = await connect(server, namespace)
         made = list(await schedules.apply(client, wanted, task_queue))
-        # A schedule `down` paused runs again (an updated one keeps its paused state).
+        # A schedule `down` paused runs again (whatever an update does to its paused state).
         await schedules.unpause(client, [loop.name for loop in wanted], "loopctl up")
         return made
 
     made = asyncio.run(main())
+    # lazy: commands.on_temporal imports this module
     from loopctl.commands.on_temporal import OnTemporal, read_record, write_record
 
     before = read_record(project.paths)
