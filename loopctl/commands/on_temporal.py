@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from loopctl import git
 from loopctl.atomicfile import write_atomic
 from loopctl.commands.inbox import ActionResult, approve
-from loopctl.commands.inbox_show import find_item
+from loopctl.commands.inbox_show import InboxError, find_item
 from loopctl.commands.state_sync import push
 from loopctl.commands.worker import need_the_extra
 from loopctl.errors import LoopctlError
@@ -118,7 +118,10 @@ def signalled_approval(project: Project, ref: str, note: str | None) -> ActionRe
     record = read_record(project.paths)
     if record is None:
         return None
-    item = find_item(items(Recorder(project).log.read()), ref)
+    try:
+        item = find_item(items(Recorder(project).log.read()), ref)
+    except InboxError as exc:
+        raise InboxError(f"{exc}; a worker's items come here with `loopctl state pull`") from None
     gate = item.kind == ItemKind.APPROVAL and isinstance(item.evidence.get("step"), int)
     if not gate or item.loop not in record.loops:
         return None
@@ -223,9 +226,16 @@ def release(project: Project, request: ApprovalRelease) -> ApprovalAnswer:
             rec.record(refused, run=item.run, loop=item.loop, task=item.task)
             rec.refresh_projections()
             return ApprovalAnswer(signal.nonce, "refused", f"approval refused: {reason}", False)
-    result = approve(project, item.id, signal.note or None, local=True)
+    try:
+        result = approve(project, item.id, signal.note or None, local=True)
+    except InboxError as exc:
+        # Not now (a held delivery to look at first): the gate waits for the next signal.
+        return ApprovalAnswer(signal.nonce, "refused", str(exc), False)
+    if result.queued:
+        # Recorded; the loop's tick running in this clone delivers it when it ends.
+        return ApprovalAnswer(signal.nonce, "released", result.message, True)
     if result.delivery is None:
-        # Not released (the branch moved since, a held delivery): the gate waits on.
+        # Refused and recorded by approve itself (the branch moved since): the gate waits on.
         return ApprovalAnswer(signal.nonce, "refused", result.message, False)
     waiting = waiting_gates(rec.log.read(), item.run or "", wait.queue)
     return ApprovalAnswer(signal.nonce, "released", result.message, result.ok, waiting)

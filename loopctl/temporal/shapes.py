@@ -89,8 +89,9 @@ class ApprovalRelease:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
-    """What a signal did: `released` (the delivery ran on), `refused` (another sha: recorded,
-    the gate still waits) or `closed` (nothing left to release: done before, or rejected)."""
+    """What a signal did: `released` (the delivery ran on, or the loop's running tick runs it),
+    `refused` (another sha, recorded; or not now: the gate still waits for a signal) or `closed`
+    (nothing left to release: released before, or rejected)."""
 
     nonce: str
     outcome: str

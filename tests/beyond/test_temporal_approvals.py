@@ -247,3 +247,38 @@ def test_the_home_inbox_after_a_pull_is_the_inbox_of_a_local_run(
     shown = run_loopctl(home, "inbox", "show", pulled["id"])
     assert_clean_exit(shown, 0)
     assert worker_sha[:12] in shown.stdout
+
+
+async def _two_at_once(address: str, item: str, sha: str) -> list[str]:
+    """Two approvals of the same sha sent together (two approvers, a double click): what each
+    signal did; `gone` for one that found the workflow already ended."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    async def one(nonce: str) -> str:
+        try:
+            return (await _signal(address, item, sha, nonce)).outcome
+        except RPCError as exc:
+            assert exc.status == RPCStatusCode.NOT_FOUND, exc
+            return "gone"
+
+    return list(await asyncio.gather(one("first"), one("second")))
+
+
+def test_two_approvals_sent_together_deliver_once(
+    temporal_server: str, machines: dict[str, Any]
+) -> None:
+    home, remote, clone = machines["home"], machines["remote"], machines["clone"]
+    up = run_loopctl(
+        home, "up", "--engine", "temporal", "--server", temporal_server, "--task-queue", QUEUE
+    )
+    assert_clean_exit(up, 0)
+    (wait,) = asyncio.run(_fire_and_wait(temporal_server)).waiting
+
+    outcomes = asyncio.run(_two_at_once(temporal_server, wait.item, wait.sha))
+
+    assert sorted(outcomes) in (["closed", "released"], ["gone", "released"]), outcomes
+    assert remote_refs(remote)[BRANCH] == wait.sha
+    found = events(clone)
+    assert [e.type for e in found].count(EventType.APPROVED) == 1
+    pushes = [e for e in found if e.type == EventType.ACTION_STARTED and e.data["action"] == "push"]
+    assert len(pushes) == 1
