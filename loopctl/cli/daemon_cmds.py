@@ -178,7 +178,11 @@ def down(
     ] = 60.0,
     json_out: JsonFlag = False,
 ) -> None:
-    """Stop `loopctl up` gracefully: running ticks are checkpointed and resume on the next start."""
+    """Stop `loopctl up` gracefully: running ticks are checkpointed and resume on the next start.
+
+    Loops this clone put on Temporal (`up --engine temporal`) have their schedules paused, not
+    deleted; `up --engine temporal` resumes them.
+    """
     from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.commands.on_temporal import read_record, set_paused
     from loopctl.paths import ProjectPaths, find_repo_root
@@ -231,7 +235,8 @@ def stop(
 
     Its agents are stopped and the run is checkpointed (run_interrupted); `loopctl run NAME`
     resumes it. Under `loopctl up` the loop is not scheduled again until `up` restarts.
-    Exits 1 when it is not running, 2 for an unknown name.
+    Exits 1 when it is not running, 2 for an unknown name. A loop on Temporal has its schedule
+    paused instead (its running attempt finishes); `up --engine temporal` resumes it.
     """
     from loopctl.commands.agent_context import refuse_inside_agent
     from loopctl.commands.stop import stop as stop_target
