@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shlex
 import signal
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.options import JsonFlag, load_here
+
+if TYPE_CHECKING:
+    from loopctl.scheduling.mandate import Mandate
 
 
 def _sigterm_as_interrupt() -> None:
@@ -288,7 +291,7 @@ def _run_on_trigger(
     json_out: bool,
     verbose: bool = False,
     quiet: bool = False,
-    mandate: Any = None,
+    mandate: Mandate | None = None,
 ) -> None:
     from loopctl.cli.schedule_view import ScheduleView
     from loopctl.scheduling.daemon import run_bounded
@@ -319,7 +322,7 @@ def _run_on_trigger(
         )
     results = ended.results
     # The ticks a mandate checkpointed resume on the next run: not failures.
-    ok = all(r.ok or (ended.reason and r.interrupted) for r in results)
+    ok = all(r.ok or (bool(ended.reason) and r.interrupted) for r in results)
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -338,6 +341,10 @@ def _run_on_trigger(
                 }
                 for r in results
             ],
+            # Why a mandate (--until, --max-usd) stopped it; absent otherwise.
+            {"stopped": {"reason": ended.reason, "checkpointed": ended.checkpointed}}
+            if ended.reason
+            else None,
         )
     else:
         done = sum(1 for r in results if r.ok)
