@@ -11,8 +11,8 @@ from support.repos import make_repo
 
 REAL_HOME = Path.home()
 # Fixtures every test module may use without importing them: `place` (checkouts and HOME under
-# /tmp and outside it).
-pytest_plugins = ("support.outside_tmp",)
+# /tmp and outside it) and `hook` (a webhook receiver on 127.0.0.1).
+pytest_plugins = ("support.outside_tmp", "support.webhook")
 
 
 @pytest.fixture(autouse=True)

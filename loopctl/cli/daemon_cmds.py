@@ -11,6 +11,7 @@ from loopctl.cli.boundary import boundary
 from loopctl.cli.options import JsonFlag
 
 if TYPE_CHECKING:
+    from loopctl.scheduling.daemon import UpEnded
     from loopctl.scheduling.mandate import Mandate
 
 
@@ -122,7 +123,7 @@ def up(
         started = start_detached(root, names, mandate=mandate)
         print(f"loopctl up started in the background (pid {started.pid}); log: {started.log}")
         if mandate.bounded:
-            print(_mandate_line(mandate))
+            print(mandate_line(mandate))
         return
     from loopctl.cli.reporting import write_crash_log
     from loopctl.cli.run_cmds import _sigterm_as_interrupt
@@ -150,26 +151,33 @@ def up(
         # Agents are named by the definitions at start; one added by a reload shows as text.
         observer = observer_for(view, load_project(root), True, with_loop=True)
     if mandate.bounded and not quiet:
-        print(_mandate_line(mandate), flush=True)
+        print(mandate_line(mandate), flush=True)
     with view:
         ended = serve(root, names, observer=observer, listener=view, mandate=mandate)
     if ended.reason:
         # Exit 0: the session did what it was asked; the turns it cut short resume.
-        count = ended.checkpointed
-        turns = f"{count} turn{'s' if count != 1 else ''} checkpointed"
-        after = ", they resume on the next `loopctl up`" if count else ""
-        at = (ended.at or datetime.now(UTC)).astimezone()
-        print(f"stopped at {at:%H:%M:%S}: {ended.reason}; {turns}{after}")
+        print(stopped_line(ended, "loopctl up"))
 
 
-def _mandate_line(mandate: Mandate) -> str:
+def stopped_line(ended: UpEnded, again: str) -> str:
+    """`stopped at 07:30:00: the mandate's deadline (07:30); 1 turn checkpointed, …`."""
+    from datetime import UTC, datetime
+
+    count = ended.checkpointed
+    turns = f"{count} turn{'s' if count != 1 else ''} checkpointed"
+    after = f", they resume on the next `{again}`" if count else ""
+    at = (ended.at or datetime.now(UTC)).astimezone()
+    return f"stopped at {at:%H:%M:%S}: {ended.reason}; {turns}{after}"
+
+
+def mandate_line(mandate: Mandate, who: str = "up") -> str:
     """The session's mandate, with the resolved deadline: what `07:30` turned out to mean."""
     parts = []
     if mandate.until is not None:
         parts.append(f"until {mandate.until.astimezone().isoformat(timespec='seconds')}")
     if mandate.max_usd is not None:
         parts.append(f"at most ${mandate.max_usd:g} of agent calls")
-    return "mandate: " + ", ".join(parts) + "; then running ticks are checkpointed and up stops"
+    return f"mandate: {', '.join(parts)}; then running ticks are checkpointed and {who} stops"
 
 
 def down(

@@ -82,13 +82,17 @@ def status(json_out: JsonFlag = False) -> None:
     statuses.sort(key=lambda s: s.loop)
     if json_out:
         from loopctl.cli.render import print_json
+        from loopctl.scheduling.daemon import up_info
 
+        running = up_info(project.paths)
         print_json(
             "status",
             [
                 {**s.to_json(), "invalid": _invalid_json(project, invalid.get(s.loop))}
                 for s in statuses
             ],
+            # `up` beside the loops: its pid and its mandate (deadline, cap, spent so far).
+            {"up": running.to_json() if running is not None else None},
         )
         return
     from loopctl.cli.render import print_table

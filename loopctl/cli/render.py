@@ -10,15 +10,16 @@ from typing import Any
 JSON_VERSION = 1
 
 
-def format_json(kind: str, payload: Any) -> str:
-    """`{"version": 1, kind: payload}` as text, the shape every --json output has."""
-    document = {"version": JSON_VERSION, kind: payload}
+def format_json(kind: str, payload: Any, also: dict[str, Any] | None = None) -> str:
+    """`{"version": 1, kind: payload}` as text, the shape every --json output has (with the
+    keys of `also` beside `kind`: what a listing says of its whole, as `status` of `up`)."""
+    document = {"version": JSON_VERSION, kind: payload, **(also or {})}
     return json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n"
 
 
-def print_json(kind: str, payload: Any) -> None:
+def print_json(kind: str, payload: Any, also: dict[str, Any] | None = None) -> None:
     """Print `{"version": 1, kind: payload}`, the shape every --json output has."""
-    sys.stdout.write(format_json(kind, payload))
+    sys.stdout.write(format_json(kind, payload, also))
 
 
 # Columns that hold an outcome, and the words that colour it (on a terminal, unless NO_COLOR).

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shlex
 import signal
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from loopctl.cli import completion
 from loopctl.cli.boundary import boundary
 from loopctl.cli.options import JsonFlag, load_here
+
+if TYPE_CHECKING:
+    from loopctl.scheduling.mandate import Mandate
 
 
 def _sigterm_as_interrupt() -> None:
@@ -288,9 +291,10 @@ def _run_on_trigger(
     json_out: bool,
     verbose: bool = False,
     quiet: bool = False,
+    mandate: Mandate | None = None,
 ) -> None:
     from loopctl.cli.schedule_view import ScheduleView
-    from loopctl.scheduling.daemon import run_foreground
+    from loopctl.scheduling.daemon import run_bounded
     from loopctl.scheduling.timing import Schedule
 
     project = load_here()
@@ -301,8 +305,12 @@ def _run_on_trigger(
         live=False if json_out else None,
         quiet=quiet,
     )
+    if mandate is not None and mandate.bounded and not quiet and not json_out:
+        from loopctl.cli.daemon_cmds import mandate_line
+
+        print(mandate_line(mandate, "the run"), flush=True)
     with view:
-        results = run_foreground(
+        ended = run_bounded(
             project,
             name,
             trigger,
@@ -310,8 +318,11 @@ def _run_on_trigger(
             start=start,
             observer=observer_for(view, project, verbose),
             listener=view,
+            mandate=mandate,
         )
-    ok = all(r.ok for r in results)
+    results = ended.results
+    # The ticks a mandate checkpointed resume on the next run: not failures.
+    ok = all(r.ok or (bool(ended.reason) and r.interrupted) for r in results)
     if json_out:
         from loopctl.cli.render import print_json
 
@@ -330,6 +341,10 @@ def _run_on_trigger(
                 }
                 for r in results
             ],
+            # Why a mandate (--until, --max-usd) stopped it; absent otherwise.
+            {"stopped": {"reason": ended.reason, "checkpointed": ended.checkpointed}}
+            if ended.reason
+            else None,
         )
     else:
         done = sum(1 for r in results if r.ok)
@@ -344,6 +359,10 @@ def _run_on_trigger(
         for item in open_items(EventLog(project.paths.events_file).read()):
             if item.run in runs:
                 print(f"needs you: loopctl inbox show {item.id}")
+        if ended.reason:
+            from loopctl.cli.daemon_cmds import stopped_line
+
+            print(stopped_line(ended, f"loopctl run {name}"))
     raise typer.Exit(0 if ok else 1)
 
 
@@ -386,14 +405,41 @@ def run(
     verbose: Verbose = False,
     quiet: Quiet = False,
     json_out: JsonFlag = False,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            metavar="WHEN",
+            help="Stop at 07:30 (next occurrence, local), an ISO date-time, or after 8h;"
+            " a running tick is checkpointed.",
+        ),
+    ] = None,
+    max_usd: Annotated[
+        float | None,
+        typer.Option(
+            "--max-usd", metavar="USD", help="Stop once this run's agent calls cost this much."
+        ),
+    ] = None,
 ) -> None:
     """Run a loop on its trigger (or --every/--cron/--watch) until Ctrl-C; one tick with --once.
 
-    Exit 0 when every tick succeeded (with --max-ticks), 1 otherwise, 130 when interrupted.
+    Exit 0 when every tick succeeded (with --max-ticks, or until --until/--max-usd stopped it:
+    the tick it checkpointed resumes on the next run), 1 otherwise, 130 when interrupted.
     """
     from loopctl.errors import UsageError
 
     trigger = _trigger_override(every, cron, watch)
+    mandate = None
+    if until is not None or max_usd is not None:
+        if once or dry_run:
+            raise UsageError("--until and --max-usd bound a run on a trigger, not --once/--dry-run")
+        from datetime import UTC, datetime
+
+        from loopctl.definitions.config import Config
+        from loopctl.scheduling.mandate import resolve
+
+        # The flags only: `[budget] up_until`/`up_max_usd` are `up`'s.
+        mandate = resolve(Config(), until, max_usd, datetime.now(UTC))
     if dry_run:
         # The tick a run would start with; its task source is listed, no agent runs.
         engine = _preview_engine()
@@ -418,7 +464,7 @@ def run(
         closer = _preview_engine()
         closer.close_interrupted(closer.project.loop(name))
     _sigterm_as_interrupt()
-    _run_on_trigger(name, trigger, max_ticks, not no_start, json_out, verbose, quiet)
+    _run_on_trigger(name, trigger, max_ticks, not no_start, json_out, verbose, quiet, mandate)
 
 
 def demo(

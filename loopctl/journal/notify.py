@@ -18,14 +18,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl import process
-from loopctl.definitions.config import Notify, load_config
+from loopctl.definitions.config import Config, Notify, load_config
 from loopctl.definitions.source import Problems
 from loopctl.errors import LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import InboxItem, items
 from loopctl.journal.report import build_report
-from loopctl.journal.schema import DigestSent, InboxOpened, NotifyFailed, inbox_closed, read
+from loopctl.journal.schema import (
+    DigestSent,
+    InboxOpened,
+    NotifyFailed,
+    RunInterrupted,
+    inbox_closed,
+    read,
+)
 from loopctl.secrets import Redactor, build_env, withheld_values
 from loopctl.text import strip_controls
 
@@ -393,16 +400,21 @@ def send_digest_if_due(
     return True
 
 
-def send_report_on_stop(rec: Recorder, started: datetime, now: datetime) -> bool:
+def send_report_on_stop(
+    rec: Recorder, started: datetime, now: datetime, stop: MandateStop | None = None
+) -> bool:
     """When `up` stops, send the report of its session (`[notify] report_on_stop`): what it did,
     delivered, left waiting and spent from `started` to `now`; True if sent on any channel.
+    When its mandate stopped it (`stop`), the report is the one message that says why.
 
     It moves no `loopctl report --since last`: that is for what a person has read."""
     problems = Problems()
     config = load_config(rec.paths.config, problems)
     notify = config.notify
-    if problems.errors or not notify.report_on_stop or not configured(notify):
+    if problems.errors or not configured(notify):
         return False
+    if not notify.report_on_stop:
+        return send_mandate_stop(rec, config, stop) if stop is not None else False
     tz = now.astimezone().tzinfo or UTC
     report = build_report(
         rec.log.read(),
@@ -412,19 +424,89 @@ def send_report_on_stop(rec: Recorder, started: datetime, now: datetime) -> bool
         config=config,
         window=f"since {started.astimezone(tz):%Y-%m-%d %H:%M} until {now.astimezone(tz):%H:%M}",
     )
-    text = report.text(title=f"loopctl up stopped — its session, {report.window}")
+    title = f"loopctl up stopped — its session, {report.window}"
+    payload: dict[str, Any] = {"version": 1, "report": report.to_json()}
+    if stop is not None:
+        title = f"{stop.headline()} — its session, {report.window}"
+        payload["stopped"] = stop.to_json()
+    text = report.text(title=title)
     results = send(
-        notify,
-        rec.paths.root,
-        config.env_allow,
-        text,
-        {"version": 1, "report": report.to_json()},
-        {"summary": text.splitlines()[0]},
+        notify, rec.paths.root, config.env_allow, text, payload, {"summary": text.splitlines()[0]}
     )
+    _record_failures(rec, results)
+    return any(result.ok for result in results)
+
+
+def _record_failures(rec: Recorder, results: Iterable[Sent]) -> None:
     for result in results:
         if not result.ok:
             failed = NotifyFailed(
                 channel=result.channel, attempts=result.attempts, error=result.error
             )
             rec.record(failed, run=None, loop=None)
+
+
+# --- the mandate's stop ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MandateStop:
+    """Why a mandate (`--until`, `--max-usd`) ended a scheduler, and the ticks it checkpointed:
+    what its one notification says."""
+
+    by: str  # "up", or "run NAME"
+    reason: str  # "the mandate's deadline (07:30)"
+    bound: str  # deadline | spend-cap (loopctl.scheduling.mandate)
+    at: datetime
+    checkpointed: tuple[tuple[str, str], ...] = ()  # (loop, run) of each tick it interrupted
+
+    def headline(self) -> str:
+        count = len(self.checkpointed)
+        turns = f"{count} turn{'s' if count != 1 else ''} checkpointed"
+        at = self.at.astimezone()
+        return f"loopctl {self.by} stopped at {at:%H:%M:%S}: {self.reason}; {turns}"
+
+    def text(self) -> str:
+        lines = [self.headline()]
+        again = "loopctl up" if self.by == "up" else f"loopctl {self.by}"
+        lines += [f"- {loop} run {run}  → loopctl replay {run}" for loop, run in self.checkpointed]
+        if self.checkpointed:
+            lines.append(f"They resume where they stopped on the next `{again}`.")
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            "reason": self.reason,
+            "bound": self.bound,
+            "at": self.at.isoformat(),
+            "checkpointed": [{"loop": loop, "run": run} for loop, run in self.checkpointed],
+        }
+
+
+def interrupted_after(
+    events: Iterable[Event], after_seq: int, reason: str
+) -> list[tuple[str, str]]:
+    """(loop, run) of each run recorded as interrupted after `after_seq` for `reason`."""
+    found = []
+    for event in events:
+        if event.seq > after_seq and event.type == EventType.RUN_INTERRUPTED:
+            why = read(RunInterrupted, event).reason
+            if why.endswith(reason) and event.run:
+                found.append((event.loop or "-", event.run))
+    return found
+
+
+def send_mandate_stop(rec: Recorder, config: Config, stop: MandateStop) -> bool:
+    """Tell `[notify]` once that the mandate ended the scheduler (every kind: it is no item)."""
+    text = stop.text()
+    results = send(
+        config.notify,
+        rec.paths.root,
+        config.env_allow,
+        text,
+        {"version": 1, "stopped": stop.to_json()},
+        {"summary": text.splitlines()[0], "kind": "stopped"},
+    )
+    _record_failures(rec, results)
     return any(result.ok for result in results)

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from loopctl.definitions.config import Config
-from loopctl.journal import history
+from loopctl.journal import history, sessions
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.fuse import day_spend
 from loopctl.journal.inbox import InboxItem, ItemKind, items
@@ -47,6 +47,7 @@ class Section(StrEnum):
     STALLED = "stalled"
     RATE_LIMITED = "rate-limited"
     TROUBLE = "failed"
+    STOPPED = "stopped"  # why `up` (or a bounded `run`) stopped: journal.sessions
 
 
 TITLES = {
@@ -56,6 +57,7 @@ TITLES = {
     Section.STALLED: "Stalled",
     Section.RATE_LIMITED: "Rate-limited",
     Section.TROUBLE: "Failed or stopped",
+    Section.STOPPED: "Why up stopped",
 }
 
 # Where a task's outcome puts it; the outcomes not named here (needs-approval, needs-reply,
@@ -156,6 +158,7 @@ class Report:
     spent: Spent
     quiet: int = 0  # tasks and runs in the window that found nothing to do
     held: int = 0  # tasks and runs that waited for review capacity ([review] max_open)
+    stops: tuple[sessions.Ended, ...] = ()  # the scheduler sessions that ended in the window
 
     @property
     def empty(self) -> bool:
@@ -178,6 +181,7 @@ class Report:
             "spent": self.spent.to_json(),
             "nothing_to_do": self.quiet,
             "waiting_for_review": self.held,
+            "stopped": [stop.to_json() for stop in self.stops],
         }
 
     def more_command(self) -> str:
@@ -284,6 +288,13 @@ def build_report(
         if (event.run or "", section) in lined:
             continue  # its task's line says it already
         by_section[section].append(_run_line(event, ended, reason, item_of))
+    for event, reason in sessions.left_interrupted(events, runs, since, now):
+        if (event.run or "", Section.TROUBLE) not in lined:  # checkpointed, not yet resumed
+            by_section[Section.TROUBLE].append(
+                _run_line(event, Outcome.INTERRUPTED, reason, item_of)
+            )
+    stops = sessions.ended(events, since, now)
+    by_section[Section.STOPPED] = [_stop_line(stop, tz) for stop in stops]
     by_section[Section.DELIVERED] = [_delivered_line(e, a) for e, a in fold.delivered]
     by_section[Section.WAITING] = [_waiting_line(item) for item in every if item.is_open]
     for name in Section:
@@ -307,6 +318,7 @@ def build_report(
         spent,
         quiet=counted[Outcome.NOTHING_TO_DO],
         held=counted[Outcome.WAITING_FOR_REVIEW],
+        stops=tuple(stops),
     )
 
 
@@ -477,6 +489,11 @@ def _delivered_line(event: Event, action: ActionFinished) -> Line:
         run=run,
         url=url,
     )
+
+
+def _stop_line(stop: sessions.Ended, tz: tzinfo) -> Line:
+    """Why a scheduler stopped; its command starts it again (and resumes what it checkpointed)."""
+    return Line(stop.words(tz), (stop.command(),), when=stop.event.ts)
 
 
 def _verbs(item: InboxItem) -> tuple[str, ...]:

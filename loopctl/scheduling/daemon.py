@@ -23,11 +23,19 @@ from typing import Any
 
 from loopctl.checks import integrity
 from loopctl.definitions import Project, Trigger, load_project
+from loopctl.definitions.config import load_config
 from loopctl.definitions.project import AGENT_SOURCES, SKILL_SOURCES, DefinitionKind
+from loopctl.definitions.source import Problems
 from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
-from loopctl.journal.notify import send_digest_if_due, send_report_on_stop
+from loopctl.journal.notify import (
+    MandateStop,
+    interrupted_after,
+    send_digest_if_due,
+    send_mandate_stop,
+    send_report_on_stop,
+)
 from loopctl.journal.recorder import Observer, Recorder
 from loopctl.journal.schema import (
     DefinitionsReloaded,
@@ -40,7 +48,7 @@ from loopctl.journal.schema import (
 from loopctl.lock import RunnerLock, lock_path, read_holder
 from loopctl.paths import ProjectPaths
 from loopctl.process import spawn_detached
-from loopctl.scheduling.mandate import Mandate, Watch, of_session
+from loopctl.scheduling.mandate import Mandate, Session, Watch, of_session
 from loopctl.scheduling.scheduler import Listener, Options, Scheduled, Scheduler, TickResult
 from loopctl.scheduling.timing import Schedule
 
@@ -65,18 +73,23 @@ class UpInfo:
     since: str | None
     loops: tuple[str, ...] | None  # the loops it schedules; None when unknown
     started: str | None = None  # when its scheduler began (the anchor of never-run loops)
-    mandate: str | None = None  # "up until 07:30, $3.20 of $20" when it has one
+    session: Session | None = None  # its mandate (`--until`, `--max-usd`) when it has one
+
+    @property
+    def mandate(self) -> str | None:
+        """Its mandate in words, "up until 07:30, $3.20 of $20"; None when it has none."""
+        return self.session.describe() if self.session is not None else None
 
     def to_json(self) -> dict[str, Any]:
-        found: dict[str, Any] = {
+        """What `status --json` says of `up` (its `up` key)."""
+        return {
             "pid": self.pid,
             "host": self.host,
             "since": self.since,
+            "started": self.started,
             "loops": list(self.loops) if self.loops is not None else None,
+            "mandate": self.session.to_json() if self.session is not None else None,
         }
-        if self.mandate is not None:
-            found["mandate"] = self.mandate
-        return found
 
 
 def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInfo | None:
@@ -87,7 +100,7 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
     pid = holder.get("pid")
     loops: tuple[str, ...] | None = None
     started: str | None = None
-    mandate: str | None = None
+    session: Session | None = None
     if events is None:
         events = EventLog(paths.events_file).read()
     stopped: set[str] = set()  # by `loopctl stop NAME` since it started
@@ -102,9 +115,9 @@ def up_info(paths: ProjectPaths, events: Sequence[Event] | None = None) -> UpInf
             if started_by.pid == pid:
                 loops = tuple(sorted(n for n in started_by.loops if n not in stopped))
                 started = event.ts
-                mandate = of_session(events, started_by, event.seq)
+                session = of_session(events, started_by, event.seq)
             break
-    return UpInfo(pid, holder.get("host"), holder.get("since"), loops, started, mandate)
+    return UpInfo(pid, holder.get("host"), holder.get("since"), loops, started, session)
 
 
 def _held_message(info: UpInfo | None) -> str:
@@ -167,6 +180,34 @@ def run_foreground(
     the loop are caught up (one tick) or recorded as skipped, by the loop's `catch_up`; only a
     loop that never ticked fires at once (`start`).
     """
+    return run_bounded(
+        project,
+        name,
+        trigger,
+        max_ticks=max_ticks,
+        start=start,
+        observer=observer,
+        listener=listener,
+        clock=clock,
+        stop=stop,
+    ).results
+
+
+def run_bounded(
+    project: Project,
+    name: str,
+    trigger: Trigger | None,
+    *,
+    max_ticks: int | None = None,
+    start: bool = True,
+    observer: Observer | None = None,
+    listener: Listener | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    stop: threading.Event | None = None,
+    mandate: Mandate | None = None,
+) -> UpEnded:
+    """`run_foreground`, also until its `mandate` (`run --until/--max-usd`) ends the session,
+    as `up`'s does: no tick starts, the running one is checkpointed, `[notify]` is told once."""
     loop = project.loop(name)
     schedule = Schedule.of(loop, trigger)
     if schedule is None:
@@ -181,6 +222,8 @@ def run_foreground(
             f" `loopctl down`, or run one tick now with `loopctl run {name} --once`"
         )
     recorder = Recorder(project, observer=observer, clock=clock)
+    first = recorder.log.last_seq()
+    watch = Watch(mandate, recorder.log, first) if mandate is not None and mandate.bounded else None
     scheduler = Scheduler(
         recorder,
         {name: Scheduled(loop, schedule)},
@@ -188,14 +231,20 @@ def run_foreground(
             mode="run", fire_on_start=start, from_log=True, max_ticks=max_ticks, fail_fast=True
         ),
         listener=listener,
-        on_ready=lambda: _started(recorder, "run", {name: schedule}, ()),
+        on_ready=lambda: _started(recorder, "run", {name: schedule}, (), mandate),
+        mandate=watch,
     )
     results: list[TickResult] = []
     try:
         results = scheduler.run(stop)
     finally:
         _stopped(recorder, "run", scheduler)
-    return results
+        with swallowed(logger, "telling [notify] the mandate stopped the run"):
+            ended = _mandate_stop(recorder, f"run {name}", scheduler, watch, first)
+            if ended is not None:
+                send_mandate_stop(recorder, load_config(project.paths.config, Problems()), ended)
+    at = watch.ended_at if watch is not None else None
+    return UpEnded(results, scheduler.stop_reason, scheduler.checkpointed, at)
 
 
 def _started(
@@ -215,6 +264,22 @@ def _started(
         max_usd=mandate.max_usd if mandate is not None else None,
     )
     recorder.record(started, run=None, loop=None)
+
+
+def _mandate_stop(
+    recorder: Recorder, by: str, scheduler: Scheduler, watch: Watch | None, after_seq: int
+) -> MandateStop | None:
+    """What the notification of a mandate's stop says; None when the mandate did not stop it."""
+    if watch is None or not scheduler.stop_reason:
+        return None
+    reason = scheduler.stop_reason
+    return MandateStop(
+        by=by,
+        reason=reason,
+        bound=watch.bound or "",
+        at=watch.ended_at or datetime.now(UTC),
+        checkpointed=tuple(interrupted_after(recorder.log.read(), after_seq, reason)),
+    )
 
 
 def _stopped(recorder: Recorder, by: str, scheduler: Scheduler) -> None:
@@ -369,7 +434,8 @@ class _Reloader:
 
 @dataclass(frozen=True, slots=True)
 class UpEnded:
-    """How a foreground `up` ended of itself: its mandate's reason, the ticks it interrupted."""
+    """How a foreground `up` (or `run`) ended of itself: its mandate's reason, the ticks it
+    interrupted."""
 
     results: list[TickResult]
     reason: str = ""  # empty unless the mandate ended it
@@ -420,13 +486,15 @@ def serve(
                 # The other loops run; the broken one waits, in the inbox, for its fix.
                 reloader.skipped_loop(bad.name, bad.first(root))
         started = datetime.now(UTC)
+        first = recorder.log.last_seq()
         try:
             results = scheduler.run()
         finally:
             _stopped(recorder, "up", scheduler)
             # The night's report goes out as `up` ends; a channel that fails must not.
             with swallowed(logger, "sending the report of the session"):
-                send_report_on_stop(recorder, started, datetime.now(UTC))
+                stop = _mandate_stop(recorder, "up", scheduler, watch, first)
+                send_report_on_stop(recorder, started, datetime.now(UTC), stop)
         at = watch.ended_at if watch is not None else None
         return UpEnded(results, scheduler.stop_reason, scheduler.checkpointed, at)
     finally:

@@ -12,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from loopctl.definitions.config import Config
 from loopctl.definitions.fields import parse_until
 from loopctl.errors import UsageError
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.schema import SchedulerStarted, agent_finished
+
+# Which bound of the mandate ended a session (what its notification says, as a word).
+DEADLINE = "deadline"
+SPEND_CAP = "spend-cap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,7 @@ class Watch:
         self._counted = after_seq  # the spend is summed once per event, not per look
         self.spent = 0.0
         self.ended_at: datetime | None = None  # when it first said the session is over
+        self.bound: str | None = None  # which bound ended it: DEADLINE or SPEND_CAP
 
     @property
     def until(self) -> datetime | None:
@@ -131,6 +137,7 @@ class Watch:
     def _ended(self, now: datetime) -> str | None:
         until, cap = self.mandate.until, self.mandate.max_usd
         if until is not None and now >= until:
+            self.bound = DEADLINE
             return f"the mandate's deadline ({self.mandate.until_text(now)})"
         if cap is not None:
             fresh = [e for e in self.log.read() if e.seq > self._counted]
@@ -138,18 +145,43 @@ class Watch:
                 self.spent += session_spend(fresh, self._counted)
                 self._counted = fresh[-1].seq
             if self.spent >= cap:
+                self.bound = SPEND_CAP
                 return f"the mandate's spend cap ({_usd(self.spent, cap)} of {_usd(cap)})"
         return None
 
 
-def of_session(events: Sequence[Event], started: SchedulerStarted, since_seq: int) -> str | None:
-    """What `status` says of a running `up`'s mandate: "up until 07:30, $3.20 of $20"."""
-    until = _parse_iso(started.until)
-    mandate = Mandate(until, started.max_usd)
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A running `up`'s mandate as `status` shows it: its bounds and what it spent so far."""
+
+    mandate: Mandate
+    spent_usd: float  # the session's agent calls so far (`loopctl spend`'s sum)
+
+    def describe(self) -> str:
+        """The mandate as `status` says it: "up until 07:30, $3.20 of $20" (spend with a cap)."""
+        spent = self.spent_usd if self.mandate.max_usd is not None else None
+        return f"up {self.mandate.describe(spent)}"
+
+    def to_json(self) -> dict[str, Any]:
+        until = self.mandate.until
+        cap = self.mandate.max_usd
+        return {
+            "until": until.astimezone(UTC).isoformat(timespec="seconds") if until else None,
+            "max_usd": cap,
+            "spent_usd": round(self.spent_usd, 6),
+            "left_usd": round(max(0.0, cap - self.spent_usd), 6) if cap is not None else None,
+            "text": self.describe(),
+        }
+
+
+def of_session(
+    events: Sequence[Event], started: SchedulerStarted, since_seq: int
+) -> Session | None:
+    """A running `up`'s mandate from its `scheduler_started` (at `since_seq`); None: unbounded."""
+    mandate = Mandate(_parse_iso(started.until), started.max_usd)
     if not mandate.bounded:
         return None
-    spent = session_spend(events, since_seq) if started.max_usd is not None else None
-    return f"up {mandate.describe(spent)}"
+    return Session(mandate, session_spend(events, since_seq))
 
 
 def _parse_iso(text: str | None) -> datetime | None:

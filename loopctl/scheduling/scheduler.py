@@ -288,7 +288,8 @@ class Scheduler:
     def _shutdown(self) -> None:
         self._stop.set()
         with self._lock:
-            why = f"`loopctl up` stopped: {self.stop_reason}" if self.stop_reason else ""
+            by = "up" if self.options.mode == "up" else "run"
+            why = f"`loopctl {by}` stopped: {self.stop_reason}" if self.stop_reason else ""
             for stop in self._tick_stops.values():
                 stop.halt(why)
         if self._watcher is not None:

@@ -20,6 +20,7 @@ from loopctl.journal.spending import SpendRow
 from loopctl.journal.warmth import WARM_COUNTS
 from loopctl.text import strip_controls
 from loopctl.ui.jobs import JobState
+from loopctl.ui.paused import paused_section
 from loopctl.ui.views import (
     AttemptFolder,
     DeliverView,
@@ -146,6 +147,8 @@ def loops_page(view: LoopsView, project: str) -> str:
         state = f"running (pid {s.running_pid})" if s.running_pid else s.last_status
         if s.waiting_for_review is not None and not s.running_pid:
             state = s.waiting_for_review.describe()
+        if s.paused and not s.running_pid:
+            state = s.paused  # "rate-limited until 14:05 (claude)", as `status` says it
         runs = " ".join(
             f'<a href="{url("runs", r.run)}" title="{esc(r.run)}">{badge(run_state(r))}'
             f"<small>{_when(r.started)[5:16]}</small></a>"
@@ -169,7 +172,7 @@ def loops_page(view: LoopsView, project: str) -> str:
         ' "tests green"</code></p>'
     )
     body = (
-        f"<h1>Loops</h1><p class=muted>{up}</p>"
+        f"<h1>Loops</h1><p class=muted>{up}</p>{paused_section(view.paused)}"
         f"<section class=total><h2>Spend per day, all loops</h2>{chart(view.days, width=560)}"
         f"</section>{table}"
     )

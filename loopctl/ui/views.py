@@ -16,13 +16,15 @@ from loopctl.commands.deliver import offer as goal_offer
 from loopctl.commands.inbox_show import InboxError, patch, show
 from loopctl.commands.status import LoopStatus, describe, loop_statuses
 from loopctl.errors import LoopctlError
-from loopctl.journal import history
+from loopctl.journal import history, pauses
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.history import find_run
 from loopctl.journal.inbox import InboxItem, ItemKind
+from loopctl.journal.pauses import Pause
 from loopctl.journal.spending import GroupBy, SpendRow, spend_report
 from loopctl.journal.statuses import RunStatus, TaskStatus
 from loopctl.scheduling.daemon import up_info
+from loopctl.scheduling.pauses import loop_backends
 
 if TYPE_CHECKING:
     from loopctl.commands.deliver import Offer
@@ -48,6 +50,8 @@ class LoopsView:
     loops: tuple[LoopCard, ...]
     days: tuple[SpendRow, ...]  # every loop together
     up: str | None  # "pid N since T" while `loopctl up` runs
+    # Backends a rate limit, quota or overload pauses now, each with the loops it holds.
+    paused: tuple[tuple[Pause, tuple[str, ...]], ...] = ()
 
 
 def loops_view(
@@ -86,7 +90,22 @@ def loops_view(
         running = f"pid {up.pid} since {str(up.since)[:19]}" + (
             f"; {up.mandate}" if up.mandate else ""
         )
-    return LoopsView(tuple(cards), total.days, running)
+    return LoopsView(tuple(cards), total.days, running, paused_backends(project, events, now))
+
+
+def paused_backends(
+    project: Project, events: list[Event], now: datetime
+) -> tuple[tuple[Pause, tuple[str, ...]], ...]:
+    """The pauses in force at `now` (journal.pauses), each with the loops whose agents use it."""
+    found = []
+    for backend, pause in sorted(pauses.holding(events, now).items()):
+        held = tuple(
+            name
+            for name, loop in sorted(project.loops.items())
+            if backend in loop_backends(project, loop)
+        )
+        found.append((pause, held))
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,8 @@ report from `up`. The dashboard's page: tests/ui/test_ui_report.py."""
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.cli import assert_clean_exit, invoke, run_loopctl
@@ -27,6 +22,7 @@ from support.night import (
     stalled_and_rate_limited,
 )
 from support.repos import make_project, toml_value, write_config
+from support.webhook import Hook
 
 from loopctl.commands.report import parse_since
 from loopctl.definitions import load_project
@@ -285,37 +281,6 @@ def test_an_older_log_without_outcomes_reads_them_from_statuses(
 
 
 # --- the digest and --notify ------------------------------------------------------------------
-
-
-class Hook:
-    """A webhook receiver on 127.0.0.1: every POST's JSON, answered 200."""
-
-    def __init__(self) -> None:
-        self.posts: list[dict[str, Any]] = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                hook.posts.append(json.loads(body))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
 
 
 def test_notify_sends_the_report_and_the_daily_digest_is_the_report(

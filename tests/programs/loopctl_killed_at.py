@@ -3,7 +3,8 @@
     python tests/programs/loopctl_killed_at.py N <loopctl arguments...>
     python tests/programs/loopctl_killed_at.py attempt_started <loopctl arguments...>
 
-N is an event's seq; a name is an event type: the first event of that type appended.
+N is an event's seq; a name is an event type: the first event of that type appended; `note:WHAT`
+the first note of that `what` (note:backend_paused).
 
 Fault injection stays out of the product: this wrapper patches `EventLog.append` in its own
 process and then runs loopctl's `main`, so no environment variable a user could set by accident
@@ -27,7 +28,7 @@ def main() -> int:
 
     def append_then_die(self: events.EventLog, *args: Any, **kwargs: Any) -> events.Event:
         event = append(self, *args, **kwargs)
-        if target in (str(event.seq), event.type):
+        if target in (str(event.seq), event.type, f"{event.type}:{event.data.get('what')}"):
             os.kill(os.getpid(), signal.SIGKILL)
         return event
 

@@ -7,6 +7,7 @@ Every wait is on the journal or a file; the timeouts are safety nets.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -159,11 +160,21 @@ def test_status_shows_the_mandate_while_up_runs(
     wait_event(repo, "scheduler_started", what="up to start", timeout=SAFETY_NET)
 
     status = run_loopctl(repo, "status")
+    as_json = run_loopctl(repo, "status", "--json")
 
     assert_clean_exit(status, 0)
     assert f"up: running (pid {up.pid}" in status.stdout
     assert "; up until " in status.stdout
     assert ", $0.00 of $5" in status.stdout
+    assert_clean_exit(as_json, 0)
+    shown = json.loads(as_json.stdout)
+    assert [row["loop"] for row in shown["status"]] == ["night"]
+    assert shown["up"]["pid"] == up.pid
+    mandate = shown["up"]["mandate"]
+    (started,) = events(repo, "scheduler_started")
+    assert mandate["until"] == started.data["until"]
+    assert (mandate["max_usd"], mandate["spent_usd"], mandate["left_usd"]) == (5, 0, 5)
+    assert mandate["text"].startswith("up until ")
     assert_clean_exit(run_loopctl(repo, "down", timeout=SAFETY_NET), 0)
     assert up.wait(timeout=SAFETY_NET) == 130
 
@@ -252,3 +263,11 @@ def test_the_flags_override_the_config_and_none_lifts_its_deadline() -> None:
     with pytest.raises(UsageError, match=r"^\[budget\] up_until: "):
         resolve(Config(up_until="soon"), None, None, now)
     assert Mandate(None, 20.0).describe(3.2) == "$3.20 of $20"
+
+
+def test_status_json_says_up_is_not_running(repo: Path) -> None:
+    make_project(repo, "fixer.py")
+
+    shown = json.loads(run_loopctl(repo, "status", "--json").stdout)
+
+    assert shown["up"] is None

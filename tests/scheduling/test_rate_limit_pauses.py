@@ -180,6 +180,42 @@ def test_up_killed_during_a_pause_keeps_the_pause_when_started_again(
     )
 
 
+def test_up_killed_as_it_records_the_pause_resumes_the_pause_not_the_work(
+    repo: Path, tmp_path: Path, procs: list[Proc], model_server: ScriptedModelServer
+) -> None:
+    """kill -9 the instant the pause is durable, its tick not yet ended: the next `up` holds
+    the loop until the reset and only then works the task, once."""
+    limit_then_recover(model_server)
+    two_loops(repo, model_server)
+
+    killed = run_loopctl(repo, "up", kill_at_seq="note:backend_paused", timeout=120)
+
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    (paused,) = notes(repo, "backend_paused")
+    assert not [e for e in events(repo, "tick_finished") if e.run == paused.run]
+    mark = last_seq(repo)
+    spawn(procs, repo, tmp_path, "up")
+    (restarted,) = wait_event(repo, "scheduler_started", after=mark)
+    resumed = wait_note(repo, "backend_resumed", after=mark)
+    (done, *_) = wait_event(
+        repo, "task_finished", loop="api", status="done", after=resumed.seq, what="the fix"
+    )
+    assert_clean_exit(run_loopctl(repo, "down"), 0)
+
+    until = until_of(paused)
+    assert restarted.time < until  # it started again during the pause
+    # It resumed the pause, not the work: no turn of the loop, and no call to the backend,
+    # before the reset; the 429s were the first up's, the rest answered after the reset.
+    after_restart = [e for e in makers_started(repo, "api") if e.seq > mark]
+    assert after_restart
+    assert all(e.time >= until for e in after_restart)
+    assert [s.status for s in model_server.posts()][:6] == [429] * 6
+    assert len(notes(repo, "backend_paused")) == 1
+    assert len(notes(repo, "backend_resumed")) == 1
+    # The work went on after the reset: the task was fixed and committed.
+    assert [e for e in events(repo, "commit_created") if e.loop == "api" and e.seq <= done.seq]
+
+
 def test_claude_codes_usage_limit_pauses_its_loop_until_the_stated_reset(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, procs: list[Proc]
 ) -> None:
