@@ -153,23 +153,34 @@ def record_pause(
         )
         pause = pauses(rec.log.read())[backend]
     if item is not None:
-        # Not tied to the task: an open item of a task makes its next run wait for a human,
-        # and this one needs nobody (it closes itself when the pause ends).
-        rec.open_item(
-            ItemKind.ESCALATION,
-            f"{pause.describe()}: {paused.said}"[:300] + "; its loops resume by themselves",
-            {
-                "backend": backend,
-                "until": pause.until_text(),
-                "kind": pause.kind,
-                "said": paused.said,
-            },
-            run=run,
-            loop=loop,
-            item_id=item,
-            again_once_closed=False,
-        )
+        tell(rec, pause, run=run, loop=loop)
     return pause
+
+
+def tell(rec: Recorder, pause: Pause, *, run: str | None, loop: str | None) -> None:
+    """Open (and notify) `pause`'s inbox item, at most once ever: a second call does nothing.
+
+    The `backend_paused` note is written first and its item after, so a `kill -9` between the
+    two leaves a pause nobody was told of; the next scheduler calls this for every pause it
+    finds in force (scheduling.pauses.BackendPauses.tell_unheard)."""
+    if pause.item is None:
+        return
+    # Not tied to the task: an open item of a task makes its next run wait for a human,
+    # and this one needs nobody (it closes itself when the pause ends).
+    rec.open_item(
+        ItemKind.ESCALATION,
+        f"{pause.describe()}: {pause.said}"[:300] + "; its loops resume by themselves",
+        {
+            "backend": pause.backend,
+            "until": pause.until_text(),
+            "kind": pause.kind,
+            "said": pause.said,
+        },
+        run=run,
+        loop=loop if loop is not None else pause.loop,
+        item_id=pause.item,
+        again_once_closed=False,
+    )
 
 
 def record_resumed(rec: Recorder, pause: Pause) -> None:

@@ -72,6 +72,12 @@ class BackendPauses:
         ]
         return max(held, key=lambda pause: pause.until) if held else None
 
+    def tell_unheard(self, rec: Recorder, now: datetime) -> None:
+        """Open the inbox item of each pause in force that a killed process never opened."""
+        for pause in list(self._held.values()):
+            if pause.until > now:
+                pauses.tell(rec, pause, run=None, loop=None)
+
     def resume_due(self, rec: Recorder, now: datetime) -> None:
         """Record `backend_resumed` for each pause whose time has passed (once)."""
         for backend, pause in list(self._held.items()):

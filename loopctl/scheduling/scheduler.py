@@ -175,6 +175,8 @@ class Scheduler:
             self._pauses.refresh(events)
             self.project = project
             self._recorder = self._recorder.for_project(project)
+            # A pause a killed process recorded but never told anyone of is told now (once).
+            self._pauses.tell_unheard(self._recorder, datetime.now(UTC))
             for name in list(self._entries):
                 if name not in loops:
                     del self._entries[name]

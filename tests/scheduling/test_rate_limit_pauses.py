@@ -193,10 +193,15 @@ def test_up_killed_as_it_records_the_pause_resumes_the_pause_not_the_work(
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     (paused,) = notes(repo, "backend_paused")
     assert not [e for e in events(repo, "tick_finished") if e.run == paused.run]
+    # Killed between the note and its inbox item: nobody was told of the pause yet.
+    assert not [e for e in events(repo, "inbox_opened") if e.data["id"] == paused.data["item"]]
     mark = last_seq(repo)
     spawn(procs, repo, tmp_path, "up")
     (restarted,) = wait_event(repo, "scheduler_started", after=mark)
     resumed = wait_note(repo, "backend_resumed", after=mark)
+    # The restarted up told it (once), before the pause ended.
+    (told,) = [e for e in events(repo, "inbox_opened") if e.data["id"] == paused.data["item"]]
+    assert mark < told.seq < resumed.seq
     (done, *_) = wait_event(
         repo, "task_finished", loop="api", status="done", after=resumed.seq, what="the fix"
     )
