@@ -574,3 +574,46 @@ def test_real_codex_starts_a_declared_mcp_connector_behind_its_tool_search(
     }
     assert "tool_search" in tool_types
     assert_secret_kept(repo, run, tmp_path)
+
+
+# --- the loop's rules on the wire (issue 31, item 2) ----------------------------------------------
+
+STREAM = 'args = ["--output-format", "stream-json", "--verbose"]\nresume = true\n'
+
+
+def test_every_request_of_the_real_claude_carries_the_rules_hash_and_its_hook_prints_them(
+    repo: Path,
+) -> None:
+    """Every model request of two attempts carries the current rules' marker; the second
+    attempt resumes the first's session, so Claude Code runs loopctl's SessionStart hook
+    (`compact|resume`) inside the sandbox, and its stream shows the block it printed.
+
+    A real compaction is not forced here: Claude Code 2.1.197 starts one when the server reports
+    a context past CLAUDE_CODE_AUTO_COMPACT_WINDOW, but gives it up on a short session
+    (`compact_result: failed`, "too_few_groups"; `/compact` says "Not enough messages to
+    compact"). The fake claude plays one as 2.1.197 streams it (test_rules_hook.py)."""
+    box = make_sandbox()
+    env = cli_environment("claude", box)
+    project(repo, "claude", box, extra=STREAM)
+
+    run = run_sealed(repo, box, env, "goal", "tests green", script="fix_on_second_attempt")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    notes = [e.data for e in events(repo, "note", TASK) if e.data.get("what") == "rules"]
+    assert [n["attempt"] for n in notes] == [1, 2]
+    (sha,) = {n["sha256"] for n in notes}
+    marker = f"loopctl-rules v1 sha256:{sha}"
+    turns = [r for r in run.model_requests() if r.tools]  # those that can lead to a tool call
+    assert len(turns) >= 4
+    assert all(marker in r.text for r in turns)
+    second = next((repo / ".loop" / "runs").rglob("attempt-2/maker.out")).read_text()
+    hooks = [
+        json.loads(line)
+        for line in second.splitlines()
+        if line.startswith("{") and '"hook_response"' in line
+    ]
+    resumed = [h for h in hooks if h.get("hook_name") == "SessionStart:resume"]
+    assert resumed, second[:2000]
+    assert all(marker in h["output"] and h["exit_code"] == 0 for h in resumed)
+    assert [e for e in events(repo, "note") if e.data.get("what") == "rules_not_reinjected"] == []

@@ -131,6 +131,14 @@ def peek_then_fix(request: Request, server: ScriptedModelServer) -> Turn:
     return Turn(calls=[Call(shells[0], args)])
 
 
+def fix_on_second_attempt(request: Request, server: ScriptedModelServer) -> Turn:
+    """Claim success without a change on loopctl's first attempt; fix on its second (in the
+    session the first left, when the agent resumes)."""
+    if "(attempt 2)" not in request.text:
+        return Turn(text=DONE)
+    return _fix(request, request.step)
+
+
 def hang(request: Request, server: ScriptedModelServer) -> Reply:
     """Every request waits forever: only loopctl's timeout can end the attempt."""
     return Reply(hang=True)
@@ -221,6 +229,7 @@ def after_file(script: Script, path: Path, timeout: float = 60.0) -> Script:
 SCRIPTS: dict[str, Script] = {
     "fix": fix,
     "never_fix": never_fix,
+    "fix_on_second_attempt": fix_on_second_attempt,
     "denied": denied,
     "hang": hang,
     "lookup_then_fix": lookup_then_fix,
