@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from support.journal import events
 from support.model_server import secret_digest
-from support.real_cli_scripts import PEEK
+from support.real_cli_scripts import COMPACT_WINDOW, PEEK
 from support.real_clis import (
     API_KEY,
     CLIS,
@@ -617,3 +617,40 @@ def test_every_request_of_the_real_claude_carries_the_rules_hash_and_its_hook_pr
     assert resumed, second[:2000]
     assert all(marker in h["output"] and h["exit_code"] == 0 for h in resumed)
     assert [e for e in events(repo, "note") if e.data.get("what") == "rules_not_reinjected"] == []
+
+
+def test_after_each_real_compaction_claude_is_given_the_rules_again(repo: Path) -> None:
+    """The server reports a context past Claude Code's compaction window until the CLI has
+    compacted twice: after each compaction loopctl's SessionStart hook prints the rules block
+    (the stream shows it), the requests that follow carry its hash, and the turn is recorded
+    as reinjected, with no warning."""
+    box = make_sandbox()
+    env = cli_environment("claude", box, CLAUDE_CODE_AUTO_COMPACT_WINDOW=str(COMPACT_WINDOW))
+    project(repo, "claude", box, extra=STREAM)
+
+    run = run_sealed(repo, box, env, "goal", "tests green", script="compact_twice_then_fix")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+    attempts = [(e.data["verdict"], e.data["reason"]) for e in events(repo, "attempt_finished")]
+    assert len(attempts) == 1, attempts
+    (note,) = [e.data for e in events(repo, "note", TASK) if e.data.get("what") == "rules"]
+    marker = f"loopctl-rules v1 sha256:{note['sha256']}"
+    out = next((repo / ".loop" / "runs").rglob("attempt-1/maker.out")).read_text()
+    stream = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    boundaries = [e for e in stream if e.get("subtype") == "compact_boundary"]
+    hooks = [e for e in stream if e.get("hook_name") == "SessionStart:compact"]
+    assert len(boundaries) >= 2
+    assert all(marker in h["output"] for h in hooks if h.get("subtype") == "hook_response")
+    (finished,) = finished_makers(repo)
+    assert finished["compactions"] == len(boundaries)
+    assert finished["rules_reinjected"] == len(boundaries)
+    assert [e for e in events(repo, "note") if e.data.get("what") == "rules_not_reinjected"] == []
+    # On the wire: every request carries the hash; after a compaction the task's prompt is
+    # summarised away, and the rules are there through the hook's output.
+    requests = run.model_requests()
+    assert all(marker in r.text for r in requests)
+    compacted = [r for r in requests if f"# Task {TASK} (attempt 1)" not in r.text]
+    assert len(compacted) >= 2
+    assert all("SessionStart:compact" in r.text for r in compacted)
