@@ -10,10 +10,10 @@ loopctl's quoted path, never the rules themselves. Both files sit in the attempt
 the sandboxed agent can read but not write.
 
 Whether the block arrived is read from the CLI's stream (`--output-format stream-json
---verbose`): each `compact_boundary` event must be followed by a `SessionStart` hook response
-whose output carries the block's marker (`SessionStart:compact`); one that is not is reported, and the engine records a
-warning note. Codex runs only hooks a user has reviewed and trusted, and `codex exec` skips the
-others silently, so for Codex the rules travel in every prompt only.
+--verbose`): each `compact_boundary` event must be matched by a `SessionStart:compact` hook
+response whose output carries the block's marker; one that is not is reported, and the engine
+records a warning note. Codex runs only hooks a user has reviewed and trusted, and `codex exec`
+skips the others silently, so for Codex the rules travel in every prompt only.
 """
 
 from __future__ import annotations

@@ -72,9 +72,7 @@ def _skill_names(skills: Sequence[Skill], limit: int) -> str:
     more = len(names) - len(shown)
     tail = f", …and {more} more (`loopctl skills` lists them)" if more else ""
     return (
-        "- Skills you may read when one helps (skills/<name>/SKILL.md): "
-        + ", ".join(shown)
-        + tail
+        "- Skills you may read when one helps (skills/<name>/SKILL.md): " + ", ".join(shown) + tail
     )
 
 
