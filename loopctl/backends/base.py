@@ -62,6 +62,10 @@ class AgentRequest:
     state_dir: Path | None = None
     # Ends a turn that makes no progress ([budget] max_idle); None: only its timeout ends it.
     idle: IdleLimit | None = None
+    # The loop's rules block and its marker line (engine.rules), for a CLI that compacts its
+    # own context to be given again afterwards (backends.rules_hook); "" for a checker.
+    rules: str = ""
+    rules_marker: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from loopctl.backend_registry import BackendSpec, register
-from loopctl.backends import connectors, streams
+from loopctl.backends import connectors, rules_hook, streams
 from loopctl.backends.base import (
     AgentRequest,
     AgentResult,
@@ -144,12 +144,15 @@ class ClaudeBackend(CliPreset):
         if session is not None:
             argv += ["--resume", session]
         argv += connectors.claude_args(request)  # MCP servers; no secret in argv or config
+        # The loop's rules again after Claude compacts its context (a SessionStart hook).
+        argv += rules_hook.claude_args(request)
         argv += list(agent.args)
         return Invocation(argv)
 
     def parse(self, request: AgentRequest, done: Any) -> AgentResult:
         payload: dict[str, Any] | None = None
-        for line in json_lines(stdout_text(done)):
+        stdout = stdout_text(done)
+        for line in json_lines(stdout):
             if line.get("type") == "result" or "is_error" in line:
                 payload = line  # stream-json ends with the same result line
         if payload is None:
@@ -190,6 +193,14 @@ class ClaudeBackend(CliPreset):
                     parsed = _with_cost(parsed, sum(known))
         if status is not AgentStatus.OK and parsed.text:
             extra["error"] = parsed.text[:500]
+        if request.rules_marker:
+            # Seen only in a stream (stream-json): the plain JSON result shows no compaction.
+            seen = rules_hook.arrival(stdout, request.rules_marker)
+            if seen.compactions:
+                extra["compactions"] = seen.compactions
+                extra["rules_reinjected"] = seen.reinjected
+            if seen.missed:
+                extra["rules_warning"] = seen.warning()
         return AgentResult(
             status=status,
             exit_code=done.exit_code,

@@ -27,6 +27,7 @@ from loopctl.engine.context import (
     open_item,
 )
 from loopctl.engine.liveness import idle_limit, record_stall
+from loopctl.engine.rules import RulesBlock
 from loopctl.git import is_ignored
 from loopctl.journal.events import EventType
 from loopctl.journal.inbox import ItemKind, items
@@ -51,7 +52,11 @@ def run_agent(
     role: str,
     prompt: str,
     session: str | None,
+    *,
+    rules: RulesBlock | None = None,
 ) -> AgentResult:
+    """One turn of `agent` as `role`; `rules`, the maker's rules block, is what a CLI that
+    compacts its context is given again after a compaction (backends.rules_hook)."""
 
     folder = attempt_dir(ctx, spec.id, number)
     prompt_file = folder / f"{role}-prompt.md"
@@ -83,6 +88,8 @@ def run_agent(
         skills=tuple(ctx.project.skills.values()),
         sandbox=sandbox,
         state_dir=state_dir,
+        rules=rules.text if rules is not None else "",
+        rules_marker=rules.marker if rules is not None else "",
         idle=idle_limit(ctx, workspace.path, sandbox, env, (state_dir,)),
         request_approval=lambda summary, evidence: open_item(
             ctx.rec,
@@ -124,6 +131,18 @@ def run_agent(
                 role=role,
                 warning=result.extra["usage_warning"],
                 extra={"agent": agent.name},
+            ),
+        )
+    if result.extra.get("rules_warning"):
+        # The CLI compacted its context and the loop's rules did not come back (issue 31).
+        ctx.record(
+            spec.id,
+            Note(
+                what="rules_not_reinjected",
+                attempt=number,
+                role=role,
+                warning=str(result.extra["rules_warning"]),
+                extra={"agent": agent.name, "sha256": rules.sha256 if rules else None},
             ),
         )
     ctx.record(

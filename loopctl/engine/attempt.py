@@ -18,6 +18,7 @@ from loopctl.engine.context import (
 from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
 from loopctl.engine.review import attempt_review
+from loopctl.engine.rules import RulesBlock
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
@@ -31,6 +32,7 @@ from loopctl.journal.schema import (
     AttemptFinished,
     AttemptStarted,
     CheckFinished,
+    Note,
     read,
 )
 from loopctl.journal.statuses import Verdict
@@ -82,7 +84,23 @@ def run_attempt(
         if a.number < number
     ]
     changed = earlier_changes(ctx, spec, workspace) if earlier else ()
-    prompt = maker_prompt(maker_context(ctx, spec, number, summaries, changed))
+    context = maker_context(ctx, spec, number, summaries, changed)
+    prompt = maker_prompt(context)
+    block = context.rules_block()
+    # Which rules this attempt runs under, on record before its turn (issue 31).
+    ctx.record(
+        spec.id,
+        Note(
+            what="rules",
+            attempt=number,
+            role="maker",
+            extra={"sha256": block.sha256, "version": block.version},
+        ),
+    )
+    if not block.carried_by(prompt):
+        # A prompt cut short (huge pinned parts) would run the maker without its rules.
+        _stop_attempt(ctx, spec, number, rules_missing(block, len(prompt.encode())))
+        return None
     session = None
     if ctx.maker.resume:
         session = next((s for s in reversed(maker_sessions(ctx.rec, ctx.run_id, spec.id))), None)
@@ -92,7 +110,9 @@ def run_attempt(
     # Interrupted, the turn is compared as it stops: its resumption starts a fresh baseline.
     with watched_turn(ctx, spec, number, before):
         maker = wall_capped(ctx, ctx.maker)
-        maker_result = run_agent(ctx, spec, workspace, number, maker, "maker", prompt, session)
+        maker_result = run_agent(
+            ctx, spec, workspace, number, maker, "maker", prompt, session, rules=block
+        )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
         if tampered(ctx, spec, number, before):
@@ -236,6 +256,15 @@ def _stop_attempt(ctx: RunContext, spec: TaskSpec, number: int, reason: str) -> 
         ),
     )
     ctx.rec.refresh_projections()
+
+
+def rules_missing(block: RulesBlock, size: int) -> str:
+    """Why an attempt refused to start: its composed prompt lacks the loop's current rules."""
+    return (
+        f"the maker's prompt ({size} bytes) lacks the loop's current rules ({block.marker}):"
+        " shorten the task prompt, the agent's instructions or the loop's rules"
+        " (the prompt is capped), then `loopctl inbox retry`"
+    )
 
 
 def maker_sessions(rec: Recorder, run_id: str, task_id: str) -> list[str]:

@@ -1,6 +1,7 @@
 """The maker's and the judge's prompts, bounded in size however long a loop runs (invariant 6).
 
-Pinned parts (the task, the agent's instructions, the loop's rules) are never dropped; the
+Pinned parts (the task, the rules block of `engine.rules`: the agent's instructions, the loop's
+rules, protected paths, scope and skill names, under its hash) are never dropped; the
 skill index, full skills and earlier attempts share what room is left, newest attempts first.
 """
 
@@ -10,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loopctl.definitions.skills import Skill
+from loopctl.engine.rules import RulesBlock, rules_block
 
 MAX_PROMPT_BYTES = 8000
 _MAX_TASK_CHARS = 2000
-_MAX_RULES_CHARS = 2500
 _MAX_FULL_SKILL_CHARS = 1500
 _MAX_INDEX_CHARS = 1600
 _DETAILED_ATTEMPTS = 2
@@ -55,6 +56,16 @@ class MakerContext:
     # Files the worktree holds changed against the base as this attempt starts (attempts build
     # on each other; nothing is reset), e.g. "calc.py", "old.py (deleted)".
     changed: Sequence[str] = ()
+
+    def rules_block(self) -> RulesBlock:
+        """The loop's rules for this maker, as one block with its hash (engine.rules)."""
+        return rules_block(
+            instructions=self.instructions,
+            rules=self.rules,
+            protected=self.protected,
+            scope=self.scope,
+            skills=self.skills,
+        )
 
 
 def _clip(text: str, limit: int, note: str = "…[cut]") -> str:
@@ -168,21 +179,9 @@ def maker_prompt(ctx: MakerContext, *, max_bytes: int = MAX_PROMPT_BYTES) -> str
             )
         else:
             pinned.append("A separate checker judges it from your diff after your turn.")
-    rules: list[str] = []
-    if ctx.instructions.strip():
-        rules.append(ctx.instructions.strip())
-    rules += [f"- {rule}" for rule in ctx.rules]
-    if ctx.protected:
-        rules.append(
-            "- Do not change these paths (a change fails the attempt): " + ", ".join(ctx.protected)
-        )
-    if ctx.scope:
-        rules.append("- Change only files matching: " + ", ".join(ctx.scope))
-    rules.append("- Work only inside this worktree. Do not commit; loopctl commits what passes.")
-    rules.append(
-        '- If only a human can decide how to go on, end with one JSON line {"escalate": "…?"}.'
-    )
-    pinned += ["", "# Rules", _clip("\n".join(rules), _MAX_RULES_CHARS)]
+    # The rules go in as one block under its hash marker (engine.rules): byte for byte what
+    # the attempt's guard looks for and what the compaction hook prints again.
+    pinned += ["", ctx.rules_block().text.rstrip("\n")]
     head = "\n".join(pinned)
 
     room = max_bytes - _size(head) - 200

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from support.journal import events
 from support.model_server import secret_digest
-from support.real_cli_scripts import PEEK
+from support.real_cli_scripts import COMPACT_WINDOW, PEEK
 from support.real_clis import (
     API_KEY,
     CLIS,
@@ -574,3 +574,83 @@ def test_real_codex_starts_a_declared_mcp_connector_behind_its_tool_search(
     }
     assert "tool_search" in tool_types
     assert_secret_kept(repo, run, tmp_path)
+
+
+# --- the loop's rules on the wire (issue 31, item 2) ----------------------------------------------
+
+STREAM = 'args = ["--output-format", "stream-json", "--verbose"]\nresume = true\n'
+
+
+def test_every_request_of_the_real_claude_carries_the_rules_hash_and_its_hook_prints_them(
+    repo: Path,
+) -> None:
+    """Every model request of two attempts carries the current rules' marker; the second
+    attempt resumes the first's session, so Claude Code runs loopctl's SessionStart hook
+    (`compact|resume`) inside the sandbox, and its stream shows the block it printed.
+
+    A real compaction is not forced here: Claude Code 2.1.197 starts one when the server reports
+    a context past CLAUDE_CODE_AUTO_COMPACT_WINDOW, but gives it up on a short session
+    (`compact_result: failed`, "too_few_groups"; `/compact` says "Not enough messages to
+    compact"). The fake claude plays one as 2.1.197 streams it (test_rules_hook.py)."""
+    box = make_sandbox()
+    env = cli_environment("claude", box)
+    project(repo, "claude", box, extra=STREAM)
+
+    run = run_sealed(repo, box, env, "goal", "tests green", script="fix_on_second_attempt")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    notes = [e.data for e in events(repo, "note", TASK) if e.data.get("what") == "rules"]
+    assert [n["attempt"] for n in notes] == [1, 2]
+    (sha,) = {n["sha256"] for n in notes}
+    marker = f"loopctl-rules v1 sha256:{sha}"
+    turns = [r for r in run.model_requests() if r.tools]  # those that can lead to a tool call
+    assert len(turns) >= 4
+    assert all(marker in r.text for r in turns)
+    second = next((repo / ".loop" / "runs").rglob("attempt-2/maker.out")).read_text()
+    hooks = [
+        json.loads(line)
+        for line in second.splitlines()
+        if line.startswith("{") and '"hook_response"' in line
+    ]
+    resumed = [h for h in hooks if h.get("hook_name") == "SessionStart:resume"]
+    assert resumed, second[:2000]
+    assert all(marker in h["output"] and h["exit_code"] == 0 for h in resumed)
+    assert [e for e in events(repo, "note") if e.data.get("what") == "rules_not_reinjected"] == []
+
+
+def test_after_each_real_compaction_claude_is_given_the_rules_again(repo: Path) -> None:
+    """The server reports a context past Claude Code's compaction window until the CLI has
+    compacted twice: after each compaction loopctl's SessionStart hook prints the rules block
+    (the stream shows it), the requests that follow carry its hash, and the turn is recorded
+    as reinjected, with no warning."""
+    box = make_sandbox()
+    env = cli_environment("claude", box, CLAUDE_CODE_AUTO_COMPACT_WINDOW=str(COMPACT_WINDOW))
+    project(repo, "claude", box, extra=STREAM)
+
+    run = run_sealed(repo, box, env, "goal", "tests green", script="compact_twice_then_fix")
+
+    assert run.done.returncode == 0, run.done.stdout + run.done.stderr
+    assert_sealed(run, box)
+    assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+    attempts = [(e.data["verdict"], e.data["reason"]) for e in events(repo, "attempt_finished")]
+    assert len(attempts) == 1, attempts
+    (note,) = [e.data for e in events(repo, "note", TASK) if e.data.get("what") == "rules"]
+    marker = f"loopctl-rules v1 sha256:{note['sha256']}"
+    out = next((repo / ".loop" / "runs").rglob("attempt-1/maker.out")).read_text()
+    stream = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    boundaries = [e for e in stream if e.get("subtype") == "compact_boundary"]
+    hooks = [e for e in stream if e.get("hook_name") == "SessionStart:compact"]
+    assert len(boundaries) >= 2
+    assert all(marker in h["output"] for h in hooks if h.get("subtype") == "hook_response")
+    (finished,) = finished_makers(repo)
+    assert finished["compactions"] == len(boundaries)
+    assert finished["rules_reinjected"] == len(boundaries)
+    assert [e for e in events(repo, "note") if e.data.get("what") == "rules_not_reinjected"] == []
+    # On the wire: every request carries the hash; after a compaction the task's prompt is
+    # summarised away, and the rules are there through the hook's output.
+    requests = run.model_requests()
+    assert all(marker in r.text for r in requests)
+    compacted = [r for r in requests if f"# Task {TASK} (attempt 1)" not in r.text]
+    assert len(compacted) >= 2
+    assert all("SessionStart:compact" in r.text for r in compacted)

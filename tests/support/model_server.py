@@ -356,7 +356,9 @@ def _anthropic_content(turn: Turn) -> list[dict[str, Any]]:
 
 def anthropic_json(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "msg_01",
+        # One per turn: Claude Code merges turns that share an id into one message, and then
+        # finds too few of them to compact (issue 31).
+        "id": f"msg_{next(_IDS):04d}",
         "type": "message",
         "role": "assistant",
         "model": body.get("model", "claude-test"),

@@ -9,6 +9,7 @@ Requests that are not agent turns (opencode's title, a commit message) get a sho
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import threading
@@ -131,6 +132,43 @@ def peek_then_fix(request: Request, server: ScriptedModelServer) -> Turn:
     return Turn(calls=[Call(shells[0], args)])
 
 
+def fix_on_second_attempt(request: Request, server: ScriptedModelServer) -> Turn:
+    """Claim success without a change on loopctl's first attempt; fix on its second (in the
+    session the first left, when the agent resumes)."""
+    if "(attempt 2)" not in request.text:
+        return Turn(text=DONE)
+    return _fix(request, request.step)
+
+
+# Claude Code's context window for compaction, in tokens (CLAUDE_CODE_AUTO_COMPACT_WINDOW): a
+# turn reported past it makes the CLI compact before its next request.
+COMPACT_WINDOW = 30_000
+COMPACTIONS = 2
+
+
+def compact_twice_then_fix(request: Request, server: ScriptedModelServer) -> Turn:
+    """Claude Code: read calc.py with a context reported past the compaction window until the
+    CLI has compacted twice (its summary requests are answered with a summary), then read and
+    fix calc.py, as the file on disk says is still needed (compaction rewrites the history a
+    step count would read)."""
+    last = json.dumps(request.body.get("messages", [])[-1:])
+    if "detailed summary" in last.lower():
+        with server.lock:
+            server.compactions = getattr(server, "compactions", 0) + 1  # type: ignore[attr-defined]
+        return Turn(text="<summary>The task: fix add() in calc.py.</summary>")
+    if family(request) != "claude" or not request.tools:
+        return Turn(text=DONE)
+    read = Call("Read", {"file_path": _file(request)})
+    if getattr(server, "compactions", 0) < COMPACTIONS:
+        return Turn(calls=[read], usage=(5 * COMPACT_WINDOW, 20))
+    if BUG not in Path(_file(request)).read_text():
+        return Turn(text=DONE)
+    if '"tool_result"' in last:  # it has just read the file (or been told it is unchanged)
+        return Turn(calls=[Call("Edit", {"file_path": _file(request), "old_string": BUG,
+                                         "new_string": FIX})])  # fmt: skip
+    return Turn(calls=[read])
+
+
 def hang(request: Request, server: ScriptedModelServer) -> Reply:
     """Every request waits forever: only loopctl's timeout can end the attempt."""
     return Reply(hang=True)
@@ -221,6 +259,8 @@ def after_file(script: Script, path: Path, timeout: float = 60.0) -> Script:
 SCRIPTS: dict[str, Script] = {
     "fix": fix,
     "never_fix": never_fix,
+    "fix_on_second_attempt": fix_on_second_attempt,
+    "compact_twice_then_fix": compact_twice_then_fix,
     "denied": denied,
     "hang": hang,
     "lookup_then_fix": lookup_then_fix,
