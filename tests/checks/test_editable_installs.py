@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import assert_clean_exit, run_loopctl
+from support.journal import events
+from support.repos import commit_all, git, make_repo, write_agent, write_config
 
 from loopctl.checks.import_roots import (
     checkout_import_roots,
@@ -22,9 +25,6 @@ from loopctl.checks.import_roots import (
     redirected_env,
     site_folders,
 )
-from tests.support.cli import assert_clean_exit, run_loopctl
-from tests.support.journal import events
-from tests.support.repos import commit_all, git, make_repo, write_agent, write_config
 
 PIP_ARGS = ("--no-index", "-e")
 CORE = "def add(a, b):\n    return a - b\n"

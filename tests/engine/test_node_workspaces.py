@@ -15,11 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from loopctl import node_links
-from tests.support.cli import assert_clean_exit, run_loopctl
-from tests.support.journal import events
-from tests.support.repos import (
+from support.cli import assert_clean_exit, run_loopctl
+from support.journal import events
+from support.repos import (
     commit_all,
     git,
     make_repo,
@@ -28,6 +26,8 @@ from tests.support.repos import (
     write_agent,
     write_config,
 )
+
+from loopctl import node_links
 
 NODE = shutil.which("node")
 
