@@ -216,10 +216,6 @@ class Engine:
         command: str = "",
     ) -> RunOutcome:
         tick = tick or Tick()
-        # Asked once a run, before any task is found: a task's wait for its worktree is mostly
-        # git calls, and these two are the same for every task.
-        top = None if in_place else git.toplevel(self.paths.root)
-        common = None if top is None else git.common_dir(top).resolve()
         fired: dict[str, Any] = dict(tick.trigger) if tick.trigger else {}
         goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
         previous = resumable(self.rec, loop, condition.text if goal_task and condition else None)
@@ -286,6 +282,14 @@ class Engine:
                 return self._finish_run(
                     run_id, loop, [], RunStatus.FAILED, str(exc), resumed, with_item=True
                 )
+        if not specs:
+            # Nothing to do (issue 30): a tick that found no task asks git nothing, makes no
+            # worktree and renders the projections once, as it ends.
+            return self._finish_run(run_id, loop, [], RunStatus.DONE, "", resumed)
+        # Asked once a run, before the first task: a task's wait for its worktree is mostly
+        # git calls, and these two are the same for every task.
+        top = None if in_place else git.toplevel(self.paths.root)
+        common = None if top is None else git.common_dir(top).resolve()
         # The tasks show in STATE.md while the first worktrees are made, not before: no task
         # waits for a projection (every later step re-projects in the foreground).
         self.rec.refresh_projections_soon()
@@ -381,7 +385,9 @@ class Engine:
             TickFinished(status=status, reason=reason, tasks=counts), run=run_id, loop=loop.name
         )
         self.rec.refresh_projections()
-        run = history.fold(self.log.read()).get(run_id)
+        with history.runs_of(self.log) as runs:
+            run = runs.get(run_id)
+            tokens, cost = (run.tokens, run.cost_usd) if run else (0, 0.0)
         return RunOutcome(
             run=run_id,
             loop=loop.name,
@@ -389,8 +395,8 @@ class Engine:
             reason=reason,
             tasks=tuple(outcomes),
             resumed=resumed,
-            tokens=run.tokens if run else 0,
-            cost_usd=run.cost_usd if run else 0.0,
+            tokens=tokens,
+            cost_usd=cost,
         )
 
     def _work_all(self, ctx: RunContext, specs: list[TaskSpec]) -> list[TaskOutcome]:

@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 UP_LOCK = "_up"
 UP_LOG = "up.log"
 RELOAD_EVERY_S = 2.0
+PROJECTION_INTERVAL_S = 5.0  # `up` renders STATE.md and INBOX.md at most this often
 
 
 class UpRunning(LockHeld):
@@ -397,7 +398,9 @@ def serve(
     except LockHeld:
         raise UpRunning(_held_message(up_info(project.paths))) from None
     try:
-        recorder = Recorder(project, observer=observer)
+        # A hundred loops ticking re-render STATE.md and INBOX.md at most every few seconds,
+        # not per event; `up` ends with both current (flush_projections below).
+        recorder = Recorder(project, observer=observer, pace_s=PROJECTION_INTERVAL_S)
         watch = None
         if mandate is not None and mandate.bounded:
             # The session's spend: what is recorded after this point.
@@ -424,6 +427,8 @@ def serve(
             results = scheduler.run()
         finally:
             _stopped(recorder, "up", scheduler)
+            with swallowed(logger, "rendering STATE.md and INBOX.md as `up` ends"):
+                recorder.flush_projections()
             # The night's report goes out as `up` ends; a channel that fails must not.
             with swallowed(logger, "sending the report of the session"):
                 send_report_on_stop(recorder, started, datetime.now(UTC))

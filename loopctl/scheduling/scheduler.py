@@ -38,8 +38,10 @@ from loopctl.scheduling.timing import (
     LoopTiming,
     Schedule,
     decide,
+    delay_s,
     last_slots,
     stable_jitter,
+    with_spreads,
     zone,
 )
 from loopctl.scheduling.watch import RepoWatcher, changed_for
@@ -171,6 +173,9 @@ class Scheduler:
         """Replace the loops (a definitions reload); a running tick finishes as it began."""
         events = self._recorder.log.read()
         last = last_slots(events) if self.options.from_log else {}
+        # Loops that share a slot are spread over part of their period (timing.default_spreads).
+        spread = with_spreads({name: item.schedule for name, item in loops.items()}, self.clock())
+        loops = {name: Scheduled(item.loop, spread[name]) for name, item in loops.items()}
         with self._lock:
             self._pauses.refresh(events)
             self.project = project
@@ -418,6 +423,11 @@ class Scheduler:
             "by": self.options.mode,
             "schedule": item.schedule.describe(),
         }
+        if item.schedule.timed and decision.fired is not Fired.START:
+            # Its jitter or spread: the tick is due this long after its slot.
+            delay = delay_s(item.loop.name, item.schedule, slot, self.jitter)
+            if delay > 0:
+                data["delay"] = round(delay, 3)
         if decision.missed:
             data["missed"] = decision.missed
         if decision.changed:
