@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from loopctl import git
@@ -67,6 +68,10 @@ from loopctl.tasks import github as github_tasks
 from loopctl.tasks.spec import TaskSourceError, TaskSpec
 
 __all__ = ["GOAL_LOOP", "Engine", "GoalOptions", "RunOutcome", "TaskOutcome"]
+
+# Repositories seen with a commit: asked once a process, not once a tick (`up` ticks a hundred
+# loops), since a repository does not lose its history between two ticks.
+_WITH_COMMITS: set[Path] = set()
 
 
 class Engine:
@@ -172,8 +177,10 @@ class Engine:
         command: str = "",
     ) -> RunOutcome:
         root = self.paths.root
-        if not in_place and not git.has_commits(root):
-            raise LoopctlError("the repository has no commits yet; commit something first")
+        if not in_place and root not in _WITH_COMMITS:
+            if not git.has_commits(root):
+                raise LoopctlError("the repository has no commits yet; commit something first")
+            _WITH_COMMITS.add(root)
         if condition is not None and condition.argv is None and judge is None:
             raise UsageError(
                 f"the goal {condition.text!r} is not a known check and no checker agent is set:"

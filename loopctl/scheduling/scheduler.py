@@ -259,6 +259,8 @@ class Scheduler:
 
     def _loop(self) -> None:
         next_maintenance = time.monotonic() + self.maintenance_every_s
+        woken = True  # by something that may change a decision: plan again
+        wake_at: datetime | None = None
         while not self._stop.is_set():
             self._wake.clear()
             if self._fatal is not None:
@@ -272,7 +274,10 @@ class Scheduler:
                 if self.stop_reason:
                     return
             with self._lock:
-                wake_at = self._plan(now)
+                if woken or (wake_at is not None and now >= wake_at):
+                    # Otherwise only the maintenance timer woke us: every decision stands, and
+                    # a thousand idle loops are not decided again every two seconds.
+                    wake_at = self._plan(now)
                 busy = any(e.thread is not None for e in self._entries.values())
                 finished = self._limit_reached() and not busy
             if finished:
@@ -284,8 +289,7 @@ class Scheduler:
                 timeout = min(timeout, max(0.0, next_maintenance - time.monotonic()))
             if self.mandate is not None and self.mandate.until is not None:
                 timeout = min(timeout, max(0.0, (self.mandate.until - now).total_seconds()))
-            if timeout > 0:
-                self._wake.wait(timeout)
+            woken = self._wake.wait(timeout) if timeout > 0 else self._wake.is_set()
             if self.maintenance is not None and time.monotonic() >= next_maintenance:
                 self.maintenance()
                 next_maintenance = time.monotonic() + self.maintenance_every_s
