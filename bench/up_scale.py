@@ -1,6 +1,6 @@
 """`loopctl up` carrying many loops: idle CPU, and ticks with nothing to do (issue 30, item 7).
 
-Run: python bench/up_scale.py [--idle 20] [--busy 95] [--loops 100] [--many 1000]
+Run: python bench/up_scale.py [--idle 15] [--busy 65] [--loops 100] [--many 1000]
 
 Each loop's task source is a command that finds nothing (`true`: no output, no task), so a tick
 is only loopctl's own work: deciding, recording, projecting. Measured on a real `loopctl up`
@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from results import Row, print_rows  # noqa: E402
+from results import Row, print_rows
 
 AGENT = "import sys\nsys.stdin.read()\n"
 # A task source that finds nothing: no output is no task.
@@ -143,7 +143,9 @@ def p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else 0.0
 
 
-def measure(idle: float = 20.0, busy: float = 95.0, loops: int = 100, many: int = 1000) -> list[Row]:
+def measure(
+    idle: float = 15.0, busy: float = 65.0, loops: int = 100, many: int = 1000
+) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="loopctl-bench-") as tmp:
         parent = Path(tmp)
@@ -214,8 +216,8 @@ def measure(idle: float = 20.0, busy: float = 95.0, loops: int = 100, many: int 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle measured")
-    parser.add_argument("--busy", type=float, default=95.0, help="seconds of ticking measured")
+    parser.add_argument("--idle", type=float, default=15.0, help="seconds of idle measured")
+    parser.add_argument("--busy", type=float, default=65.0, help="seconds of ticking measured")
     parser.add_argument("--loops", type=int, default=100)
     parser.add_argument("--many", type=int, default=1000)
     args = parser.parse_args()

@@ -26,7 +26,7 @@ from loopctl.definitions import Project, Trigger, load_project
 from loopctl.definitions.project import AGENT_SOURCES, SKILL_SOURCES, DefinitionKind
 from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
-from loopctl.journal.inbox import ItemKind, new_item_id
+from loopctl.journal.inbox import ItemKind, current_items, new_item_id
 from loopctl.journal.notify import send_digest_if_due, send_report_on_stop
 from loopctl.journal.recorder import Observer, Recorder
 from loopctl.journal.schema import (
@@ -295,7 +295,7 @@ class _Reloader:
         if fingerprint == self.fingerprint:
             return
 
-        if integrity.turns_open() or integrity.held_by(self.recorder.log.read()):
+        if integrity.turns_open() or integrity.held_among(current_items(self.recorder.log)):
             # Invariant 12: a change made while an attempt runs may be the agent's; once the
             # attempt is checked it is either clean or held until a human approves it. Either
             # way, the fingerprint is kept, so the reload happens then.
@@ -310,8 +310,11 @@ class _Reloader:
         """`loopctl stop NAME` for a loop this process runs: that loop alone ends."""
         try:
             # One listing of the locks folder, not one stat per loop every two seconds.
-            names = {entry.name for entry in os.scandir(self.project.paths.locks_dir)}
+            with os.scandir(self.project.paths.locks_dir) as entries:
+                names = {entry.name for entry in entries if entry.name.endswith(".stop")}
         except OSError:
+            return
+        if not names:
             return
         for name in list(self.scheduler.loops):
             request = stop_request_path(self.project.paths, name)
