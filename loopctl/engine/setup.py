@@ -155,7 +155,7 @@ def resumable(rec: Recorder, loop: Loop, goal: str | None) -> history.RunView | 
             return None
         last = candidates[-1]
         # A copy: the fold goes on in other ticks' threads while this run is resumed.
-        return replace(last, data=dict(last.data), tasks=dict(last.tasks), events=list(last.events))
+        return replace(last, tasks=dict(last.tasks), events=list(last.events))
 
 
 def find_specs(
