@@ -42,6 +42,7 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("proxy_cost", {"runs": 30, "requests_per_run": 200}, {"runs": 10, "requests_per_run": 50}),
     ("workspace_ready", {"tasks": 4, "runs": 7}, {"tasks": 3, "runs": 3}),
     ("tick_cost", {"suite_s": 1.5, "runs": 5}, {"suite_s": 1.5, "runs": 2}),
+    ("up_scale", {"idle": 15.0, "busy": 65.0}, {"idle": 10.0, "busy": 35.0}),
 ]
 
 

@@ -272,10 +272,16 @@ def load(path: Path, digest: str) -> Baseline | None:
 
 def held_by(events: Iterable[Event]) -> list[InboxItem]:
     """Open tampering items about definitions or git config: no run starts while one is open."""
+    return held_among(open_items(events))
+
+
+def held_among(found: Iterable[InboxItem]) -> list[InboxItem]:
+    """`held_by`, of items already folded (`inbox.current_items`)."""
     return [
         item
-        for item in open_items(events)
-        if item.kind == ItemKind.APPROVAL
+        for item in found
+        if item.is_open
+        and item.kind == ItemKind.APPROVAL
         and item.evidence.get("tampering")
         and item.evidence.get("files")
     ]

@@ -19,7 +19,7 @@ from loopctl.journal.warmth import time_saved
 from loopctl.lock import read_holder
 from loopctl.scheduling.daemon import up_info
 from loopctl.scheduling.pauses import loop_backends
-from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire
+from loopctl.scheduling.timing import LoopTiming, Schedule, last_slots, next_fire, with_spreads
 from loopctl.text import shorten, strip_controls
 
 
@@ -193,10 +193,14 @@ def _scheduled(project: Project, events: list[Event]) -> dict[str, tuple[str | N
         started = now
     slots = last_slots(events)
     found: dict[str, tuple[str | None, int | None]] = {}
-    for name, loop in project.loops.items():
-        schedule = Schedule.of(loop)
-        if schedule is None or (info.loops is not None and name not in info.loops):
-            continue
+    schedules = {
+        name: schedule
+        for name, loop in project.loops.items()
+        if (schedule := Schedule.of(loop)) is not None
+        and (info.loops is None or name in info.loops)
+    }
+    # As `up` spreads loops that share a slot (its Scheduler.set_loops).
+    for name, schedule in with_spreads(schedules, now).items():
         if not schedule.timed:
             found[name] = ("on change", info.pid)
             continue

@@ -42,7 +42,7 @@ from loopctl.delivery.steps.base import shown_replaces
 from loopctl.delivery.tools import delivery_path, missing_tools
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
-from loopctl.journal.inbox import ItemKind, items
+from loopctl.journal.inbox import ItemKind, current_items, items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     ActionFinished,
@@ -470,7 +470,7 @@ def deliver_approved(
 ) -> list[DeliveryResult]:
     """Deliver every approved, not yet delivered item of `loop` (the caller holds its lock)."""
     targets: list[tuple[str, str]] = []
-    for item in items(rec.log.read()):
+    for item in current_items(rec.log):
         if (
             item.is_open
             and item.approved

@@ -30,7 +30,7 @@ from loopctl.delivery.gates import gated_names
 from loopctl.engine.context import GOAL_LOOP, RunContext
 from loopctl.engine.outcomes import TaskOutcome
 from loopctl.journal.events import EventType
-from loopctl.journal.inbox import InboxItem, items
+from loopctl.journal.inbox import InboxItem, current_items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.review import awaiting
 from loopctl.journal.schema import TaskFinished, TaskRequeued, read
@@ -63,7 +63,6 @@ class _Books:
     lock: threading.Lock = field(default_factory=threading.Lock)
     holds: dict[str, int] = field(default_factory=dict)  # loop -> ticks started, no task yet
     working: set[tuple[str, str]] = field(default_factory=set)  # (run, task) admitted
-    folded: tuple[int, list[InboxItem]] | None = None  # (events read, what awaits a human)
 
     def pending(self) -> int:
         return len(self.working) + sum(self.holds.values())
@@ -89,17 +88,14 @@ def applies(project: Project, loop: Loop) -> bool:
     )
 
 
-def _awaiting(rec: Recorder, books: _Books) -> list[InboxItem]:
-    """What awaits a human now; folded again only when the log grew (the scheduler asks
-    every second while a loop waits)."""
-    events = rec.log.read()
-    if books.folded is None or books.folded[0] != len(events):
-        books.folded = (len(events), awaiting(items(events)))
-    return books.folded[1]
+def _awaiting(rec: Recorder) -> list[InboxItem]:
+    """What awaits a human now, from the items folded incrementally (the scheduler asks every
+    second while a loop waits)."""
+    return awaiting(current_items(rec.log))
 
 
 def _full(rec: Recorder, books: _Books, cap: int) -> Full | None:
-    waiting = _awaiting(rec, books)
+    waiting = _awaiting(rec)
     pending = books.pending()
     if len(waiting) + pending < cap:
         return None

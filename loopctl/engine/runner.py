@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from loopctl import git
@@ -67,6 +68,10 @@ from loopctl.tasks import github as github_tasks
 from loopctl.tasks.spec import TaskSourceError, TaskSpec
 
 __all__ = ["GOAL_LOOP", "Engine", "GoalOptions", "RunOutcome", "TaskOutcome"]
+
+# Repositories seen with a commit: asked once a process, not once a tick (`up` ticks a hundred
+# loops), since a repository does not lose its history between two ticks.
+_WITH_COMMITS: set[Path] = set()
 
 
 class Engine:
@@ -172,8 +177,10 @@ class Engine:
         command: str = "",
     ) -> RunOutcome:
         root = self.paths.root
-        if not in_place and not git.has_commits(root):
-            raise LoopctlError("the repository has no commits yet; commit something first")
+        if not in_place and root not in _WITH_COMMITS:
+            if not git.has_commits(root):
+                raise LoopctlError("the repository has no commits yet; commit something first")
+            _WITH_COMMITS.add(root)
         if condition is not None and condition.argv is None and judge is None:
             raise UsageError(
                 f"the goal {condition.text!r} is not a known check and no checker agent is set:"
@@ -216,10 +223,6 @@ class Engine:
         command: str = "",
     ) -> RunOutcome:
         tick = tick or Tick()
-        # Asked once a run, before any task is found: a task's wait for its worktree is mostly
-        # git calls, and these two are the same for every task.
-        top = None if in_place else git.toplevel(self.paths.root)
-        common = None if top is None else git.common_dir(top).resolve()
         fired: dict[str, Any] = dict(tick.trigger) if tick.trigger else {}
         goal_task = goal_task_id(condition.text) if loop.name == GOAL_LOOP and condition else None
         previous = resumable(self.rec, loop, condition.text if goal_task and condition else None)
@@ -286,6 +289,14 @@ class Engine:
                 return self._finish_run(
                     run_id, loop, [], RunStatus.FAILED, str(exc), resumed, with_item=True
                 )
+        if not specs:
+            # Nothing to do (issue 30): a tick that found no task asks git nothing, makes no
+            # worktree and renders the projections once, as it ends.
+            return self._finish_run(run_id, loop, [], RunStatus.DONE, "", resumed)
+        # Asked once a run, before the first task: a task's wait for its worktree is mostly
+        # git calls, and these two are the same for every task.
+        top = None if in_place else git.toplevel(self.paths.root)
+        common = None if top is None else git.common_dir(top).resolve()
         # The tasks show in STATE.md while the first worktrees are made, not before: no task
         # waits for a projection (every later step re-projects in the foreground).
         self.rec.refresh_projections_soon()
@@ -381,7 +392,9 @@ class Engine:
             TickFinished(status=status, reason=reason, tasks=counts), run=run_id, loop=loop.name
         )
         self.rec.refresh_projections()
-        run = history.fold(self.log.read()).get(run_id)
+        with history.runs_of(self.log) as runs:
+            run = runs.get(run_id)
+            tokens, cost = (run.tokens, run.cost_usd) if run else (0, 0.0)
         return RunOutcome(
             run=run_id,
             loop=loop.name,
@@ -389,8 +402,8 @@ class Engine:
             reason=reason,
             tasks=tuple(outcomes),
             resumed=resumed,
-            tokens=run.tokens if run else 0,
-            cost_usd=run.cost_usd if run else 0.0,
+            tokens=tokens,
+            cost_usd=cost,
         )
 
     def _work_all(self, ctx: RunContext, specs: list[TaskSpec]) -> list[TaskOutcome]:

@@ -147,14 +147,15 @@ def protected_paths(
 
 def resumable(rec: Recorder, loop: Loop, goal: str | None) -> history.RunView | None:
     """The loop's last run if it never finished (for a goal: the last run of that goal)."""
-    runs = history.fold(rec.log.read())
-    candidates = [r for r in runs.values() if r.loop == loop.name]
-    if goal is not None:
-        candidates = [r for r in candidates if r.data.get("condition") == goal]
-    if not candidates:
-        return None
-    last = candidates[-1]
-    return last if last.finished is None else None
+    with history.runs_of(rec.log) as runs:
+        candidates = [r for r in runs.values() if r.loop == loop.name]
+        if goal is not None:
+            candidates = [r for r in candidates if r.data.get("condition") == goal]
+        if not candidates or candidates[-1].finished is not None:
+            return None
+        last = candidates[-1]
+        # A copy: the fold goes on in other ticks' threads while this run is resumed.
+        return replace(last, tasks=dict(last.tasks), events=list(last.events))
 
 
 def find_specs(

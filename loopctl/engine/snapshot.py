@@ -26,7 +26,7 @@ from loopctl.engine.context import (
 )
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import Event, EventType
-from loopctl.journal.inbox import ItemKind
+from loopctl.journal.inbox import ItemKind, current_items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     AttemptFinished,
@@ -44,7 +44,7 @@ from loopctl.worktrees import Workspace
 
 
 def refuse_if_held(rec: Recorder) -> None:
-    held = integrity.held_by(rec.log.read())
+    held = integrity.held_among(current_items(rec.log))
     if held:
         raise LoopctlError(integrity.held_reason(held))
 

@@ -11,11 +11,11 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path, PurePath
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import msgspec
 
@@ -23,6 +23,8 @@ from loopctl.atomicfile import fsync_dir
 from loopctl.errors import LoopctlError
 
 FORMAT_VERSION = 1
+
+T = TypeVar("T")
 
 # Backwards tail reads start at this size and double, so a huge last record costs O(size).
 _TAIL_CHUNK = 8192
@@ -133,6 +135,11 @@ class EventLog:
         # last line, checked again, catches a file rewritten in place by hand.
         self._seen: tuple[int, int, int, bytes, int, list[Event]] | None = None
         self._seen_lock = threading.Lock()
+        # Bumped whenever the parsed events start over (the file replaced, cut or rewritten):
+        # every fold of `folding` then starts over too.
+        self._generation = 0
+        self._folds: dict[str, tuple[int, int, Any]] = {}  # key -> (generation, events, state)
+        self._fold_lock = threading.RLock()
 
     def append(
         self,
@@ -187,39 +194,74 @@ class EventLog:
     def read(self) -> list[Event]:
         """Every event in order; a torn last line is ignored, damage before it raises."""
         with self._seen_lock:
-            try:
-                handle = self.path.open("rb")
-            except FileNotFoundError:
-                self._seen = None
-                return []
-            with handle:
-                info = os.fstat(handle.fileno())
-                seen = self._seen
-                if seen is not None:
-                    same_file = (seen[0], seen[1]) == (info.st_dev, info.st_ino)
-                    if not same_file or info.st_size < seen[2]:
-                        seen = None  # replaced or truncated
-                    else:
-                        handle.seek(max(seen[2] - len(seen[3]), 0))
-                        if handle.read(len(seen[3])) != seen[3]:
-                            seen = None  # rewritten in place
-                _dev, _ino, offset, _sig, lines, known = seen or (0, 0, 0, b"", 0, [])
-                handle.seek(offset)
-                buf = handle.read()
-            prev_seq = known[-1].seq if known else 0
-            fresh, consumed = self._parse(buf, first_line=lines + 1, prev_seq=prev_seq)
-            events = known + fresh
-            end = offset + consumed
-            last_line = _last_line((seen[3] if seen else b"") + buf[:consumed])
-            self._seen = (
-                info.st_dev,
-                info.st_ino,
-                end,
-                last_line,
-                lines + buf.count(b"\n", 0, consumed),
-                events,
-            )
-            return list(events)
+            return list(self._refresh())
+
+    @contextlib.contextmanager
+    def folding(
+        self, key: str, step: Callable[[T, Sequence[Event]], T], start: Callable[[], T]
+    ) -> Iterator[T]:
+        """`step` folded over every event from `start()`, as a context: the state is the log's
+        up to now, and nobody folds more into it until the block ends.
+
+        The first call folds the whole log; later ones fold only what was appended since (the
+        log only grows; a replaced or truncated one is folded afresh). A long-running process
+        (`loopctl up`) so answers "which items are open" or "which runs are unfinished" in time
+        proportional to what is new, however long the log. `step` may mutate and return its
+        state; what the block reads must not outlive it.
+        """
+        with self._fold_lock:
+            with self._seen_lock:
+                events = self._refresh()
+                generation = self._generation
+            held = self._folds.get(key)
+            if held is None or held[0] != generation or held[1] > len(events):
+                held = (generation, 0, start())
+            state = held[2]
+            if held[1] < len(events):
+                state = step(state, events[held[1] :])
+            self._folds[key] = (generation, len(events), state)
+            yield state
+
+    def _refresh(self) -> list[Event]:
+        """The events parsed so far, after parsing what was appended (the caller holds
+        `_seen_lock`; the list is the log's own: copy it before handing it out)."""
+        try:
+            handle = self.path.open("rb")
+        except FileNotFoundError:
+            if self._seen is not None:
+                self._generation += 1
+            self._seen = None
+            return []
+        with handle:
+            info = os.fstat(handle.fileno())
+            seen = self._seen
+            if seen is not None:
+                same_file = (seen[0], seen[1]) == (info.st_dev, info.st_ino)
+                if not same_file or info.st_size < seen[2]:
+                    seen = None  # replaced or truncated
+                    self._generation += 1
+                else:
+                    handle.seek(max(seen[2] - len(seen[3]), 0))
+                    if handle.read(len(seen[3])) != seen[3]:
+                        seen = None  # rewritten in place
+                        self._generation += 1
+            _dev, _ino, offset, _sig, lines, known = seen or (0, 0, 0, b"", 0, [])
+            handle.seek(offset)
+            buf = handle.read()
+        prev_seq = known[-1].seq if known else 0
+        fresh, consumed = self._parse(buf, first_line=lines + 1, prev_seq=prev_seq)
+        events = known + fresh if fresh else known
+        end = offset + consumed
+        last_line = _last_line((seen[3] if seen else b"") + buf[:consumed])
+        self._seen = (
+            info.st_dev,
+            info.st_ino,
+            end,
+            last_line,
+            lines + buf.count(b"\n", 0, consumed),
+            events,
+        )
+        return events
 
     def iter_from(self, after_seq: int) -> list[Event]:
         """The events with seq greater than `after_seq`."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.errors import UsageError
 from loopctl.journal import claimed, schema
-from loopctl.journal.events import Event, EventType
+from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.statuses import RunStatus, TaskStatus
 
 
@@ -118,9 +119,9 @@ class RunView:
         return total
 
 
-def fold(events: Iterable[Event]) -> dict[str, RunView]:
-    """Rebuild every run from its events, in log order."""
-    runs: dict[str, RunView] = {}
+def fold(events: Iterable[Event], runs: dict[str, RunView] | None = None) -> dict[str, RunView]:
+    """Rebuild every run from its events, in log order (continuing `runs`, folded before)."""
+    runs = {} if runs is None else runs
     for event in events:
         if event.run is None:
             continue
@@ -139,6 +140,16 @@ def fold(events: Iterable[Event]) -> dict[str, RunView]:
         run.events.append(event)
         _apply(run, event)
     return runs
+
+
+def runs_of(log: EventLog) -> AbstractContextManager[dict[str, RunView]]:
+    """The log's runs, folding only what was appended since the last call
+    (`EventLog.folding`); they are read inside the block, and copied to be kept."""
+    return log.folding("history.runs", _fold_more, dict)
+
+
+def _fold_more(runs: dict[str, RunView], events: Sequence[Event]) -> dict[str, RunView]:
+    return fold(events, runs)
 
 
 def find_run(events: list[Event], run_prefix: str) -> RunView:

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
-from loopctl.journal.events import Event, EventType
+from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.schema import ApprovalRefused, Approved, inbox_closed, inbox_opened, read
 from loopctl.journal.statuses import ItemState
 from loopctl.text import code_block, code_span, escape_markdown, strip_controls
@@ -99,7 +99,18 @@ def _digest(parts: Iterable[str]) -> str:
 
 def items(events: Iterable[Event]) -> list[InboxItem]:
     """Every inbox item, oldest first, with its open/closed status."""
-    found: dict[str, InboxItem] = {}
+    return list(fold_items({}, events).values())
+
+
+def current_items(log: EventLog) -> list[InboxItem]:
+    """`items` of the whole log, folding only what was appended since the last call
+    (`EventLog.folding`): what a long-running `up` asks before every tick."""
+    with log.folding("inbox.items", fold_items, dict) as found:
+        return list(found.values())
+
+
+def fold_items(found: dict[str, InboxItem], events: Iterable[Event]) -> dict[str, InboxItem]:
+    """`found` (items by id, oldest first) with what `events` open, close, approve or refuse."""
     for event in events:
         if event.type == EventType.INBOX_OPENED:
             opened = inbox_opened(event)
@@ -130,7 +141,7 @@ def items(events: Iterable[Event]) -> list[InboxItem]:
                 found[item.id] = replace(
                     item, approved=None, refused=strip_controls(refusal.reason)
                 )
-    return list(found.values())
+    return found
 
 
 def open_items(events: Iterable[Event]) -> list[InboxItem]:

@@ -10,7 +10,9 @@ which is what makes every item notify (`[notify]`), whoever opened it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,13 @@ from loopctl.atomicfile import write_atomic
 from loopctl.errors import swallowed
 from loopctl.journal import history, notify
 from loopctl.journal.events import Event, EventLog, EventType
-from loopctl.journal.inbox import ItemKind, items, open_items, render_inbox_md, unique_item_id
+from loopctl.journal.inbox import (
+    ItemKind,
+    current_items,
+    items,
+    render_inbox_md,
+    unique_item_id,
+)
 from loopctl.journal.otel import live_traces
 from loopctl.journal.payload import Payload, data_of, read
 from loopctl.journal.schema import InboxOpened, Notified, NotifyFailed
@@ -45,24 +53,40 @@ class Recorder:
     """Records the events of one project (thread-safe: ticks of several loops share a log)."""
 
     def __init__(
-        self, project: Project, *, observer: Observer | None = None, clock: Clock = utc_now
+        self,
+        project: Project,
+        *,
+        observer: Observer | None = None,
+        clock: Clock = utc_now,
+        pace_s: float | None = None,
+        _shared: Recorder | None = None,
     ) -> None:
         self.project = project
         self.paths: ProjectPaths = project.paths
         self.clock = clock
         self.observer = observer
-        self.log = EventLog(self.paths.events_file, clock=clock)
-        self._projection_lock = threading.Lock()
-        self._items_lock = threading.Lock()
-        self._pending_render: threading.Thread | None = None
+        # Recorders of one process and one repository share their log (what it parsed and
+        # folded) and their projections: `up` makes one per tick.
+        self.log: EventLog
+        self._projections: _Projections
+        self._items_lock: threading.Lock
+        if _shared is not None and _shared.paths.events_file == self.paths.events_file:
+            self.log = _shared.log
+            self._projections = _shared._projections
+            self._items_lock = _shared._items_lock
+        else:
+            self.log = EventLog(self.paths.events_file, clock=clock)
+            self._projections = _Projections(self._render_now, pace_s)
+            self._items_lock = threading.Lock()
         self._redactor: Redactor | None = None
 
         # None unless [traces] or OTEL_TRACES_EXPORTER turns tracing on: then every event feeds it.
         self.traces = live_traces(project, self.log)
 
     def for_project(self, project: Project) -> Recorder:
-        """A recorder of `project` (reloaded definitions) with the same observer and clock."""
-        return Recorder(project, observer=self.observer, clock=self.clock)
+        """A recorder of `project` (reloaded definitions) with the same observer and clock,
+        sharing this one's log and projections."""
+        return Recorder(project, observer=self.observer, clock=self.clock, _shared=self)
 
     # --- redaction -----------------------------------------------------------------------------
 
@@ -131,36 +155,26 @@ class Recorder:
         return event
 
     def refresh_projections(self) -> None:
-        """Re-render STATE.md and INBOX.md from the log (atomic writes), after any render
-        `refresh_projections_soon` started has ended."""
-        pending = self._pending_render
-        if pending is not None:
-            pending.join()
-        self._render_projections()
+        """Re-render STATE.md and INBOX.md from the log (atomic writes); with a pace
+        (`up`), at most once per `pace_s`: a render asked for sooner happens then."""
+        self._projections.refresh()
 
     def refresh_projections_soon(self) -> None:
         """Re-render STATE.md and INBOX.md on a background thread, for a caller with work to
         start that need not wait for them (a task's worktree). The next `refresh_projections`
         waits for it, so a run still ends with both files complete and current."""
+        self._projections.refresh_soon()
 
-        def render() -> None:
-            # A view: the next foreground render reports what is wrong.
-            with swallowed(logger, "rendering STATE.md and INBOX.md in the background"):
-                self._render_projections()
+    def flush_projections(self) -> None:
+        """Render now what a pace held back (`up` ending): the files end current."""
+        self._projections.flush()
 
-        thread = threading.Thread(target=render, name="loopctl-projections", daemon=True)
-        self._pending_render = thread
-        thread.start()
-
-    def _render_projections(self) -> None:
-
-        with self._projection_lock:
-            # Each render reads the log inside the lock, so whichever runs last shows it all.
-            events = self.log.read()
-            runs = history.fold(events).values()
-            write_state(self.paths.state_md, runs)
-            inbox = render_inbox_md(open_items(events), history.last_claims(runs))
-            write_atomic(self.paths.inbox_md, inbox)
+    def _render_now(self) -> None:
+        with history.runs_of(self.log) as runs:
+            write_state(self.paths.state_md, runs.values())
+            claims = history.last_claims(runs.values())
+        open_now = [item for item in current_items(self.log) if item.is_open]
+        write_atomic(self.paths.inbox_md, render_inbox_md(open_now, claims))
 
     # --- inbox items ---------------------------------------------------------------------------
 
@@ -232,3 +246,84 @@ def _redact_values(value: Any, redactor: Redactor) -> Any:
     if isinstance(value, list | tuple):
         return [_redact_values(item, redactor) for item in value]
     return value
+
+
+class _Projections:
+    """When STATE.md and INBOX.md are rendered, for every recorder sharing a log.
+
+    Without a pace every refresh renders (a `run` or a `goal` ends with current files). With
+    one (`loopctl up`, PROJECTION_INTERVAL_S), a hundred loops ticking do not re-render per
+    event: a refresh within `pace_s` of the last render only marks the files stale, and one
+    timer renders them when the pace allows; `flush` renders at once what is stale.
+    """
+
+    def __init__(self, render: Callable[[], None], pace_s: float | None) -> None:
+        self._render = render
+        self.pace_s = pace_s
+        self.lock = threading.Lock()  # one render at a time: the last one shows it all
+        self._state = threading.Lock()  # guards the fields below
+        self.pending: threading.Thread | None = None  # the render `refresh_soon` started
+        self._timer: threading.Timer | None = None
+        self._last = -math.inf  # time.monotonic() of the last render's start
+        self._stale = False
+
+    def refresh(self) -> None:
+        pending = self.pending
+        if pending is not None:
+            pending.join()
+        if self.pace_s is None:
+            self._run()
+            return
+        with self._state:
+            self._stale = True
+            wait = self._last + self.pace_s - time.monotonic()
+            if wait > 0:
+                if self._timer is None:
+                    self._timer = threading.Timer(wait, self._on_timer)
+                    self._timer.name = "loopctl-projections-paced"
+                    self._timer.daemon = True
+                    self._timer.start()
+                return
+        self._run()
+
+    def refresh_soon(self) -> None:
+        if self.pace_s is not None:
+            self.refresh()  # paced: never waits on a render anyway
+            return
+
+        def render() -> None:
+            # A view: the next foreground render reports what is wrong.
+            with swallowed(logger, "rendering STATE.md and INBOX.md in the background"):
+                self._run()
+
+        thread = threading.Thread(target=render, name="loopctl-projections", daemon=True)
+        self.pending = thread
+        thread.start()
+
+    def flush(self) -> None:
+        with self._state:
+            timer, self._timer = self._timer, None
+            stale = self._stale
+        if timer is not None:
+            timer.cancel()
+        if stale:
+            self._run()
+
+    def _on_timer(self) -> None:
+        with self._state:
+            self._timer = None
+        # A view: a render that fails here is retried by the next refresh or the flush.
+        with swallowed(logger, "rendering STATE.md and INBOX.md (paced)"):
+            self._run()
+
+    def _run(self) -> None:
+        with self.lock:
+            with self._state:
+                self._stale = False
+                self._last = time.monotonic()
+            try:
+                self._render()
+            except BaseException:
+                with self._state:
+                    self._stale = True
+                raise

@@ -28,7 +28,7 @@ from loopctl.definitions.project import AGENT_SOURCES, SKILL_SOURCES, Definition
 from loopctl.definitions.source import Problems
 from loopctl.errors import LockHeld, LoopctlError, UsageError, swallowed
 from loopctl.journal.events import Event, EventLog, EventType
-from loopctl.journal.inbox import ItemKind, new_item_id
+from loopctl.journal.inbox import ItemKind, current_items, new_item_id
 from loopctl.journal.notify import (
     MandateStop,
     interrupted_after,
@@ -58,6 +58,7 @@ logger = logging.getLogger(__name__)
 UP_LOCK = "_up"
 UP_LOG = "up.log"
 RELOAD_EVERY_S = 2.0
+PROJECTION_INTERVAL_S = 5.0  # `up` renders STATE.md and INBOX.md at most this often
 
 
 class UpRunning(LockHeld):
@@ -303,19 +304,40 @@ def definitions_fingerprint(root: Path) -> tuple[tuple[str, int, int, int], ...]
     """What changes when a definition file is edited, added or removed (stat only, cheap)."""
 
     paths = ProjectPaths(root)
-    files: list[Path] = [paths.config, *paths.loops_dir.glob("*.toml")]
+    found: list[tuple[str, int, int, int]] = []
+    with contextlib.suppress(OSError):
+        st = paths.config.stat()
+        found.append((str(paths.config), st.st_mtime_ns, st.st_size, st.st_ino))
+    # `up` asks every two seconds: a thousand loop files are read with one scandir, not globbed.
+    found += _stats(paths.loops_dir, ".toml")
+    files: list[Path] = []
     for folder, pattern, _backend, _markdown in AGENT_SOURCES:
         files += (root / folder).glob(pattern)
     for folder in SKILL_SOURCES:
         files += (root / folder).glob("*/SKILL.md")
-    found = []
-    for path in sorted(files):
+    for path in files:
         try:
             st = path.stat()
         except OSError:
             continue
         found.append((str(path), st.st_mtime_ns, st.st_size, st.st_ino))
-    return tuple(found)
+    return tuple(sorted(found))
+
+
+def _stats(folder: Path, suffix: str) -> list[tuple[str, int, int, int]]:
+    """(path, mtime, size, inode) of the files in `folder` whose names end with `suffix`."""
+    found = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if not entry.name.endswith(suffix):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = entry.stat()
+                    found.append((entry.path, st.st_mtime_ns, st.st_size, st.st_ino))
+    except OSError:
+        pass
+    return found
 
 
 class _Reloader:
@@ -338,7 +360,7 @@ class _Reloader:
         if fingerprint == self.fingerprint:
             return
 
-        if integrity.turns_open() or integrity.held_by(self.recorder.log.read()):
+        if integrity.turns_open() or integrity.held_among(current_items(self.recorder.log)):
             # Invariant 12: a change made while an attempt runs may be the agent's; once the
             # attempt is checked it is either clean or held until a human approves it. Either
             # way, the fingerprint is kept, so the reload happens then.
@@ -351,9 +373,17 @@ class _Reloader:
 
     def _take_stop_requests(self) -> None:
         """`loopctl stop NAME` for a loop this process runs: that loop alone ends."""
+        try:
+            # One listing of the locks folder, not one stat per loop every two seconds.
+            with os.scandir(self.project.paths.locks_dir) as entries:
+                names = {entry.name for entry in entries if entry.name.endswith(".stop")}
+        except OSError:
+            return
+        if not names:
+            return
         for name in list(self.scheduler.loops):
             request = stop_request_path(self.project.paths, name)
-            if not request.exists():
+            if request.name not in names:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 request.unlink()
@@ -463,7 +493,9 @@ def serve(
     except LockHeld:
         raise UpRunning(_held_message(up_info(project.paths))) from None
     try:
-        recorder = Recorder(project, observer=observer)
+        # A hundred loops ticking re-render STATE.md and INBOX.md at most every few seconds,
+        # not per event; `up` ends with both current (flush_projections below).
+        recorder = Recorder(project, observer=observer, pace_s=PROJECTION_INTERVAL_S)
         watch = None
         if mandate is not None and mandate.bounded:
             # The session's spend: what is recorded after this point.
@@ -491,6 +523,8 @@ def serve(
             results = scheduler.run()
         finally:
             _stopped(recorder, "up", scheduler)
+            with swallowed(logger, "rendering STATE.md and INBOX.md as `up` ends"):
+                recorder.flush_projections()
             # The night's report goes out as `up` ends; a channel that fails must not.
             with swallowed(logger, "sending the report of the session"):
                 stop = _mandate_stop(recorder, "up", scheduler, watch, first)

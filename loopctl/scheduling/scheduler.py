@@ -38,8 +38,10 @@ from loopctl.scheduling.timing import (
     LoopTiming,
     Schedule,
     decide,
+    delay_s,
     last_slots,
     stable_jitter,
+    with_spreads,
     zone,
 )
 from loopctl.scheduling.watch import RepoWatcher, changed_for
@@ -171,6 +173,9 @@ class Scheduler:
         """Replace the loops (a definitions reload); a running tick finishes as it began."""
         events = self._recorder.log.read()
         last = last_slots(events) if self.options.from_log else {}
+        # Loops that share a slot are spread over part of their period (timing.default_spreads).
+        spread = with_spreads({name: item.schedule for name, item in loops.items()}, self.clock())
+        loops = {name: Scheduled(item.loop, spread[name]) for name, item in loops.items()}
         with self._lock:
             self._pauses.refresh(events)
             self.project = project
@@ -256,6 +261,8 @@ class Scheduler:
 
     def _loop(self) -> None:
         next_maintenance = time.monotonic() + self.maintenance_every_s
+        woken = True  # by something that may change a decision: plan again
+        wake_at: datetime | None = None
         while not self._stop.is_set():
             self._wake.clear()
             if self._fatal is not None:
@@ -269,7 +276,10 @@ class Scheduler:
                 if self.stop_reason:
                     return
             with self._lock:
-                wake_at = self._plan(now)
+                if woken or (wake_at is not None and now >= wake_at):
+                    # Otherwise only the maintenance timer woke us: every decision stands, and
+                    # a thousand idle loops are not decided again every two seconds.
+                    wake_at = self._plan(now)
                 busy = any(e.thread is not None for e in self._entries.values())
                 finished = self._limit_reached() and not busy
             if finished:
@@ -281,8 +291,7 @@ class Scheduler:
                 timeout = min(timeout, max(0.0, next_maintenance - time.monotonic()))
             if self.mandate is not None and self.mandate.until is not None:
                 timeout = min(timeout, max(0.0, (self.mandate.until - now).total_seconds()))
-            if timeout > 0:
-                self._wake.wait(timeout)
+            woken = self._wake.wait(timeout) if timeout > 0 else self._wake.is_set()
             if self.maintenance is not None and time.monotonic() >= next_maintenance:
                 self.maintenance()
                 next_maintenance = time.monotonic() + self.maintenance_every_s
@@ -421,6 +430,11 @@ class Scheduler:
             "by": self.options.mode,
             "schedule": item.schedule.describe(),
         }
+        if item.schedule.timed and decision.fired is not Fired.START:
+            # Its jitter or spread: the tick is due this long after its slot.
+            delay = delay_s(item.loop.name, item.schedule, slot, self.jitter)
+            if delay > 0:
+                data["delay"] = round(delay, 3)
         if decision.missed:
             data["missed"] = decision.missed
         if decision.changed:

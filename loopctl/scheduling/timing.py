@@ -10,10 +10,11 @@ calculator only.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from typing import Any
@@ -27,6 +28,10 @@ from loopctl.journal.schema import RunResumed, TickSkipped, TickStarted, read
 # the count is reported as a lower bound.
 _MAX_COUNTED = 100_000
 _TINY = timedelta(microseconds=1)
+# Loops sharing a slot are spread over this part of their period, at most MAX_SPREAD_S: a
+# hundred loops every 30 s then start a few a second rather than all in one instant.
+SPREAD_FRACTION = 0.5
+MAX_SPREAD_S = 300.0
 
 
 class Overlap(StrEnum):
@@ -72,9 +77,10 @@ class Schedule:
     cron: str | None = None
     watch: tuple[str, ...] = ()
     tz: str | None = None  # None: the local time zone
-    jitter_s: float = 0.0
+    jitter_s: float | None = None  # None: not set (a loop sharing its slot may get a spread)
     catch_up: CatchUp = CatchUp.ONE
     overlap: Overlap = Overlap.SKIP
+    spread_s: float = 0.0  # `up`: the default spread of loops sharing a slot (default_spreads)
 
     @classmethod
     def of(cls, loop: Loop, trigger: Trigger | None = None) -> Schedule | None:
@@ -88,7 +94,7 @@ class Schedule:
             cron=chosen.cron,
             watch=chosen.watch,
             tz=loop.tz,
-            jitter_s=loop.jitter_s or 0.0,
+            jitter_s=loop.jitter_s,
             catch_up=CatchUp(loop.catch_up),
             overlap=Overlap(loop.overlap),
         )
@@ -148,6 +154,63 @@ def stable_jitter(name: str, slot: datetime, jitter_s: float) -> float:
         return 0.0
     seed = f"{name}\x1f{slot.astimezone(UTC).isoformat()}"
     return random.Random(seed).uniform(0.0, jitter_s)
+
+
+def spread_offset(name: str, spread_s: float) -> float:
+    """Where in [0, spread_s) loop `name` fires after each slot: the same offset every slot and
+    in every process (a hash of the name, not Python's salted `hash`), so restarts agree."""
+    if spread_s <= 0:
+        return 0.0
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).digest()
+    return spread_s * int.from_bytes(digest[:8], "big") / 2**64
+
+
+def delay_s(
+    name: str, schedule: Schedule, slot: datetime, jitter: JitterFn = stable_jitter
+) -> float:
+    """How long after `slot` loop `name` fires: its jitter, or its default spread."""
+    return jitter(name, slot, schedule.jitter_s or 0.0) + spread_offset(name, schedule.spread_s)
+
+
+def period_s(schedule: Schedule, now: datetime) -> float | None:
+    """The time between two slots of a timed schedule (for a cron, the two after `now`)."""
+    if schedule.kind is TriggerKind.EVERY:
+        return schedule.every_s
+    first = next_slot(schedule, now)
+    second = next_slot(schedule, first) if first is not None else None
+    return (second - first).total_seconds() if first and second else None
+
+
+def default_spreads(schedules: Mapping[str, Schedule], now: datetime) -> dict[str, float]:
+    """The spread each loop gets when several share a slot (issue 30): loops with the same
+    every/cron (and zone) and no `jitter` of their own fire spread over SPREAD_FRACTION of the
+    period (at most MAX_SPREAD_S), each at its own stable offset, instead of all at once. A
+    loop alone in its slot, or with `jitter` set (even "0s"), keeps its exact time."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for name, schedule in schedules.items():
+        if not schedule.timed or schedule.jitter_s is not None:
+            continue
+        key = (schedule.kind, schedule.every_s, schedule.cron, schedule.tz)
+        groups.setdefault(key, []).append(name)
+    spreads: dict[str, float] = {}
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        period = period_s(schedules[names[0]], now)
+        if not period:
+            continue
+        spread = min(MAX_SPREAD_S, period * SPREAD_FRACTION)
+        spreads.update(dict.fromkeys(names, spread))
+    return spreads
+
+
+def with_spreads(schedules: Mapping[str, Schedule], now: datetime) -> dict[str, Schedule]:
+    """`schedules`, each with its default spread (see `default_spreads`) set."""
+    spreads = default_spreads(schedules, now)
+    return {
+        name: replace(schedule, spread_s=spreads.get(name, 0.0))
+        for name, schedule in schedules.items()
+    }
 
 
 @functools.lru_cache(maxsize=64)
@@ -229,7 +292,7 @@ def decide(
     first = next_slot(schedule, anchor)
     if first is None:
         return Decision(Action.WAIT)
-    due_at = first + timedelta(seconds=jitter(name, first, schedule.jitter_s))
+    due_at = first + timedelta(seconds=delay_s(name, schedule, first, jitter))
     if now < due_at:
         return Decision(Action.WAIT, wake=due_at)
     latest, count = _latest_slot(schedule, first, now)
@@ -248,7 +311,7 @@ def decide(
         if schedule.every_s
         else ((following - latest).total_seconds() if following else 86400.0)
     )
-    late = (now - latest).total_seconds() - jitter(name, latest, schedule.jitter_s)
+    late = (now - latest).total_seconds() - delay_s(name, schedule, latest, jitter)
     stale = late > grace_s(period)
     missed = count if stale else count - 1  # slots that did not fire on time
     if not missed:

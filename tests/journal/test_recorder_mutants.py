@@ -158,7 +158,7 @@ def test_a_background_render_writes_the_projections_without_a_foreground_one(
     )  # fmt: skip
 
     recorder.refresh_projections_soon()
-    render = recorder._pending_render
+    render = recorder._projections.pending
     assert render is not None
     render.join(300)  # a safety net only: the render takes milliseconds
 
@@ -211,15 +211,15 @@ def test_a_foreground_render_waits_for_the_background_one_it_follows(
     recorder.emit(EventType.TICK_STARTED, run="r1", loop="ship", kind="tick")
     recorder.emit(EventType.TASK_FOUND, run="r1", loop="ship", task="t1", prompt="p")
     gate = _GatedLock(threading.current_thread())
-    recorder._projection_lock = gate  # type: ignore[assignment]
+    recorder._projections.lock = gate  # type: ignore[assignment]
 
     recorder.refresh_projections_soon()
-    pending = recorder._pending_render
+    pending = recorder._projections.pending
     assert pending is not None
     try:
         assert gate.background_waiting.wait(300), "the background render never started"
         assert gate.background_name == "loopctl-projections"  # what `ps -L` and py-spy show
-        recorder._pending_render = _SignalledJoin(pending, gate)  # type: ignore[assignment]
+        recorder._projections.pending = _SignalledJoin(pending, gate)  # type: ignore[assignment]
 
         recorder.refresh_projections()
 

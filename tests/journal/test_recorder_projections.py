@@ -25,7 +25,7 @@ def test_a_background_render_is_done_and_current_when_a_foreground_one_returns(
     rec = Recorder(load_project(repo))
     rec.emit(EventType.TICK_STARTED, run="r1", loop="l", kind="tick")
     rec.emit(EventType.TASK_FOUND, run="r1", loop="l", task="first", prompt="p")
-    with rec._projection_lock:  # the background render starts, and waits here
+    with rec._projections.lock:  # the background render starts, and waits here
         rec.refresh_projections_soon()
     # Recorded after the background render began: the foreground render must still show it.
     rec.emit(EventType.TASK_FOUND, run="r1", loop="l", task="second", prompt="p")

@@ -100,7 +100,7 @@ def test_a_schedule_comes_from_the_loop_or_the_command_lines_trigger() -> None:
     )
     bare = Loop(name="l", path=Path("l.toml"))
     assert Schedule.of(bare) is None
-    assert Schedule.of(bare, given) == Schedule(TriggerKind.CRON, cron="0 9 * * *", jitter_s=0.0)
+    assert Schedule.of(bare, given) == Schedule(TriggerKind.CRON, cron="0 9 * * *")
 
 
 def test_a_downtime_of_more_slots_than_are_counted_still_fires_the_latest_slot() -> None:
