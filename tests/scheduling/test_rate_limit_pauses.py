@@ -12,7 +12,7 @@ import json
 import os
 import signal
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,9 @@ from loopctl.journal.events import Event
 from loopctl.scheduling.pauses import LOOK_EVERY_S
 
 LOOP = 'goal = "tests green"\nprompt = "Fix add() in calc.py"\n'
-PAUSE_S = 10  # the last 429's Retry-After: long enough to look at (and kill) `up` during it
+# The last 429's Retry-After: long enough to look at (and kill) `up` during it, with two
+# `status` calls that take seconds each on a loaded machine.
+PAUSE_S = 20
 LIMITED = {"error": {"type": "rate_limit_error", "message": "Number of request tokens exceeded"}}
 
 
@@ -95,8 +97,9 @@ def test_a_429_pauses_the_backends_loops_until_its_retry_after_then_they_resume(
     spawn(procs, repo, tmp_path, "up")
     paused = wait_note(repo, "backend_paused")
     wait_event(repo, "tick_finished", loop="api", what="the rate-limited tick to end")
-    status = json.loads(run_loopctl(repo, "status", "--json").stdout)["status"]
     text = run_loopctl(repo, "status", env={**os.environ, "COLUMNS": "160"}).stdout
+    status = json.loads(run_loopctl(repo, "status", "--json").stdout)["status"]
+    looked = datetime.now(UTC)
     resumed = wait_note(repo, "backend_resumed", after=paused.seq)
     (done, *_) = wait_event(
         repo, "task_finished", loop="api", status="done", after=resumed.seq, what="the fix"
@@ -109,6 +112,7 @@ def test_a_429_pauses_the_backends_loops_until_its_retry_after_then_they_resume(
     assert paused.data["kind"] == "rate-limit"
     assert paused.data["stated"] is True
     assert 0 < (until - paused.time).total_seconds() <= PAUSE_S + 0.5
+    assert looked < until, "the machine was too slow to look during the pause"
     # The attempt that hit it ended the task as rate-limited, not as a failure.
     (limited,) = [
         e for e in events(repo, "task_finished") if e.loop == "api" and e.seq < resumed.seq
