@@ -99,3 +99,62 @@ class ApprovalAnswer:
     ok: bool
     # The next gate of the same delivery, when the released steps stopped at one.
     waiting: list[ApprovalWait] = field(default_factory=list)
+
+
+# The daily fuse across workers: one ledger workflow per task queue keeps the day's spend.
+LEDGER_WORKFLOW = "loopctl.SpendLedger"
+ADMIT = "loopctl.admit"  # the activity, and the ledger's update of the same name
+SETTLE = "loopctl.settle"
+
+
+def ledger_workflow_id(task_queue: str) -> str:
+    """The spend ledger of the workers of `task_queue` (one repository's fleet)."""
+    return f"loopctl-ledger-{task_queue}"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """May attempt `attempt_id` start on `day` (the worker's local date) under these caps?"""
+
+    attempt_id: str
+    day: str
+    max_tokens: int | None = None
+    max_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The ledger's answer; `day` empty when no daily cap is configured (no ledger asked)."""
+
+    ok: bool
+    day: str = ""
+    reason: str = ""
+    tokens: int = 0  # the day's spend the answer saw
+    usd: float = 0.0
+    worker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What admitted attempt `attempt_id` spent (counted once, by its id)."""
+
+    attempt_id: str
+    day: str
+    tokens: int
+    usd: float
+
+
+@dataclass(slots=True)
+class DayTotal:
+    tokens: int = 0
+    usd: float = 0.0
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class LedgerState:
+    """The ledger's state, carried across continue-as-new: each day's settled spend and the
+    attempts admitted but not yet settled (attempt id → day)."""
+
+    days: dict[str, DayTotal] = field(default_factory=dict)
+    running: dict[str, str] = field(default_factory=dict)

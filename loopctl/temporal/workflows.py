@@ -12,21 +12,25 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from loopctl.temporal.shapes import (
+        ADMIT,
         ANSWER_QUERY,
         APPROVAL_WORKFLOW,
         APPROVE_SIGNAL,
         RELEASE,
         RUN_ATTEMPT,
+        SETTLE,
+        Admitted,
         ApprovalAnswer,
         ApprovalRelease,
         ApprovalSignal,
         ApprovalWait,
         AttemptRequest,
         AttemptResult,
+        Settlement,
         approval_workflow_id,
     )
 
@@ -52,15 +56,36 @@ class LoopTick:
                 fired=request.fired,
                 due=request.due,
             )
-        result: AttemptResult = await workflow.execute_activity(
-            RUN_ATTEMPT,
+        # The daily fuse, across every worker of the queue (temporal.ledger): asked first.
+        admitted: Admitted = await workflow.execute_activity(
+            ADMIT,
             attempt,
-            result_type=AttemptResult,
-            # The engine's own budgets end a tick; this only bounds a worker that hangs.
-            start_to_close_timeout=timedelta(hours=12),
-            # A worker that dies mid-attempt stops heartbeating: another one takes it over.
-            heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S),
+            result_type=Admitted,
+            start_to_close_timeout=timedelta(minutes=5),
             retry_policy=_RETRY,
+        )
+        if not admitted.ok:
+            return AttemptResult(
+                attempt.attempt_id, "", "skipped", admitted.reason, 0, 0.0, admitted.worker
+            )
+        try:
+            result: AttemptResult = await workflow.execute_activity(
+                RUN_ATTEMPT,
+                attempt,
+                result_type=AttemptResult,
+                # The engine's own budgets end a tick; this only bounds a worker that hangs.
+                start_to_close_timeout=timedelta(hours=12),
+                # A worker that dies mid-attempt stops heartbeating: another one takes it over.
+                heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S),
+                retry_policy=_RETRY,
+            )
+        except ActivityError:
+            # Nothing of it is known to have been spent: the ledger stops reserving for it.
+            await _settle(admitted, Settlement(attempt.attempt_id, admitted.day, 0, 0.0))
+            raise
+        await _settle(
+            admitted,
+            Settlement(attempt.attempt_id, admitted.day, result.tokens, result.cost_usd),
         )
         # The tick ends here, so the loop's schedule goes on; each gate waits on its own.
         await _await_approvals(result.waiting)
@@ -113,6 +138,14 @@ class AwaitApproval:
                 )
             await _await_approvals(answer.waiting)
             return answer
+
+
+async def _settle(admitted: Admitted, spent: Settlement) -> None:
+    """Count an admitted attempt's spend in the ledger (none to count without a daily cap)."""
+    if admitted.day:
+        await workflow.execute_activity(
+            SETTLE, spent, start_to_close_timeout=timedelta(minutes=5), retry_policy=_RETRY
+        )
 
 
 async def _await_approvals(waits: Sequence[ApprovalWait]) -> None:
