@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from pathlib import Path
+from typing import Any
 
-from support.beyond import QUEUE, loopctl_worker, machine_env
+from support.beyond import QUEUE, loopctl_worker, machine_env, wait_until
 from support.journal import events
 from support.repos import git, make_project, write_loop
 
 from loopctl.journal.events import EventType
+from loopctl.temporal.claims import CLAIMED, ELSEWHERE
 from loopctl.temporal.shapes import AttemptRequest, AttemptResult
 
 LOOP = 'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n'
@@ -21,13 +25,13 @@ LOOP = 'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n'
 FUSE = "\n[budget]\nmax_tokens_per_day = 1200\n"
 
 
-def _clones(outside: Path) -> tuple[Path, Path]:
+def _clones(outside: Path, *agent: str | Path, config: str = FUSE) -> tuple[Path, Path]:
     remote = outside / "remote.git"
     git(outside, "init", "-q", "--bare", "-b", "main", str(remote))
     home = outside / "home" / "project"
     home.mkdir(parents=True)
     git(home, "init", "-q", "-b", "main")
-    make_project(home, config_extra=FUSE)
+    make_project(home, *(agent or ("fixer.py",)), config_extra=config)
     write_loop(home, "nightly", LOOP)
     git(home, "add", "-A")
     git(home, "commit", "-q", "-m", "a loop under a daily fuse")
@@ -41,18 +45,42 @@ def _clones(outside: Path) -> tuple[Path, Path]:
     return clones[0], clones[1]
 
 
-async def _tick(address: str, workflow_id: str) -> AttemptResult:
+async def _tick(address: str, workflow_id: str, wait: bool = True) -> AttemptResult | None:
     from temporalio.client import Client
 
     client = await Client.connect(address)
-    result: AttemptResult = await client.execute_workflow(
+    handle = await client.start_workflow(
         "loopctl.LoopTick",
         AttemptRequest(loop="nightly", attempt_id=""),
         id=workflow_id,
         task_queue=QUEUE,
         result_type=AttemptResult,
     )
+    if not wait:
+        return None
+    result: AttemptResult = await asyncio.wait_for(handle.result(), 240)
     return result
+
+
+def _run(address: str, workflow_id: str) -> AttemptResult:
+    result = asyncio.run(_tick(address, workflow_id))
+    assert result is not None
+    return result
+
+
+async def _result(address: str, workflow_id: str) -> AttemptResult:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    handle = client.get_workflow_handle(workflow_id, result_type=AttemptResult)
+    result: AttemptResult = await asyncio.wait_for(handle.result(), 240)
+    return result
+
+
+def _worker(server: str, clone: Path, name: str, log: Path) -> Any:
+    """Machine `name`'s worker: its own HOME and loopctl folder beside its clone."""
+    env = machine_env(clone.parent / "home")
+    return loopctl_worker(server, clone, name, log, env=env)
 
 
 def _agents(project: Path) -> int:
@@ -66,17 +94,11 @@ def test_two_workers_together_stay_within_the_daily_fuse(
     with contextlib.ExitStack() as stack:
         workers = {
             name: stack.enter_context(
-                loopctl_worker(
-                    temporal_server,
-                    clone,
-                    name,
-                    outside / f"{name}.log",
-                    env=machine_env(outside / name / "home"),
-                )
+                _worker(temporal_server, clone, name, outside / f"{name}.log")
             )
             for name, clone in clones.items()
         }
-        first = asyncio.run(_tick(temporal_server, "nightly-1"))
+        first = _run(temporal_server, "nightly-1")
         assert (first.status, first.tokens) == ("done", 1200), first
         spent_on = first.worker
         # The machine that spent goes away: the next ticks can only go to the other one,
@@ -85,7 +107,7 @@ def test_two_workers_together_stay_within_the_daily_fuse(
         workers[spent_on].wait()
         other = next(name for name in clones if name != spent_on)
 
-        later = [asyncio.run(_tick(temporal_server, f"nightly-{n}")) for n in (2, 3)]
+        later = [_run(temporal_server, f"nightly-{n}") for n in (2, 3)]
 
     assert [(r.status, r.worker, r.tokens) for r in later] == [("skipped", other, 0)] * 2
     assert all("daily budget fuse: 1200 of 1200 tokens" in r.reason for r in later), later
@@ -98,3 +120,69 @@ def test_two_workers_together_stay_within_the_daily_fuse(
     (opened,) = events(clones[other], EventType.INBOX_OPENED)
     assert opened.data["kind"] == "escalation"
     assert "daily budget fuse" in opened.data["summary"]
+
+
+def _claimed_by(clones: dict[str, Path]) -> str:
+    """The machine whose journal claimed an attempt first (empty: none yet)."""
+    for name, clone in clones.items():
+        if any(e.data["what"] == CLAIMED for e in events(clone, EventType.NOTE)):
+            return name
+    return ""
+
+
+def test_a_worker_killed_mid_attempt_does_not_resume_what_another_finished(
+    temporal_server: str, outside: Path
+) -> None:
+    """Worker A dies by SIGKILL while its agent works; Temporal gives the attempt to B, on its
+    own clone, which finishes it. A's journal still holds the interrupted run: restarted, A
+    closes it as gone on elsewhere and starts its next attempt afresh, without an agent for it."""
+    marker, release = outside / "agent.pid", outside / "release"
+    a_clone, b_clone = _clones(outside, "slow_fixer.py", marker, release, config="")
+    clones = {"machine-a": a_clone, "machine-b": b_clone}
+    logs = {name: outside / f"{name}.log" for name in clones}
+    try:
+        with contextlib.ExitStack() as stack:
+            workers = {
+                name: stack.enter_context(_worker(temporal_server, clone, name, logs[name]))
+                for name, clone in clones.items()
+            }
+            asyncio.run(_tick(temporal_server, "nightly-k9", wait=False))
+            wait_until(marker.exists, "the agent runs")
+            wait_until(lambda: bool(_claimed_by(clones)), "the claim")
+            dying = _claimed_by(clones)
+            survivor = next(name for name in clones if name != dying)
+            os.kill(workers[dying].pid, signal.SIGKILL)
+            workers[dying].wait()
+            wait_until(
+                lambda: bool(events(clones[survivor], EventType.AGENT_STARTED)), "the takeover", 120
+            )
+            release.touch()
+            taken = asyncio.run(_result(temporal_server, "nightly-k9"))
+        assert (taken.status, taken.worker) == ("done", survivor)
+        (interrupted,) = [e.run for e in events(clones[dying], EventType.TICK_STARTED)]
+
+        # The dead machine comes back (the same name: the same queue); the next attempt is its.
+        with _worker(temporal_server, clones[dying], dying, outside / "again.log"):
+            after = _run(temporal_server, "nightly-next")
+    finally:
+        release.touch()
+
+    assert (after.status, after.worker) == ("done", dying)
+    assert after.run != interrupted
+    found = events(clones[dying])
+    told = "\n".join(f"{e.seq} {e.type} {e.run} {dict(e.data)}"[:300] for e in found)
+    closed = [e for e in found if e.type == EventType.TICK_FINISHED and e.run == interrupted]
+    assert [e.data["status"] for e in closed] == ["stopped"]
+    assert (
+        "attempt nightly-k9 was interrupted on this worker and went on elsewhere"
+        in (closed[0].data["reason"])
+    )
+    (note,) = [e for e in found if e.type == EventType.NOTE and e.data["what"] == ELSEWHERE]
+    assert (note.data["attempt"], note.data["closed_by"]) == ("nightly-k9", "nightly-next")
+    # No agent ran again for the interrupted run, and it was never resumed. (The journal may
+    # also hold the other machine's records: the state branch brings them over.)
+    started = [e.run for e in found if e.type == EventType.AGENT_STARTED]
+    assert (started.count(interrupted), started.count(after.run)) == (1, 1), told
+    assert EventType.RUN_RESUMED not in [e.type for e in found], told
+    seqs = [e.seq for e in found]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
