@@ -15,6 +15,8 @@ RELEASE = "loopctl.release_approval"
 # The workflow a gated delivery waits in, its signal (`loopctl inbox approve`) and its query.
 APPROVAL_WORKFLOW = "loopctl.AwaitApproval"
 APPROVE_SIGNAL = "approve"
+# `loopctl inbox reject` (and `reject --changes`) at home: the gate closes, nothing delivered.
+REJECT_SIGNAL = "reject"
 ANSWER_QUERY = "answer"
 
 
@@ -77,6 +79,7 @@ class ApprovalSignal:
     nonce: str
     note: str = ""
     by: str = ""
+    reject: bool = False  # a rejection (REJECT_SIGNAL): `note` is its reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +93,8 @@ class ApprovalRelease:
 @dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
     """What a signal did: `released` (the delivery ran on, or the loop's running tick runs it),
-    `refused` (another sha, recorded; or not now: the gate still waits for a signal) or `closed`
-    (nothing left to release: released before, or rejected)."""
+    `rejected` (closed without delivering), `refused` (another sha, recorded; or not now: the
+    gate still waits for a signal) or `closed` (nothing left: released or rejected before)."""
 
     nonce: str
     outcome: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
@@ -20,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         ANSWER_QUERY,
         APPROVAL_WORKFLOW,
         APPROVE_SIGNAL,
+        REJECT_SIGNAL,
         RELEASE,
         RUN_ATTEMPT,
         SETTLE,
@@ -110,6 +112,11 @@ class AwaitApproval:
     def approve(self, signal: ApprovalSignal) -> None:
         self._signals.append(signal)
 
+    @workflow.signal(name=REJECT_SIGNAL)
+    def reject(self, signal: ApprovalSignal) -> None:
+        """A rejection: the worker closes the item (the task ends rejected), then this ends."""
+        self._signals.append(replace(signal, reject=True))
+
     @workflow.query(name=ANSWER_QUERY)
     def answer(self, nonce: str) -> ApprovalAnswer:
         """What signal `nonce` did so far (`pending` until its release activity answered)."""
@@ -134,7 +141,7 @@ class AwaitApproval:
                 continue
             for repeat in self._signals:
                 self._answers[repeat.nonce] = ApprovalAnswer(
-                    repeat.nonce, "closed", f"{wait.item} was already released", ok=False
+                    repeat.nonce, "closed", f"{wait.item} was already {answer.outcome}", ok=False
                 )
             await _await_approvals(answer.waiting)
             return answer
