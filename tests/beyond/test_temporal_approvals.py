@@ -316,3 +316,34 @@ def test_a_rejection_at_home_closes_the_waiting_gate_on_the_worker(
     assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
     (item,) = [i for i in _inbox(home, "--all") if i["id"] == wait.item]
     assert item["resolution"] == "rejected"
+
+
+def test_a_restarted_worker_keeps_its_name_and_serves_the_delivery_it_left_waiting(
+    temporal_server: str, outside: Path
+) -> None:
+    """Without --identity a worker is named by its host and clone, not its process: restarted,
+    it polls the same queue of its own, where its waiting delivery's approval is handed."""
+    from loopctl.commands.worker import default_identity
+
+    home, remote = _home_and_remote(outside)
+    clone = _clone(remote, outside / "machine-a")
+    env = machine_env(outside / "machine-a" / "home")
+    up = run_loopctl(
+        home, "up", "--engine", "temporal", "--server", temporal_server, "--task-queue", QUEUE
+    )
+    assert_clean_exit(up, 0)
+    with loopctl_worker(temporal_server, clone, "a", outside / "a.log", env=env, named=False):
+        tick = asyncio.run(_fire_and_wait(temporal_server))
+    name = default_identity(clone)
+    assert tick.worker == name
+    assert str(clone) not in name  # hashed: no long or private path in Temporal's UI
+    (wait,) = tick.waiting
+    assert wait.queue == f"{QUEUE}@{name}"
+    assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
+
+    # The same clone's worker again, a new process: the approval reaches it and delivers.
+    with loopctl_worker(temporal_server, clone, "a", outside / "again.log", env=env, named=False):
+        approved = run_loopctl(home, "inbox", "approve", wait.item, timeout=300)
+
+    assert_clean_exit(approved, 0)
+    assert remote_refs(remote)[BRANCH] == wait.sha
