@@ -186,3 +186,23 @@ def test_a_worker_killed_mid_attempt_does_not_resume_what_another_finished(
     assert EventType.RUN_RESUMED not in [e.type for e in found], told
     seqs = [e.seq for e in found]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+
+def test_the_ledger_reserves_the_mean_cost_of_each_attempt_still_running() -> None:
+    """Admission is a check and a reservation: with one attempt of 1200 tokens settled, an
+    attempt running counts as another 1200, so a 2400 day admits no third one meanwhile."""
+    from loopctl.temporal.ledger import refusal
+    from loopctl.temporal.shapes import Admission, DayTotal, LedgerState
+
+    state = LedgerState(days={"2026-12-06": DayTotal(1200, 0.0, 1)})
+    ask = Admission("third", "2026-12-06", max_tokens=2400)
+    assert refusal(state, ask) == ""  # nothing running: 1200 of 2400
+
+    state.running["second"] = "2026-12-06"
+    reason = refusal(state, ask)
+    assert "daily budget fuse: 1200 of 2400 tokens used on 2026-12-06" in reason
+    assert "1 attempt(s) still running" in reason
+
+    state.running["second"] = "2026-12-05"  # running on another day: not today's to reserve
+    assert refusal(state, ask) == ""
+    assert refusal(state, Admission("x", "2026-12-06", max_usd=0.0))  # a spent USD cap
