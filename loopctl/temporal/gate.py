@@ -17,6 +17,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 
 from loopctl.definitions import load_project
 from loopctl.journal import fuse
@@ -75,6 +76,9 @@ class FuseGate:
             answer = await self.client.execute_update_with_start_workflow(
                 SpendLedger.admit, ask, start_workflow_operation=self._ledger()
             )
+            if answer.wait:
+                # Retried by Temporal (with backoff) until the running attempt has settled.
+                raise ApplicationError(answer.reason, type="FuseWait")
         if not answer.ok:
             await asyncio.to_thread(self._record_refusal, rec, request, answer)
         return replace(answer, worker=self.worker)

@@ -6,8 +6,9 @@ Temporal runs its updates one at a time and keeps its state in its own history, 
 a check and a reservation at once, whichever worker asks. An attempt is admitted while the day's
 settled spend plus, for each attempt admitted and still running, the mean cost of a settled
 attempt stays under the cap (`[budget] max_tokens_per_day` / `max_usd_per_day`); its spend is
-settled once, by attempt id, when it ends. Imported by the workflow sandbox: nothing of loopctl's
-but the plain shapes.
+settled once, by attempt id, when it ends. Before any attempt has ended (no mean cost yet), a
+second attempt waits for the first instead of starting unreserved. Imported by the workflow
+sandbox: nothing of loopctl's but the plain shapes.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ class SpendLedger:
         today = state.days.get(ask.day) or DayTotal()
         if ask.attempt_id in state.running:  # a retried ask: it was admitted
             return Admitted(True, ask.day, "", today.tokens, today.usd)
+        if not any(day.attempts for day in state.days.values()) and ask.day in (
+            state.running.values()
+        ):
+            # No attempt has ended yet, so the one running has no cost to reserve: this one
+            # waits for it rather than start blind.
+            why = "waiting for the day's first attempt to end: no attempt's cost is known yet"
+            return Admitted(False, ask.day, why, today.tokens, today.usd, wait=True)
         reason = refusal(state, ask)
         if reason:
             return Admitted(False, ask.day, reason, today.tokens, today.usd)

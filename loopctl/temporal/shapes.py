@@ -135,6 +135,8 @@ class Admitted:
     tokens: int = 0  # the day's spend the answer saw
     usd: float = 0.0
     worker: str = ""
+    # Not yet: no attempt's cost is known to reserve for the one running; asked again later.
+    wait: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,3 +206,46 @@ def test_the_ledger_reserves_the_mean_cost_of_each_attempt_still_running() -> No
     state.running["second"] = "2026-12-05"  # running on another day: not today's to reserve
     assert refusal(state, ask) == ""
     assert refusal(state, Admission("x", "2026-12-06", max_usd=0.0))  # a spent USD cap
+
+
+async def _ticks_at_once(address: str, ids: list[str]) -> list[AttemptResult]:
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    handles = [
+        await client.start_workflow(
+            "loopctl.LoopTick",
+            AttemptRequest(loop="nightly", attempt_id=""),
+            id=workflow_id,
+            task_queue=QUEUE,
+            result_type=AttemptResult,
+        )
+        for workflow_id in ids
+    ]
+    done = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 300)
+    return list(done)
+
+
+def test_ticks_started_together_on_two_workers_run_no_more_agents_than_the_day_allows(
+    temporal_server: str, outside: Path
+) -> None:
+    """A day of 2400 tokens allows two attempts of 1200: four ticks started at once, on two
+    machines, run at most two agents; the others are refused by the fuse."""
+    clones = dict(
+        zip(
+            ("machine-a", "machine-b"),
+            _clones(outside, config="\n[budget]\nmax_tokens_per_day = 2400\n"),
+            strict=True,
+        )
+    )
+    with contextlib.ExitStack() as stack:
+        for name, clone in clones.items():
+            stack.enter_context(_worker(temporal_server, clone, name, outside / f"{name}.log"))
+        results = asyncio.run(_ticks_at_once(temporal_server, [f"t-{n}" for n in range(4)]))
+
+    agents = sum(_agents(clone) for clone in clones.values())
+    assert 1 <= agents <= 2, results
+    assert sum(r.tokens for r in results) == 1200 * agents
+    skipped = [r for r in results if r.status == "skipped"]
+    assert len(skipped) >= 2, results
+    assert all("daily budget fuse" in r.reason for r in skipped)
