@@ -249,17 +249,22 @@ def approve(
     from loopctl.commands.inbox import approve as approve_item
 
     _human_only("approve")
-    result = approve_item(load_here(strict=False), item_id, note)
-    if "temporalio" in sys.modules:
-        # Approved by a signal (a loop on Temporal): leave without interpreter teardown.
-        from loopctl.commands.worker import exit_now
+    _finish_signalled(approve_item(load_here(strict=False), item_id, note), json_out)
 
-        try:
-            _finish(result, json_out)
-        except typer.Exit as exc:
-            exit_now(exc.exit_code)
-        exit_now(0)
-    _finish(result, json_out)
+
+def _finish_signalled(result: Any, json_out: bool) -> None:
+    """`_finish`, then, after a signal (a loop on Temporal), leave without interpreter
+    teardown (commands.worker.exit_now says why)."""
+    if "temporalio" not in sys.modules:
+        _finish(result, json_out)
+        return
+    from loopctl.commands.worker import exit_now
+
+    try:
+        _finish(result, json_out)
+    except typer.Exit as exc:
+        exit_now(exc.exit_code)
+    exit_now(0)
 
 
 @inbox_app.command("reject")
@@ -287,9 +292,9 @@ def reject(
     if changes is not None:
         if reason is not None:
             raise UsageError("give --reason or --changes, not both (the note is the reason)")
-        _finish(request_changes(load_here(strict=False), item_id, changes), json_out)
+        _finish_signalled(request_changes(load_here(strict=False), item_id, changes), json_out)
         return
-    _finish(reject_item(load_here(strict=False), item_id, reason), json_out)
+    _finish_signalled(reject_item(load_here(strict=False), item_id, reason), json_out)
 
 
 @inbox_app.command("retry")

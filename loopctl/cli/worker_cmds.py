@@ -22,7 +22,11 @@ def worker(
     ] = "default",
     identity: Annotated[
         str | None,
-        typer.Option("--identity", metavar="NAME", help="This worker's name (host:pid)."),
+        typer.Option(
+            "--identity",
+            metavar="NAME",
+            help="This worker's name and own queue (host:clone hash; the same after a restart).",
+        ),
     ] = None,
     slots: Annotated[int, typer.Option("--slots", metavar="N", help="Attempts run at once.")] = 1,
     state_remote: Annotated[
@@ -46,14 +50,15 @@ def worker(
 
     if slots < 1:
         raise UsageError(f"--slots must be at least 1, not {slots}")
-    name = identity or default_identity()
+    root = find_repo_root()
+    name = identity or default_identity(root)
 
     def ready() -> None:
         print(f"loopctl worker {name}: polling {task_queue!r} on {server}", flush=True)
 
     exit_now(
         run_worker(
-            find_repo_root(),
+            root,
             server=server,
             namespace=namespace,
             task_queue=task_queue,

@@ -280,8 +280,20 @@ def _delivery_message(item: InboxItem, result: DeliveryResult) -> str:
     return f"approved {item.id}, but the delivery is {status}: {result.reason}"
 
 
-def reject(project: Project, ref: str, reason: str | None = None) -> ActionResult:
-    """Close an approval without delivering; the task ends `rejected`."""
+def reject(
+    project: Project, ref: str, reason: str | None = None, *, local: bool = False
+) -> ActionResult:
+    """Close an approval without delivering; the task ends `rejected`.
+
+    A delivery of a loop this clone scheduled on Temporal is rejected by a signal to the
+    worker that holds it (its gate's workflow ends), unless `local` (that worker, closing it).
+    """
+    if not local:
+        from loopctl.commands.on_temporal import signalled_decision  # lazy: a cycle
+
+        signalled = signalled_decision(project, ref, reason, reject=True)
+        if signalled is not None:
+            return signalled
     rec = Recorder(project)
     paths = project.paths
     with inbox_lock(paths.locks_dir):
@@ -457,7 +469,18 @@ def request_changes(project: Project, ref: str, note: str) -> ActionResult:
         return ActionResult(
             item.id, "changes", f"not sent back: {allowance.refused}; {item.id} stays open", False
         )
-    reject(project, item.id, f"changes requested: {note}")
+    from loopctl.commands.on_temporal import signalled_decision  # lazy: a cycle
+
+    why = f"changes requested: {note}"
+    signalled = signalled_decision(project, item.id, why, reject=True)
+    if signalled is not None:
+        # On Temporal the worker holding the delivery rejects it; the task is worked again by
+        # the loop's next tick there (the note is on record as the reason, not in its prompt).
+        message = signalled.message
+        if signalled.ok:
+            message += "; the loop's next tick on its workers works the task again"
+        return ActionResult(item.id, "changes", message, signalled.ok, queued=signalled.queued)
+    reject(project, item.id, why)
     return _requeue(project, item.id, "changes", note)
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl import git
 from loopctl.atomicfile import write_atomic
-from loopctl.commands.inbox import ActionResult, approve
+from loopctl.commands.inbox import ActionResult, approve, reject
 from loopctl.commands.inbox_show import InboxError, find_item
 from loopctl.commands.state_sync import push
 from loopctl.commands.worker import need_the_extra
@@ -115,6 +115,15 @@ def set_paused(
 
 def signalled_approval(project: Project, ref: str, note: str | None) -> ActionResult | None:
     """Approve `ref` by signal when its loop is on Temporal; None when it runs here."""
+    return signalled_decision(project, ref, note, reject=False)
+
+
+def signalled_decision(
+    project: Project, ref: str, note: str | None, *, reject: bool
+) -> ActionResult | None:
+    """Approve (or reject) `ref` by signal when its loop is on Temporal; None when it runs
+    here. A rejection closes the gate's workflow too: the worker closes the item in its
+    journal (the task ends rejected) and nothing waits any more."""
     record = read_record(project.paths)
     if record is None:
         return None
@@ -125,17 +134,19 @@ def signalled_approval(project: Project, ref: str, note: str | None) -> ActionRe
     gate = item.kind == ItemKind.APPROVAL and isinstance(item.evidence.get("step"), int)
     if not gate or item.loop not in record.loops:
         return None
-    return _signal(record, item, note or "")
+    return _signal(record, item, note or "", reject=reject)
 
 
-def _signal(record: OnTemporal, item: InboxItem, note: str) -> ActionResult:
-    need_the_extra("loopctl inbox approve")
+def _signal(record: OnTemporal, item: InboxItem, note: str, *, reject: bool) -> ActionResult:
+    action = "reject" if reject else "approve"
+    need_the_extra(f"loopctl inbox {action}")
     # lazy: loopctl.temporal imports the `temporal` extra, checked for just above
     from temporalio.service import RPCError, RPCStatusCode
 
     from loopctl.temporal.shapes import (
         ANSWER_QUERY,
         APPROVE_SIGNAL,
+        REJECT_SIGNAL,
         ApprovalAnswer,
         ApprovalSignal,
         approval_workflow_id,
@@ -144,13 +155,13 @@ def _signal(record: OnTemporal, item: InboxItem, note: str) -> ActionResult:
 
     sha = str(item.evidence.get("commit"))
     nonce = uuid.uuid4().hex
-    signal = ApprovalSignal(item.id, sha, nonce, note, socket.gethostname())
+    signal = ApprovalSignal(item.id, sha, nonce, note, socket.gethostname(), reject=reject)
 
     async def main() -> ApprovalAnswer | None:
         client = await connect(record.server, record.namespace)
         handle = client.get_workflow_handle(approval_workflow_id(item.id))
         try:
-            await handle.signal(APPROVE_SIGNAL, signal)
+            await handle.signal(REJECT_SIGNAL if reject else APPROVE_SIGNAL, signal)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return ApprovalAnswer(nonce, "closed", "", ok=False)
@@ -169,9 +180,10 @@ def _signal(record: OnTemporal, item: InboxItem, note: str) -> ActionResult:
     if answer is None:
         return ActionResult(
             item.id,
-            "approve",
-            f"signalled approval of {item.id} ({sha[:12]}) on {record.server}; the worker that"
-            " holds the commit releases it when it takes the signal up",
+            action,
+            f"signalled {'rejection' if reject else 'approval'} of {item.id} ({sha[:12]}) on"
+            f" {record.server}; the worker that holds the commit acts on it when it takes the"
+            " signal up",
             queued=True,
         )
     if answer.outcome == "closed" and not answer.message:
@@ -181,7 +193,7 @@ def _signal(record: OnTemporal, item: InboxItem, note: str) -> ActionResult:
         )
     else:
         answer_text = answer.message
-    return ActionResult(item.id, "approve", answer_text, ok=answer.ok)
+    return ActionResult(item.id, action, answer_text, ok=answer.ok)
 
 
 # --- a worker's records go home ----------------------------------------------------------------
@@ -216,7 +228,8 @@ def release(project: Project, request: ApprovalRelease) -> ApprovalAnswer:
             how = "not in this worker's journal" if item is None else f"{item.resolution}"
             return ApprovalAnswer(signal.nonce, "closed", f"{wait.item} is already {how}", False)
         shown = str(item.evidence.get("commit"))
-        if signal.sha != shown:
+        # A rejection delivers nothing: it closes the item whichever commit its sender saw.
+        if not signal.reject and signal.sha != shown:
             # Invariant 9: the approval covers the commit its approver saw, nothing else.
             reason = (
                 f"the approval signal was for {signal.sha[:12]}, but {item.id} delivers"
@@ -226,6 +239,12 @@ def release(project: Project, request: ApprovalRelease) -> ApprovalAnswer:
             rec.record(refused, run=item.run, loop=item.loop, task=item.task)
             rec.refresh_projections()
             return ApprovalAnswer(signal.nonce, "refused", f"approval refused: {reason}", False)
+    if signal.reject:
+        try:
+            rejected = reject(project, item.id, signal.note or None, local=True)
+        except InboxError as exc:  # too late: its delivery started
+            return ApprovalAnswer(signal.nonce, "refused", str(exc), False)
+        return ApprovalAnswer(signal.nonce, "rejected", rejected.message, True)
     try:
         result = approve(project, item.id, signal.note or None, local=True)
     except InboxError as exc:

@@ -6,6 +6,7 @@ The SDK (the `temporal` extra) is imported here, when the command runs, never by
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import socket
@@ -22,9 +23,15 @@ DEFAULT_NAMESPACE = "default"
 DEFAULT_QUEUE = "loopctl"
 
 
-def default_identity() -> str:
-    """How Temporal's UI and history name this worker: host and process."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+def default_identity(root: Path) -> str:
+    """How Temporal's UI and history name this worker: host and clone, stable across restarts.
+
+    The name is also this worker's own task queue (`<queue>@<identity>`), where the deliveries
+    its attempts left at a gate resume: a restarted worker of the same clone must poll it again,
+    so the name carries no process id. The clone's path is hashed (it may be long or private).
+    """
+    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:10]
+    return f"{socket.gethostname()}:{digest}"
 
 
 def run_worker(

@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, tzinfo
+from typing import TYPE_CHECKING
 
 from loopctl.definitions.config import Config
 from loopctl.journal.budgets import mean_attempt_cost
 from loopctl.journal.events import Event, EventType
-from loopctl.journal.inbox import new_item_id
+from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.schema import agent_finished
+
+if TYPE_CHECKING:
+    from loopctl.journal.recorder import Recorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,25 @@ def fuse_reason(config: Config, spent: DaySpend) -> str | None:
 def fuse_item_id(day: date) -> str:
     """The inbox item a blown fuse opens: one per day, whichever loop hit it first."""
     return new_item_id("budget-fuse", day.isoformat())
+
+
+def open_fuse_item(rec: Recorder, reason: str, spent: DaySpend, loop: str) -> None:
+    """The inbox item a blown fuse opens: one a day, whichever loop (or worker) hit it first;
+    dismissed, it stays dismissed."""
+    rec.open_item(
+        ItemKind.ESCALATION,
+        f"{reason}; scheduled ticks are skipped until tomorrow",
+        {
+            "reason": reason,
+            "tokens": spent.tokens,
+            "usd": round(spent.usd, 6),
+            "day": spent.day.isoformat(),
+        },
+        run=None,
+        loop=loop,
+        item_id=fuse_item_id(spent.day),
+        again_once_closed=False,
+    )
 
 
 def task_attempt_cost(events: Iterable[Event], loop: str, task: str) -> tuple[float, float]:

@@ -457,21 +457,7 @@ class Scheduler:
         reason = fuse.fuse_reason(config, spent)
         if reason is None:
             return None
-        # One item a day, whichever loop hit the fuse first; dismissed, it stays dismissed.
-        self._recorder.open_item(
-            ItemKind.ESCALATION,
-            f"{reason}; scheduled ticks are skipped until tomorrow",
-            {
-                "reason": reason,
-                "tokens": spent.tokens,
-                "usd": round(spent.usd, 6),
-                "day": spent.day.isoformat(),
-            },
-            run=None,
-            loop=name,
-            item_id=fuse.fuse_item_id(spent.day),
-            again_once_closed=False,
-        )
+        fuse.open_fuse_item(self._recorder, reason, spent, name)
         return reason
 
     def _open_item_once(self, name: str, summary: str, reason: str) -> None:

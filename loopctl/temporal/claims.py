@@ -21,16 +21,20 @@ from typing import Any
 
 from loopctl.definitions import Loop
 from loopctl.engine.runner import Engine, RunOutcome
+from loopctl.engine.setup import resumable
 from loopctl.errors import LockHeld, LoopctlError
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import Note
+from loopctl.journal.schema import Note, TickFinished
+from loopctl.journal.statuses import RunStatus
 from loopctl.lock import RunnerLock
 from loopctl.temporal.shapes import ApprovalWait, AttemptRequest, AttemptResult
 
 CLAIMED = "temporal_attempt_claimed"
 FINISHED = "temporal_attempt_finished"
+# A run this machine left interrupted, closed because its attempt went on elsewhere.
+ELSEWHERE = "temporal_attempt_elsewhere"
 # loopctl's own locks start with "_", which no loop name can.
 _LOCK_PREFIX = "_temporal-"
 
@@ -113,6 +117,7 @@ def run_claimed(
             "claim": earlier + 1,
         }
         rec.record(Note(what=CLAIMED, extra=claim), run=None, loop=loop.name)
+        close_taken_over(rec, loop, request.attempt_id)
         outcome = _tick(rec, loop, request, worker, beat, cancelled, beat_every)
         result = AttemptResult(
             attempt_id=request.attempt_id,
@@ -137,6 +142,47 @@ def run_claimed(
         return result
     finally:
         lock.release()
+
+
+def close_taken_over(rec: Recorder, loop: Loop, attempt_id: str) -> str | None:
+    """Close `loop`'s interrupted run when it belongs to another attempt than `attempt_id`; the
+    run closed, or None.
+
+    A worker killed mid-attempt leaves its run interrupted in its own journal, and Temporal
+    gives the attempt to another worker, whose clone finishes it. Resumed here by the next
+    attempt, that run would spend on an agent for work done elsewhere: it is finished as
+    stopped instead. Only a retry of the same attempt resumes it (this worker took it back).
+    An attempt this machine is still working (its claim's lock is held) is left alone.
+    """
+    previous = resumable(rec, loop, None)
+    if previous is None:
+        return None
+    trigger = previous.data.get("trigger")
+    theirs = str(trigger.get("attempt") or "") if isinstance(trigger, dict) else ""
+    if not theirs or theirs == attempt_id:
+        return None
+    try:
+        with RunnerLock(rec.paths.locks_dir, _LOCK_PREFIX + theirs):
+            pass
+    except LockHeld:
+        return None  # a live claim of this machine: the engine's own lock decides
+    with RunnerLock(rec.paths.locks_dir, loop.name):
+        again = resumable(rec, loop, None)
+        if again is None or again.run != previous.run:
+            return None
+        done = finished(rec.log.read(), theirs)
+        where = "here" if done is not None else "elsewhere (or given up)"
+        reason = (
+            f"closed unfinished: attempt {theirs} was interrupted on this worker and went on"
+            f" {where}; attempt {attempt_id} starts a new run"
+        )
+        rec.record(
+            TickFinished(status=RunStatus.STOPPED, reason=reason), run=previous.run, loop=loop.name
+        )
+        extra = {"attempt": theirs, "closed_by": attempt_id}
+        rec.record(Note(what=ELSEWHERE, extra=extra), run=previous.run, loop=loop.name)
+        rec.refresh_projections()
+    return previous.run
 
 
 def _tick(

@@ -15,6 +15,8 @@ RELEASE = "loopctl.release_approval"
 # The workflow a gated delivery waits in, its signal (`loopctl inbox approve`) and its query.
 APPROVAL_WORKFLOW = "loopctl.AwaitApproval"
 APPROVE_SIGNAL = "approve"
+# `loopctl inbox reject` (and `reject --changes`) at home: the gate closes, nothing delivered.
+REJECT_SIGNAL = "reject"
 ANSWER_QUERY = "answer"
 
 
@@ -77,6 +79,7 @@ class ApprovalSignal:
     nonce: str
     note: str = ""
     by: str = ""
+    reject: bool = False  # a rejection (REJECT_SIGNAL): `note` is its reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +93,8 @@ class ApprovalRelease:
 @dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
     """What a signal did: `released` (the delivery ran on, or the loop's running tick runs it),
-    `refused` (another sha, recorded; or not now: the gate still waits for a signal) or `closed`
-    (nothing left to release: released before, or rejected)."""
+    `rejected` (closed without delivering), `refused` (another sha, recorded; or not now: the
+    gate still waits for a signal) or `closed` (nothing left: released or rejected before)."""
 
     nonce: str
     outcome: str
@@ -99,3 +102,64 @@ class ApprovalAnswer:
     ok: bool
     # The next gate of the same delivery, when the released steps stopped at one.
     waiting: list[ApprovalWait] = field(default_factory=list)
+
+
+# The daily fuse across workers: one ledger workflow per task queue keeps the day's spend.
+LEDGER_WORKFLOW = "loopctl.SpendLedger"
+ADMIT = "loopctl.admit"  # the activity, and the ledger's update of the same name
+SETTLE = "loopctl.settle"
+
+
+def ledger_workflow_id(task_queue: str) -> str:
+    """The spend ledger of the workers of `task_queue` (one repository's fleet)."""
+    return f"loopctl-ledger-{task_queue}"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """May attempt `attempt_id` start on `day` (the worker's local date) under these caps?"""
+
+    attempt_id: str
+    day: str
+    max_tokens: int | None = None
+    max_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The ledger's answer; `day` empty when no daily cap is configured (no ledger asked)."""
+
+    ok: bool
+    day: str = ""
+    reason: str = ""
+    tokens: int = 0  # the day's spend the answer saw
+    usd: float = 0.0
+    worker: str = ""
+    # Not yet: no attempt's cost is known to reserve for the one running; asked again later.
+    wait: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What admitted attempt `attempt_id` spent (counted once, by its id)."""
+
+    attempt_id: str
+    day: str
+    tokens: int
+    usd: float
+
+
+@dataclass(slots=True)
+class DayTotal:
+    tokens: int = 0
+    usd: float = 0.0
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class LedgerState:
+    """The ledger's state, carried across continue-as-new: each day's settled spend and the
+    attempts admitted but not yet settled (attempt id → day)."""
+
+    days: dict[str, DayTotal] = field(default_factory=dict)
+    running: dict[str, str] = field(default_factory=dict)

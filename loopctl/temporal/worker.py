@@ -18,6 +18,8 @@ from temporalio.worker import Worker
 
 from loopctl.errors import LoopctlError
 from loopctl.temporal.activities import Attempts, Release, Share
+from loopctl.temporal.gate import FuseGate
+from loopctl.temporal.ledger import SpendLedger
 from loopctl.temporal.shapes import own_queue
 from loopctl.temporal.workflows import AwaitApproval, LoopTick
 
@@ -61,6 +63,7 @@ async def serve(
         options.release,
         options.share,
     )
+    gate = FuseGate(str(options.root), options.identity, options.task_queue, client)
     with (
         ThreadPoolExecutor(options.slots, thread_name_prefix="loopctl-attempt") as pool,
         ThreadPoolExecutor(1, thread_name_prefix="loopctl-release") as releases,
@@ -68,8 +71,8 @@ async def serve(
         shared = Worker(
             client,
             task_queue=options.task_queue,
-            workflows=[LoopTick, AwaitApproval],
-            activities=[attempts.run_attempt],
+            workflows=[LoopTick, AwaitApproval, SpendLedger],
+            activities=[attempts.run_attempt, gate.admit, gate.settle],
             activity_executor=pool,
             max_concurrent_activities=options.slots,
             identity=options.identity,

@@ -8,25 +8,31 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from loopctl.temporal.shapes import (
+        ADMIT,
         ANSWER_QUERY,
         APPROVAL_WORKFLOW,
         APPROVE_SIGNAL,
+        REJECT_SIGNAL,
         RELEASE,
         RUN_ATTEMPT,
+        SETTLE,
+        Admitted,
         ApprovalAnswer,
         ApprovalRelease,
         ApprovalSignal,
         ApprovalWait,
         AttemptRequest,
         AttemptResult,
+        Settlement,
         approval_workflow_id,
     )
 
@@ -52,15 +58,36 @@ class LoopTick:
                 fired=request.fired,
                 due=request.due,
             )
-        result: AttemptResult = await workflow.execute_activity(
-            RUN_ATTEMPT,
+        # The daily fuse, across every worker of the queue (temporal.ledger): asked first.
+        admitted: Admitted = await workflow.execute_activity(
+            ADMIT,
             attempt,
-            result_type=AttemptResult,
-            # The engine's own budgets end a tick; this only bounds a worker that hangs.
-            start_to_close_timeout=timedelta(hours=12),
-            # A worker that dies mid-attempt stops heartbeating: another one takes it over.
-            heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S),
+            result_type=Admitted,
+            start_to_close_timeout=timedelta(minutes=5),
             retry_policy=_RETRY,
+        )
+        if not admitted.ok:
+            return AttemptResult(
+                attempt.attempt_id, "", "skipped", admitted.reason, 0, 0.0, admitted.worker
+            )
+        try:
+            result: AttemptResult = await workflow.execute_activity(
+                RUN_ATTEMPT,
+                attempt,
+                result_type=AttemptResult,
+                # The engine's own budgets end a tick; this only bounds a worker that hangs.
+                start_to_close_timeout=timedelta(hours=12),
+                # A worker that dies mid-attempt stops heartbeating: another one takes it over.
+                heartbeat_timeout=timedelta(seconds=HEARTBEAT_TIMEOUT_S),
+                retry_policy=_RETRY,
+            )
+        except ActivityError:
+            # Nothing of it is known to have been spent: the ledger stops reserving for it.
+            await _settle(admitted, Settlement(attempt.attempt_id, admitted.day, 0, 0.0))
+            raise
+        await _settle(
+            admitted,
+            Settlement(attempt.attempt_id, admitted.day, result.tokens, result.cost_usd),
         )
         # The tick ends here, so the loop's schedule goes on; each gate waits on its own.
         await _await_approvals(result.waiting)
@@ -84,6 +111,11 @@ class AwaitApproval:
     @workflow.signal(name=APPROVE_SIGNAL)
     def approve(self, signal: ApprovalSignal) -> None:
         self._signals.append(signal)
+
+    @workflow.signal(name=REJECT_SIGNAL)
+    def reject(self, signal: ApprovalSignal) -> None:
+        """A rejection: the worker closes the item (the task ends rejected), then this ends."""
+        self._signals.append(replace(signal, reject=True))
 
     @workflow.query(name=ANSWER_QUERY)
     def answer(self, nonce: str) -> ApprovalAnswer:
@@ -109,10 +141,18 @@ class AwaitApproval:
                 continue
             for repeat in self._signals:
                 self._answers[repeat.nonce] = ApprovalAnswer(
-                    repeat.nonce, "closed", f"{wait.item} was already released", ok=False
+                    repeat.nonce, "closed", f"{wait.item} was already {answer.outcome}", ok=False
                 )
             await _await_approvals(answer.waiting)
             return answer
+
+
+async def _settle(admitted: Admitted, spent: Settlement) -> None:
+    """Count an admitted attempt's spend in the ledger (none to count without a daily cap)."""
+    if admitted.day:
+        await workflow.execute_activity(
+            SETTLE, spent, start_to_close_timeout=timedelta(minutes=5), retry_policy=_RETRY
+        )
 
 
 async def _await_approvals(waits: Sequence[ApprovalWait]) -> None:

@@ -283,3 +283,67 @@ def test_two_approvals_sent_together_deliver_once(
     assert [e.type for e in found].count(EventType.APPROVED) == 1
     pushes = [e for e in found if e.type == EventType.ACTION_STARTED and e.data["action"] == "push"]
     assert len(pushes) == 1
+
+
+def test_a_rejection_at_home_closes_the_waiting_gate_on_the_worker(
+    temporal_server: str, machines: dict[str, Any]
+) -> None:
+    """`inbox reject` at home signals the gate's workflow: the worker closes the item in its
+    journal (the task ends rejected, nothing pushed) and the workflow ends, so nothing waits."""
+    home, remote, clone = machines["home"], machines["remote"], machines["clone"]
+    up = run_loopctl(
+        home, "up", "--engine", "temporal", "--server", temporal_server, "--task-queue", QUEUE
+    )
+    assert_clean_exit(up, 0)
+    (wait,) = asyncio.run(_fire_and_wait(temporal_server)).waiting
+    assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
+    workflow_id = approval_workflow_id(wait.item)
+
+    rejected = run_loopctl(home, "inbox", "reject", wait.item, "--reason", "not now", timeout=300)
+
+    assert_clean_exit(rejected, 0)
+    assert f"rejected {wait.item}" in rejected.stdout
+    assert asyncio.run(_status(temporal_server, workflow_id)) == "COMPLETED"
+    assert BRANCH not in remote_refs(remote)
+    (closed,) = [e for e in events(clone, EventType.INBOX_CLOSED) if e.data["id"] == wait.item]
+    assert (closed.data["resolution"], closed.data["reason"]) == ("rejected", "not now")
+    assert EventType.APPROVED not in [e.type for e in events(clone)]
+
+    # Approving it now finds nothing waiting; home learns the rejection with a pull.
+    late = run_loopctl(home, "inbox", "approve", wait.item, timeout=300)
+    assert_clean_exit(late, 1)
+    assert f"nothing waits for {wait.item}" in late.stderr
+    assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
+    (item,) = [i for i in _inbox(home, "--all") if i["id"] == wait.item]
+    assert item["resolution"] == "rejected"
+
+
+def test_a_restarted_worker_keeps_its_name_and_serves_the_delivery_it_left_waiting(
+    temporal_server: str, outside: Path
+) -> None:
+    """Without --identity a worker is named by its host and clone, not its process: restarted,
+    it polls the same queue of its own, where its waiting delivery's approval is handed."""
+    from loopctl.commands.worker import default_identity
+
+    home, remote = _home_and_remote(outside)
+    clone = _clone(remote, outside / "machine-a")
+    env = machine_env(outside / "machine-a" / "home")
+    up = run_loopctl(
+        home, "up", "--engine", "temporal", "--server", temporal_server, "--task-queue", QUEUE
+    )
+    assert_clean_exit(up, 0)
+    with loopctl_worker(temporal_server, clone, "a", outside / "a.log", env=env, named=False):
+        tick = asyncio.run(_fire_and_wait(temporal_server))
+    name = default_identity(clone)
+    assert tick.worker == name
+    assert str(clone) not in name  # hashed: no long or private path in Temporal's UI
+    (wait,) = tick.waiting
+    assert wait.queue == f"{QUEUE}@{name}"
+    assert_clean_exit(run_loopctl(home, "state", "pull"), 0)
+
+    # The same clone's worker again, a new process: the approval reaches it and delivers.
+    with loopctl_worker(temporal_server, clone, "a", outside / "again.log", env=env, named=False):
+        approved = run_loopctl(home, "inbox", "approve", wait.item, timeout=300)
+
+    assert_clean_exit(approved, 0)
+    assert remote_refs(remote)[BRANCH] == wait.sha

@@ -84,10 +84,19 @@ async def _pause_and_wait(address: str) -> list[int]:
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         await asyncio.wait_for(handle.result(), 240)
         history = await handle.fetch_history()
+        # The attempt's own activity (before it, the daily fuse's admission runs as another).
+        ours = {
+            e.event_id
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name
+            == "loopctl.run_attempt"
+        }
         started = [
             e.activity_task_started_event_attributes.attempt
             for e in history.events
             if e.HasField("activity_task_started_event_attributes")
+            and e.activity_task_started_event_attributes.scheduled_event_id in ours
         ]
         attempts.extend(started)
     return attempts

@@ -62,14 +62,23 @@ def stop_group(pid: int) -> None:
 
 @contextlib.contextmanager
 def loopctl_worker(
-    server: str, project: Path, name: str, log: Path, env: dict[str, str] | None = None
+    server: str,
+    project: Path,
+    name: str,
+    log: Path,
+    env: dict[str, str] | None = None,
+    *,
+    named: bool = True,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A real `loopctl worker NAME` polling QUEUE for `project`, stopped (killed) after; `env`:
-    its own (a machine of its own: another HOME, another worktree root)."""
-    argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE, "--identity", name)
+    its own (a machine of its own: another HOME, another worktree root); `named` False: no
+    --identity (the worker's default, `name` then only labels it here)."""
+    argv = loopctl_argv("worker", "--server", server, "--task-queue", QUEUE)
+    if named:
+        argv += ["--identity", name]
     spawned = process.spawn_detached(argv, cwd=project, env=env or dict(os.environ), log_path=log)
     try:
-        polling = f"loopctl worker {name}: polling"
+        polling = f"loopctl worker {name}: polling" if named else f": polling {QUEUE!r}"
         wait_until(
             lambda: polling in log.read_text() or spawned.poll() is not None, f"{name} polls"
         )
