@@ -33,7 +33,13 @@ from loopctl.engine.context import (
     new_run_id,
     open_item,
 )
-from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome, run_status
+from loopctl.engine.outcomes import (
+    GoalOptions,
+    RunOutcome,
+    TaskOutcome,
+    run_outcome,
+    run_status,
+)
 from loopctl.engine.preview import Preview, build_preview
 from loopctl.engine.resume import RunSettings, goal_command, loop_command, refuse_other_arguments
 from loopctl.engine.setup import (
@@ -55,12 +61,13 @@ from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     RunInterrupted,
     RunResumed,
+    TaskFinished,
     TaskFound,
     TasksListed,
     TickFinished,
     TickStarted,
 )
-from loopctl.journal.statuses import Outcome, RunStatus
+from loopctl.journal.statuses import Outcome, RunStatus, TaskStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
 from loopctl.tasks import github as github_tasks
@@ -284,7 +291,14 @@ class Engine:
                 specs = self._list_tasks(run_id, loop, condition, base_ref, tick, previous)
             except TaskSourceError as exc:
                 return self._finish_run(
-                    run_id, loop, [], RunStatus.FAILED, str(exc), resumed, with_item=True
+                    run_id,
+                    loop,
+                    [],
+                    RunStatus.FAILED,
+                    str(exc),
+                    resumed,
+                    outcome=Outcome.FAILED,
+                    with_item=True,
                 )
         # The tasks show in STATE.md while the first worktrees are made, not before: no task
         # waits for a projection (every later step re-projects in the foreground).
@@ -314,13 +328,22 @@ class Engine:
             self.rec.refresh_projections()
             raise
         status, reason = run_status(outcomes)
-        return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
+        ended = run_outcome(outcomes, status, reason)
+        return self._finish_run(run_id, loop, outcomes, status, reason, resumed, outcome=ended)
 
     def _close_unfinished(self, previous: history.RunView) -> None:
-        """`--fresh`: the interrupted run is finished as stopped; it will not be resumed."""
-        closed = TickFinished(
-            status=RunStatus.STOPPED, reason="closed unfinished: --fresh started a new run"
-        )
+        """`--fresh`: the interrupted run is finished as stopped; it will not be resumed.
+
+        Its open tasks end with it, each with the run's outcome: `interrupted` when it was
+        stopped (Ctrl-C, `stop`, `down`), `crashed-recovered` when loopctl died under it."""
+        reason = "closed unfinished: --fresh started a new run"
+        stopped = previous.status == RunStatus.INTERRUPTED
+        ended = Outcome.INTERRUPTED if stopped else Outcome.CRASHED_RECOVERED
+        for task in previous.tasks.values():
+            if not task.finished:
+                left = TaskFinished(status=TaskStatus.STOPPED, reason=reason, outcome=ended)
+                self.rec.record(left, run=previous.run, loop=previous.loop, task=task.task)
+        closed = TickFinished(status=RunStatus.STOPPED, reason=reason, outcome=ended)
         self.rec.record(closed, run=previous.run, loop=previous.loop)
 
     def _list_tasks(
@@ -362,6 +385,7 @@ class Engine:
         reason: str,
         resumed: bool,
         *,
+        outcome: Outcome,
         with_item: bool = False,
     ) -> RunOutcome:
         if with_item:
@@ -375,11 +399,10 @@ class Engine:
                 {"reason": reason},
             )
         counts: dict[str, int] = {}
-        for outcome in outcomes:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        self.rec.record(
-            TickFinished(status=status, reason=reason, tasks=counts), run=run_id, loop=loop.name
-        )
+        for task in outcomes:
+            counts[task.status] = counts.get(task.status, 0) + 1
+        finished = TickFinished(status=status, reason=reason, tasks=counts, outcome=outcome)
+        self.rec.record(finished, run=run_id, loop=loop.name)
         self.rec.refresh_projections()
         run = history.fold(self.log.read()).get(run_id)
         return RunOutcome(
@@ -391,6 +414,7 @@ class Engine:
             resumed=resumed,
             tokens=run.tokens if run else 0,
             cost_usd=run.cost_usd if run else 0.0,
+            outcome=outcome,
         )
 
     def _work_all(self, ctx: RunContext, specs: list[TaskSpec]) -> list[TaskOutcome]:
