@@ -396,7 +396,7 @@ class Engine:
                 None,
                 ItemKind.FAILED,
                 f"tick failed: {reason}",
-                {"reason": reason},
+                {"reason": reason, "outcome": outcome.value},
             )
         counts: dict[str, int] = {}
         for task in outcomes:

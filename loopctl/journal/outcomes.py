@@ -10,7 +10,8 @@ first, whatever else the run did.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from loopctl.journal.events import EventType
 from loopctl.journal.history import RunView, TaskView
@@ -129,3 +130,23 @@ def of_run(run: RunView) -> Outcome | None:
         (t for t in tasks if t is not None),
         interrupted=interrupted,
     )
+
+
+def item_outcome(kind: str, evidence: Mapping[str, Any]) -> Outcome | None:
+    """The outcome an inbox item stands for: the one its opener wrote in its evidence, or for
+    an item older than that, the one its kind and evidence say (None: an unhandled error)."""
+    named = outcome(evidence.get("outcome"))
+    if named is not None:
+        return named
+    if evidence.get("tampering"):
+        return Outcome.TAMPERED
+    if kind == "approval":
+        return Outcome.NEEDS_APPROVAL
+    if kind == "escalation":
+        if "backend" in evidence:
+            return Outcome.RATE_LIMITED  # journal.pauses: a backend's pause
+        return Outcome.BUDGET_STOP if "day" in evidence else Outcome.NEEDS_REPLY
+    if kind == "failed":
+        reason = evidence.get("reason")
+        return task_outcome(None, "failed", reason if isinstance(reason, str) else "", attempts=1)
+    return None

@@ -28,6 +28,7 @@ from loopctl.journal.schema import (
     read,
     read_note,
 )
+from loopctl.journal.statuses import Outcome
 
 # Two loops of one `up` may hit the same limit at once: one of them opens the pause.
 _LOCK = threading.Lock()
@@ -163,6 +164,7 @@ def record_pause(
                 "until": pause.until_text(),
                 "kind": pause.kind,
                 "said": paused.said,
+                "outcome": Outcome.RATE_LIMITED.value,
             },
             run=run,
             loop=loop,

@@ -449,6 +449,7 @@ class Scheduler:
                 "tokens": spent.tokens,
                 "usd": round(spent.usd, 6),
                 "day": spent.day.isoformat(),
+                "outcome": Outcome.BUDGET_STOP.value,
             },
             run=None,
             loop=name,
