@@ -112,6 +112,7 @@ def status(json_out: JsonFlag = False) -> None:
                 s.loop,
                 s.trigger,
                 state,
+                s.last_outcome or "-",
                 relative(s.last_started),
                 relative(s.next_tick),
                 spend,
@@ -131,7 +132,7 @@ def status(json_out: JsonFlag = False) -> None:
     else:
         print("up: not running")
     print_table(
-        ("LOOP", "TRIGGER", "STATE", "LAST RUN", "NEXT TICK", "SPEND", "INBOX"),
+        ("LOOP", "TRIGGER", "STATE", "OUTCOME", "LAST RUN", "NEXT TICK", "SPEND", "INBOX"),
         rows,
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )

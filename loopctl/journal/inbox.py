@@ -167,6 +167,8 @@ def render_inbox_md(
         where = escape_markdown("/".join(p for p in (item.loop, item.task) if p))
         head = f"## {escape_markdown(item.id)} · {escape_markdown(item.kind)} · {where}"
         lines += ["", head, "", escape_markdown(_one_line(item.summary)), ""]
+        if item.outcome is not None:
+            lines.append(f"- outcome: {item.outcome}")
         if item.approved:
             lines.append(f"- approved {item.approved[:19]}; delivery not finished yet")
         if item.refused:
