@@ -64,10 +64,10 @@ class Outcome(StrEnum):
     SUPERSEDED = "superseded"  # a newer run reworked the task before its approval
     FAILED = "failed"  # the attempts ran out without a pass
     REPEATED_FAILURE = "repeated-failure"  # the same failure, fingerprinted, again
-    BUDGET_STOP = "budget-stop"  # a budget, the daily fuse or the night's mandate stopped it
+    BUDGET_STOP = "budget-stop"  # a budget (max_usd, max_tokens, max_wall) or the daily fuse
     STALLED = "stalled"  # no output, no file change, no stream event for [budget] max_idle
     RATE_LIMITED = "rate-limited"  # the backend reported a rate limit, a quota or an overload
-    INTERRUPTED = "interrupted"  # Ctrl-C, `stop`, `down` or the mandate's deadline: resumable
+    INTERRUPTED = "interrupted"  # Ctrl-C, `stop`, `down` or the end of `up`'s mandate: resumable
     TAMPERED = "tampered"  # the agent touched what it must not (integrity, sabotage)
     CRASHED_RECOVERED = "crashed-recovered"  # loopctl died mid-run; the next start closed it
 

@@ -52,6 +52,7 @@ def finished(events: Sequence[Event], attempt_id: str) -> AttemptResult | None:
                 tokens=int(data.get("tokens", 0)),
                 cost_usd=float(data.get("cost_usd", 0.0)),
                 worker=str(data.get("worker", "")),
+                outcome=str(data.get("outcome", "")),
             )
     return None
 
@@ -106,6 +107,7 @@ def run_claimed(
             tokens=outcome.tokens,
             cost_usd=outcome.cost_usd,
             worker=worker,
+            outcome=outcome.outcome.value,
         )
         end = {
             "attempt": request.attempt_id,
@@ -115,6 +117,7 @@ def run_claimed(
             "tokens": result.tokens,
             "cost_usd": result.cost_usd,
             "worker": worker,
+            "outcome": result.outcome,
         }
         rec.record(Note(what=FINISHED, extra=end), run=outcome.run, loop=loop.name)
         return result

@@ -37,3 +37,4 @@ class AttemptResult:
     cost_usd: float
     worker: str
     replayed: bool = False
+    outcome: str = ""  # the run's Outcome (journal.outcomes); "" from a worker before it
