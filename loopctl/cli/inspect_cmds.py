@@ -236,6 +236,7 @@ def replay(
     from loopctl.cli.phases import PhaseClock
     from loopctl.commands.status import describe
     from loopctl.journal.history import find_run
+    from loopctl.journal.outcomes import of_run, of_task
 
     project = load_here(strict=False)
     run = find_run(_log(project).read(), run_id)
@@ -248,9 +249,11 @@ def replay(
                 "run": run.run,
                 "loop": run.loop,
                 "status": run.status,
+                "outcome": of_run(run),
                 "tasks": {
                     name: {
                         "status": t.status,
+                        "outcome": of_task(run, t),
                         "reason": t.reason,
                         "commit": t.commit,
                         "attempts": [
@@ -271,7 +274,8 @@ def replay(
             },
         )
         return
-    print(f"run {run.run} · loop {run.loop} · {run.status}")
+    ended = of_run(run)
+    print(f"run {run.run} · loop {run.loop} · {run.status}" + (f" · {ended}" if ended else ""))
     start = run.events[0].ts if run.events else run.started
     from datetime import datetime
 
@@ -287,6 +291,8 @@ def replay(
     for name, task in run.tasks.items():
         commit = f" commit {task.commit[:12]}" if task.commit else ""
         print(f"task {name}: {task.status} after {len(task.attempts)} attempt(s){commit}")
+        if (named := of_task(run, task)) is not None:
+            print(f"  outcome: {named}")
 
 
 worktrees_app = typer.Typer(help="loopctl's worktrees: list them, or prune finished ones.")

@@ -31,7 +31,15 @@ def _table(text: str, header: str) -> list[dict[str, str]]:
 
 def test_a_failed_goal_says_its_outcome_everywhere(repo: Path) -> None:
     make_project(repo, "never_fixes.py", config_extra="\n[budget]\nmax_iterations = 5\n")
-    assert_clean_exit(run_loopctl(repo, "goal", "tests green"), 1)
+    goal = run_loopctl(repo, "goal", "tests green", "--json")
+    assert_clean_exit(goal, 1)
+    ran = json.loads(goal.stdout)["run"]
+    assert (ran["outcome"], ran["tasks"][0]["outcome"]) == ("repeated-failure", "repeated-failure")
+    replay = json.loads(run_loopctl(repo, "replay", ran["run"], "--json").stdout)["replay"]
+    assert (replay["outcome"], replay["tasks"]["tests-green"]["outcome"]) == (
+        "repeated-failure",
+        "repeated-failure",
+    )
 
     status = run_loopctl(repo, "status")
     assert_clean_exit(status, 0)
@@ -55,9 +63,12 @@ def test_a_failed_goal_says_its_outcome_everywhere(repo: Path) -> None:
     assert "- outcome: repeated-failure" in (repo / ".loop" / "INBOX.md").read_text()
 
 
-def test_an_ended_goal_with_nothing_to_do_has_that_outcome(repo: Path) -> None:
+def test_a_fixed_goal_says_done(repo: Path) -> None:
     make_project(repo, "fixer.py")
-    assert_clean_exit(run_loopctl(repo, "goal", "tests green"), 0)
+    goal = run_loopctl(repo, "goal", "tests green")
+    assert_clean_exit(goal, 0)
+    assert "  outcome: done" in goal.stdout
+    assert ", outcome done" in goal.stdout
 
     (loop,) = json.loads(run_loopctl(repo, "status", "--json").stdout)["status"]
     assert loop["last_outcome"] == "done"
