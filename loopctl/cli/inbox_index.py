@@ -21,7 +21,7 @@ from loopctl.errors import swallowed
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: each item carries its outcome
 _TAIL = 256
 # Event types that change the listing. A false match (the word inside some text) only costs a
 # rebuild; a real inbox event always contains its type name.

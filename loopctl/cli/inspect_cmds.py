@@ -116,6 +116,7 @@ def status(json_out: JsonFlag = False) -> None:
                 s.loop,
                 s.trigger,
                 state,
+                s.last_outcome or "-",
                 relative(s.last_started),
                 relative(s.next_tick),
                 spend,
@@ -135,7 +136,7 @@ def status(json_out: JsonFlag = False) -> None:
     else:
         print("up: not running")
     print_table(
-        ("LOOP", "TRIGGER", "STATE", "LAST RUN", "NEXT TICK", "SPEND", "INBOX"),
+        ("LOOP", "TRIGGER", "STATE", "OUTCOME", "LAST RUN", "NEXT TICK", "SPEND", "INBOX"),
         rows,
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )
@@ -239,6 +240,7 @@ def replay(
     from loopctl.cli.phases import PhaseClock
     from loopctl.commands.status import describe
     from loopctl.journal.history import find_run
+    from loopctl.journal.outcomes import of_run, of_task
 
     project = load_here(strict=False)
     run = find_run(_log(project).read(), run_id)
@@ -251,9 +253,11 @@ def replay(
                 "run": run.run,
                 "loop": run.loop,
                 "status": run.status,
+                "outcome": of_run(run),
                 "tasks": {
                     name: {
                         "status": t.status,
+                        "outcome": of_task(run, t),
                         "reason": t.reason,
                         "commit": t.commit,
                         "attempts": [
@@ -274,7 +278,8 @@ def replay(
             },
         )
         return
-    print(f"run {run.run} · loop {run.loop} · {run.status}")
+    ended = of_run(run)
+    print(f"run {run.run} · loop {run.loop} · {run.status}" + (f" · {ended}" if ended else ""))
     start = run.events[0].ts if run.events else run.started
     from datetime import datetime
 
@@ -290,6 +295,8 @@ def replay(
     for name, task in run.tasks.items():
         commit = f" commit {task.commit[:12]}" if task.commit else ""
         print(f"task {name}: {task.status} after {len(task.attempts)} attempt(s){commit}")
+        if (named := of_task(run, task)) is not None:
+            print(f"  outcome: {named}")
 
 
 worktrees_app = typer.Typer(help="loopctl's worktrees: list them, or prune finished ones.")

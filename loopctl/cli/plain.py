@@ -158,11 +158,12 @@ def inbox_list(
         return "refused" if item.refused else "open"
 
     print_table(
-        ("ID", "KIND", "STATE", "LOOP", "TASK", "AGE", "SUMMARY"),
+        ("ID", "KIND", "OUTCOME", "STATE", "LOOP", "TASK", "AGE", "SUMMARY"),
         [
             (
                 i.id,
                 i.kind,
+                i.outcome or "-",
                 state(i),
                 i.loop or "-",
                 i.task or "-",

@@ -26,7 +26,11 @@ def print_json(kind: str, payload: Any, also: dict[str, Any] | None = None) -> N
 _OUTCOME_HEADERS = ("STATE", "STATUS", "LAST RUN", "OUTCOME", "VERDICT", "RESULT")
 _STYLES = {
     "green": ("done", "passed", "ok", "met", "approved", "succeeded", "success"),
-    "red": ("failed", "error", "timeout", "rejected", "refused", "invalid", "crashed"),
+    "red": (
+        *("failed", "error", "timeout", "rejected", "refused", "invalid", "crashed"),
+        # the outcomes a human must act on (journal.outcomes)
+        *("repeated-failure", "budget-stop", "stalled", "tampered", "crashed-recovered"),
+    ),
     "yellow": (
         "running",
         "interrupted",
@@ -37,6 +41,10 @@ _STYLES = {
         "open",
         "skipped",
         "unknown",
+        "needs-approval",
+        "needs-reply",
+        "waiting-for-review",
+        "rate-limited",
     ),
 }
 _STYLE_OF = {word: style for style, words in _STYLES.items() for word in words}

@@ -43,6 +43,7 @@ def _print_outcome(outcome: Any, json_out: bool, engine: Any = None) -> None:
                 "run": outcome.run,
                 "loop": outcome.loop,
                 "status": outcome.status,
+                "outcome": outcome.outcome,
                 "reason": outcome.reason,
                 "resumed": outcome.resumed,
                 "tokens": outcome.tokens,
@@ -51,6 +52,7 @@ def _print_outcome(outcome: Any, json_out: bool, engine: Any = None) -> None:
                     {
                         "task": t.task,
                         "status": t.status,
+                        "outcome": t.outcome,
                         "reason": t.reason,
                         "attempts": t.attempts,
                         "commit": t.commit,
@@ -66,6 +68,7 @@ def _print_outcome(outcome: Any, json_out: bool, engine: Any = None) -> None:
     for task in outcome.tasks:
         where = f" → {task.commit[:12]} on {task.branch}" if task.commit else ""
         print(f"{task.task}: {task.status} after {task.attempts} attempt(s){where}")
+        print(f"  outcome: {task.outcome}")
         if task.reason and (task.status != "done" or not task.attempts):  # e.g. already holds
             print(f"  {task.reason}")
         if task.next_step:
@@ -74,7 +77,8 @@ def _print_outcome(outcome: Any, json_out: bool, engine: Any = None) -> None:
             print(f"  see the change: git diff HEAD...{task.branch}")
     spend = f"{outcome.tokens} tokens" + (f", ${outcome.cost_usd:.2f}" if outcome.cost_usd else "")
     print(
-        f"run {outcome.run}: {outcome.status} ({spend})" + (" [resumed]" if outcome.resumed else "")
+        f"run {outcome.run}: {outcome.status} ({spend}), outcome {outcome.outcome}"
+        + (" [resumed]" if outcome.resumed else "")
     )
     waiting = _waiting_on_you(outcome, engine)
     for item in waiting:
@@ -335,6 +339,7 @@ def _run_on_trigger(
                     "fired": r.fired,
                     "run": r.outcome.run if r.outcome else None,
                     "status": r.outcome.status if r.outcome else "skipped",
+                    "outcome": r.outcome.outcome if r.outcome else None,
                     "reason": r.outcome.reason if r.outcome else r.skipped,
                     "tokens": r.outcome.tokens if r.outcome else 0,
                     "cost_usd": round(r.outcome.cost_usd, 6) if r.outcome else 0.0,

@@ -44,7 +44,7 @@ from loopctl.journal.schema import (
     TickStarted,
     read,
 )
-from loopctl.journal.statuses import TaskStatus
+from loopctl.journal.statuses import Outcome, TaskStatus
 from loopctl.lock import RunnerLock, inbox_lock, read_holder
 from loopctl.scheduling.timing import zone
 from loopctl.tasks.spec import requeued_specs
@@ -358,7 +358,9 @@ def dismiss(project: Project, ref: str) -> ActionResult:
                 rec,
                 item,
                 TaskFinished(
-                    status="stopped", reason="the question was dismissed without an answer"
+                    status="stopped",
+                    reason="the question was dismissed without an answer",
+                    outcome=Outcome.REJECTED,
                 ),
             )
         rec.refresh_projections()

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loopctl.definitions import Loop, Project
-from loopctl.journal import history, overnight, pauses, schema
+from loopctl.journal import history, outcomes, overnight, pauses, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.journal.pauses import Pause
@@ -46,6 +46,7 @@ class LoopStatus:
     # "rate-limited until 14:05 (claude)": a backend its agents use is paused (journal.pauses)
     paused: str | None = None
     paused_until: str | None = None  # ISO time the pause ends
+    last_outcome: str | None = None  # the last run's Outcome (journal.outcomes); None: running
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +76,7 @@ class LoopStatus:
             ),
             "paused": self.paused,
             "paused_until": self.paused_until,
+            "last_outcome": self.last_outcome,
         }
 
     @property
@@ -151,9 +153,15 @@ def loop_statuses(
                 waiting_for_review=waits.get(name) if pid is None else None,
                 paused=pause.describe() if pause else None,
                 paused_until=pause.until_text() if pause else None,
+                last_outcome=_outcome(last),
             )
         )
     return statuses
+
+
+def _outcome(run: history.RunView | None) -> str | None:
+    named = outcomes.of_run(run) if run is not None else None
+    return named.value if named is not None else None
 
 
 def review_throughput(project: Project, events: Sequence[Event] | None = None) -> Throughput:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,8 @@ class Ending:
     commit: str | None = None
     attempts: int | None = None  # the engine counts them; a delivery has none to add
     failure: Mapping[str, Any] | None = None  # the evidence of a `failed` item to open
-    outcome: Outcome | None = None  # statuses.Outcome, recorded on `task_finished`
+    # Recorded on `task_finished` (and in the `failed` item): every ending names one.
+    outcome: Outcome = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ def end_task(rec: Recorder, ending: Ending, worktree: FinishedWorktree | None) -
         rec.open_item(
             ItemKind.FAILED,
             f"{ending.task}: {ending.reason}",
-            dict(ending.failure),
+            {**ending.failure, "outcome": ending.outcome.value},
             run=ending.run,
             loop=ending.loop,
             task=ending.task,

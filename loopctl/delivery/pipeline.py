@@ -52,7 +52,7 @@ from loopctl.journal.schema import (
     InboxClosed,
     TaskFinished,
 )
-from loopctl.journal.statuses import TaskStatus
+from loopctl.journal.statuses import Outcome, TaskStatus
 
 Checkpoint = Callable[[str, Step], None]
 
@@ -428,6 +428,7 @@ def _supersede_older_gates(rec: Recorder, events: list[Event], plan: Plan) -> No
                 status="stopped",
                 reason=f"superseded by run {plan.run} before it was approved",
                 commit=item.evidence.get("commit"),
+                outcome=Outcome.SUPERSEDED,
             )
             # The commit key was always written, None or not.
             rec.record(ended, run=item.run, loop=item.loop, task=item.task, keep=("commit",))
@@ -460,9 +461,27 @@ def complete(rec: Recorder, plan: Plan, result: DeliveryResult) -> None:
             pool_capacity(loop) if loop is not None else 0,
         )
     ending = Ending(
-        plan.run, plan.loop, plan.task, result.status, reason, plan.commit, failure=failure
+        plan.run,
+        plan.loop,
+        plan.task,
+        result.status,
+        reason,
+        plan.commit,
+        failure=failure,
+        outcome=approved_outcome(result.status),
     )
     end_task(rec, ending, worktree)
+
+
+def approved_outcome(status: str) -> Outcome:
+    """How a task an approval (or a rejection) finished ended."""
+    if status == TaskStatus.DONE:
+        return Outcome.DONE
+    if status == TaskStatus.REJECTED:
+        return Outcome.REJECTED
+    if status == TaskStatus.AWAITING_APPROVAL:
+        return Outcome.NEEDS_APPROVAL  # the next gated step waits
+    return Outcome.FAILED
 
 
 def deliver_approved(

@@ -27,7 +27,7 @@ from loopctl.journal import schema
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import AttemptFinished, read
-from loopctl.journal.statuses import TaskStatus, Verdict
+from loopctl.journal.statuses import Outcome, TaskStatus, Verdict
 from loopctl.tasks.github import push_branch
 from loopctl.tasks.spec import TaskSpec
 from loopctl.text import strip_controls
@@ -46,7 +46,9 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         # Nothing is committed in place, so there is no gate to hold it at: it fails, quoted.
         findings = [Finding.from_json(f) for f in review]
         why = f"{sabotage_summary(findings)} (left in the working tree for you to look at)"
-        return finish_task(ctx, spec, TaskStatus.FAILED, why, workspace, attempt, None)
+        return finish_task(
+            ctx, spec, TaskStatus.FAILED, why, workspace, attempt, None, outcome=Outcome.TAMPERED
+        )
     if ctx.in_place:
         return finish_task(
             ctx,
@@ -56,6 +58,7 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
             workspace,
             attempt,
             None,
+            outcome=Outcome.DONE,
         )
     view = task_view(ctx.rec, ctx.run_id, spec.id)
     commit = view.commit if view else None
@@ -67,13 +70,29 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
             commit = commit_checked(ctx, spec, workspace, attempt, message, name, email)
         except LoopctlError as exc:  # one task's delivery failing must not end the tick
             return finish_task(
-                ctx, spec, TaskStatus.FAILED, f"commit failed: {exc}", workspace, attempt, None
+                ctx,
+                spec,
+                TaskStatus.FAILED,
+                f"commit failed: {exc}",
+                workspace,
+                attempt,
+                None,
+                outcome=Outcome.FAILED,
             )
     elif commit is None:
         try:
             commit = makers_commit(ctx, spec, workspace, attempt)
         except LoopctlError as exc:
-            return finish_task(ctx, spec, TaskStatus.FAILED, str(exc), workspace, attempt, None)
+            return finish_task(
+                ctx,
+                spec,
+                TaskStatus.FAILED,
+                str(exc),
+                workspace,
+                attempt,
+                None,
+                outcome=Outcome.FAILED,
+            )
     # Push, PR, merge and custom actions: gated ones wait in the inbox (loopctl.delivery).
 
     result = delivery.deliver_task(
@@ -109,7 +128,17 @@ def deliver(ctx: RunContext, spec: TaskSpec, workspace: Workspace, attempt: int)
         None,
         commit=commit,
         next_step=follow,
+        outcome=delivered_outcome(status),
     )
+
+
+def delivered_outcome(status: TaskStatus) -> Outcome:
+    """A checked task's outcome from where its delivery left it."""
+    if status in (TaskStatus.AWAITING_APPROVAL, TaskStatus.PAUSED):
+        return Outcome.NEEDS_APPROVAL  # a gated step, or the sabotage scan's hold
+    if status == TaskStatus.REJECTED:
+        return Outcome.REJECTED
+    return Outcome.DONE if status == TaskStatus.DONE else Outcome.FAILED
 
 
 def held_findings(ctx: RunContext, spec: TaskSpec, attempt: int) -> list[dict[str, Any]]:

@@ -15,7 +15,9 @@ from loopctl.engine.context import (
     ctx_events,
     open_item,
 )
+from loopctl.engine.liveness import stalled_attempt
 from loopctl.engine.outcomes import TaskOutcome
+from loopctl.engine.steps import IDENTICAL
 from loopctl.engine.workspace import resolve_base
 from loopctl.errors import LoopctlError
 from loopctl.journal import history, schema
@@ -94,8 +96,10 @@ def finish_task(
     *,
     commit: str | None = None,
     next_step: str | None = None,
-    outcome: Outcome | None = None,
+    outcome: Outcome,
 ) -> TaskOutcome:
+    """End the task: record its status, reason and `outcome` (required: no task ends without
+    one), open a `failed` item for a failure, and let its worktree go as `keep` says."""
     loop = ctx.loop
     failure = None
     if status in (TaskStatus.FAILED, TaskStatus.STOPPED):
@@ -133,8 +137,23 @@ def finish_task(
         workspace.branch if workspace else None,
         str(workspace.path) if workspace else None,
         next_step,
-        outcome,
+        outcome=outcome,
     )
+
+
+def stop_outcome(ctx: RunContext, task: str, last: int | None, reason: str) -> Outcome:
+    """Why a task stopped or failed, as an outcome, from what its attempts recorded: tampering
+    on its last attempt, a stall, a budget (`budget_stopped`), a fingerprinted streak."""
+    events = ctx.log.read()
+    if last is not None:
+        for event in ctx_events(events, ctx.run_id, task, EventType.ATTEMPT_FINISHED):
+            if (ended := read(AttemptFinished, event)).attempt == last and ended.tampering:
+                return Outcome.TAMPERED
+        if stalled_attempt(ctx, task, last):
+            return Outcome.STALLED
+    if ctx_events(events, ctx.run_id, task, EventType.BUDGET_STOPPED):
+        return Outcome.BUDGET_STOP
+    return Outcome.REPEATED_FAILURE if IDENTICAL in reason else Outcome.FAILED
 
 
 def escalate(
@@ -172,6 +191,7 @@ def escalate(
         workspace,
         attempts,
         last,
+        outcome=Outcome.NEEDS_REPLY,
     )
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from loopctl.journal import outcomes
 from loopctl.journal.statuses import Outcome, RunStatus, TaskStatus
 
 
@@ -19,8 +20,8 @@ class TaskOutcome:
     worktree: str | None = None
     # What a person does next with the result: `git merge <branch>`, or the pull request's URL.
     next_step: str | None = None
-    # One of a closed set (issue 30); None only until the engine's end paths all name one.
-    outcome: Outcome | None = None
+    # One of a closed set (issue 30), named where the task ended: no task ends without one.
+    outcome: Outcome = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,7 @@ class RunOutcome:
     resumed: bool = False
     tokens: int = 0
     cost_usd: float = 0.0
-    outcome: Outcome | None = None
+    outcome: Outcome = field(kw_only=True)  # the tasks' most pressing (journal.outcomes)
 
     @property
     def ok(self) -> bool:
@@ -67,3 +68,10 @@ def run_status(outcomes: Sequence[TaskOutcome]) -> tuple[RunStatus, str]:
         return RunStatus.STOPPED, next(o.reason for o in outcomes if o.status in halted)
     done = (TaskStatus.DONE, TaskStatus.SKIPPED)
     return RunStatus.FAILED, next(o.reason for o in outcomes if o.status not in done)
+
+
+def run_outcome(tasks: Sequence[TaskOutcome], status: RunStatus, reason: str) -> Outcome:
+    """A finished run's outcome: its most pressing task's (`journal.outcomes.PRECEDENCE`);
+    a run without tasks found nothing to do, or failed to list them."""
+    named = outcomes.run_outcome(None, status, reason, (t.outcome for t in tasks))
+    return named if named is not None else Outcome.FAILED

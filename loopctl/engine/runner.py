@@ -34,7 +34,13 @@ from loopctl.engine.context import (
     new_run_id,
     open_item,
 )
-from loopctl.engine.outcomes import GoalOptions, RunOutcome, TaskOutcome, run_status
+from loopctl.engine.outcomes import (
+    GoalOptions,
+    RunOutcome,
+    TaskOutcome,
+    run_outcome,
+    run_status,
+)
 from loopctl.engine.preview import Preview, build_preview
 from loopctl.engine.resume import RunSettings, goal_command, loop_command, refuse_other_arguments
 from loopctl.engine.setup import (
@@ -56,12 +62,13 @@ from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import (
     RunInterrupted,
     RunResumed,
+    TaskFinished,
     TaskFound,
     TasksListed,
     TickFinished,
     TickStarted,
 )
-from loopctl.journal.statuses import Outcome, RunStatus
+from loopctl.journal.statuses import Outcome, RunStatus, TaskStatus
 from loopctl.lock import RunnerLock
 from loopctl.paths import ensure_loop_gitignore
 from loopctl.tasks import github as github_tasks
@@ -287,12 +294,21 @@ class Engine:
                 specs = self._list_tasks(run_id, loop, condition, base_ref, tick, previous)
             except TaskSourceError as exc:
                 return self._finish_run(
-                    run_id, loop, [], RunStatus.FAILED, str(exc), resumed, with_item=True
+                    run_id,
+                    loop,
+                    [],
+                    RunStatus.FAILED,
+                    str(exc),
+                    resumed,
+                    outcome=Outcome.FAILED,
+                    with_item=True,
                 )
         if not specs:
             # Nothing to do (issue 30): a tick that found no task asks git nothing, makes no
             # worktree and renders the projections once, as it ends.
-            return self._finish_run(run_id, loop, [], RunStatus.DONE, "", resumed)
+            return self._finish_run(
+                run_id, loop, [], RunStatus.DONE, "", resumed, outcome=Outcome.NOTHING_TO_DO
+            )
         # Asked once a run, before the first task: a task's wait for its worktree is mostly
         # git calls, and these two are the same for every task.
         top = None if in_place else git.toplevel(self.paths.root)
@@ -325,13 +341,22 @@ class Engine:
             self.rec.refresh_projections()
             raise
         status, reason = run_status(outcomes)
-        return self._finish_run(run_id, loop, outcomes, status, reason, resumed)
+        ended = run_outcome(outcomes, status, reason)
+        return self._finish_run(run_id, loop, outcomes, status, reason, resumed, outcome=ended)
 
     def _close_unfinished(self, previous: history.RunView) -> None:
-        """`--fresh`: the interrupted run is finished as stopped; it will not be resumed."""
-        closed = TickFinished(
-            status=RunStatus.STOPPED, reason="closed unfinished: --fresh started a new run"
-        )
+        """`--fresh`: the interrupted run is finished as stopped; it will not be resumed.
+
+        Its open tasks end with it, each with the run's outcome: `interrupted` when it was
+        stopped (Ctrl-C, `stop`, `down`), `crashed-recovered` when loopctl died under it."""
+        reason = "closed unfinished: --fresh started a new run"
+        stopped = previous.status == RunStatus.INTERRUPTED
+        ended = Outcome.INTERRUPTED if stopped else Outcome.CRASHED_RECOVERED
+        for task in previous.tasks.values():
+            if not task.finished:
+                left = TaskFinished(status=TaskStatus.STOPPED, reason=reason, outcome=ended)
+                self.rec.record(left, run=previous.run, loop=previous.loop, task=task.task)
+        closed = TickFinished(status=RunStatus.STOPPED, reason=reason, outcome=ended)
         self.rec.record(closed, run=previous.run, loop=previous.loop)
 
     def _list_tasks(
@@ -373,6 +398,7 @@ class Engine:
         reason: str,
         resumed: bool,
         *,
+        outcome: Outcome,
         with_item: bool = False,
     ) -> RunOutcome:
         if with_item:
@@ -383,14 +409,13 @@ class Engine:
                 None,
                 ItemKind.FAILED,
                 f"tick failed: {reason}",
-                {"reason": reason},
+                {"reason": reason, "outcome": outcome.value},
             )
         counts: dict[str, int] = {}
-        for outcome in outcomes:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        self.rec.record(
-            TickFinished(status=status, reason=reason, tasks=counts), run=run_id, loop=loop.name
-        )
+        for task in outcomes:
+            counts[task.status] = counts.get(task.status, 0) + 1
+        finished = TickFinished(status=status, reason=reason, tasks=counts, outcome=outcome)
+        self.rec.record(finished, run=run_id, loop=loop.name)
         self.rec.refresh_projections()
         with history.runs_of(self.log) as runs:
             run = runs.get(run_id)
@@ -404,6 +429,7 @@ class Engine:
             resumed=resumed,
             tokens=tokens,
             cost_usd=cost,
+            outcome=outcome,
         )
 
     def _work_all(self, ctx: RunContext, specs: list[TaskSpec]) -> list[TaskOutcome]:

@@ -38,7 +38,7 @@ from loopctl.journal.schema import (
     read,
     read_note,
 )
-from loopctl.journal.statuses import Verdict
+from loopctl.journal.statuses import Outcome, Verdict
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
@@ -139,7 +139,7 @@ def tampered(ctx: RunContext, spec: TaskSpec, number: int, before: integrity.Bas
     if not findings:
         return False
     what = findings.describe()
-    evidence = {**findings.evidence(), "attempt": number}
+    evidence = {**findings.evidence(), "attempt": number, "outcome": Outcome.TAMPERED.value}
     item = open_item(
         ctx.rec,
         ctx.run_id,

@@ -21,6 +21,9 @@ from loopctl.journal.events import Event
 from loopctl.journal.history import AttemptView, TaskView
 from loopctl.journal.statuses import Verdict
 
+# How a fingerprinted streak's reason reads (the outcome `repeated-failure` is told by it).
+IDENTICAL = "identical failures in a row"
+
 
 class Do(StrEnum):
     DELIVER = "deliver"  # the last attempt passed: commit and hand it to delivery
@@ -68,9 +71,7 @@ def next_step(view: TaskView | None, budget: RunBudget, now: datetime) -> Step:
     fingerprints = [a.fingerprint if a.verdict == Verdict.FAILED else None for a in finished]
     streak = budgets.identical_failure_streak(fingerprints)
     if last is not None and streak >= budget.limits.stop_after_identical_failures:
-        reason = (
-            f"{streak} identical failures in a row (fingerprint {last.fingerprint}): {last.reason}"
-        )
+        reason = f"{streak} {IDENTICAL} (fingerprint {last.fingerprint}): {last.reason}"
         return Step(Do.STOP, last.number, reason, last, count)
     pending = next((a for a in attempts if a.verdict is None), None)
     if pending is not None and pending.starts >= 2:

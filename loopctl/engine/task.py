@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopctl.checks import integrity
+from loopctl.checks.verdicts import Verdict as CheckVerdict
 from loopctl.engine import check_cache, review_gate
 from loopctl.engine.agents import cannot_start
 from loopctl.engine.attempt import run_attempt
@@ -17,15 +18,18 @@ from loopctl.engine.finish import (
     already_delivered,
     escalate,
     finish_task,
+    stop_outcome,
     unchanged_since_success,
     waiting_item,
 )
-from loopctl.engine.liveness import STALLED_SOURCE, stalled_attempt
+from loopctl.engine.liveness import STALLED_SOURCE
 from loopctl.engine.outcomes import TaskOutcome
 from loopctl.engine.steps import Do, RunBudget, next_step
 from loopctl.engine.verdict import BaseRun, check_baseline, check_first
 from loopctl.engine.workspace import prepare, resolve_base, stop_orphans
 from loopctl.errors import LoopctlError
+from loopctl.journal import history, outcomes
+from loopctl.journal.history import TaskView
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.journal.schema import AttemptFinished, BudgetStopped
 from loopctl.journal.statuses import Outcome, TaskStatus, Verdict, task_status
@@ -46,6 +50,7 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
             view.commit,
             view.branch,
             view.worktree,
+            outcome=finished_outcome(ctx, view),
         )
     fresh = view is None or (view.worktree is None and not view.attempts)
     waiting = waiting_item(ctx.rec, loop, spec.id, ctx.run_id) if fresh else None
@@ -59,15 +64,24 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
             None,
             0,
             None,
+            outcome=(
+                Outcome.NEEDS_REPLY
+                if waiting.kind == ItemKind.ESCALATION
+                else Outcome.NEEDS_APPROVAL
+            ),
         )
     delivered = already_delivered(ctx, spec) if fresh else None
     if delivered is not None:
-        return finish_task(ctx, spec, TaskStatus.SKIPPED, delivered, None, 0, None)
+        return finish_task(
+            ctx, spec, TaskStatus.SKIPPED, delivered, None, 0, None, outcome=Outcome.NOTHING_TO_DO
+        )
     if loop.tasks is not None and loop.tasks.dedupe == "base" and fresh:
         try:
             base_now = resolve_base(ctx.rec, spec.base_ref or ctx.base_ref)
         except LoopctlError as exc:
-            return finish_task(ctx, spec, TaskStatus.FAILED, str(exc), None, 0, None)
+            return finish_task(
+                ctx, spec, TaskStatus.FAILED, str(exc), None, 0, None, outcome=Outcome.FAILED
+            )
         if unchanged_since_success(ctx.rec, loop.name, spec.id, base_now, ctx.run_id):
             return finish_task(
                 ctx,
@@ -77,12 +91,22 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 None,
                 0,
                 None,
+                outcome=Outcome.NOTHING_TO_DO,
             )
     cached = check_cache.lookup(ctx, spec) if fresh else None
     if cached is not None and cached.verdict is not None:
         # The goal held on this very base tree and nothing it depends on changed: no worktree,
         # no suite run, no agent.
-        return finish_task(ctx, spec, TaskStatus.DONE, cached.verdict.reason, None, 0, None)
+        return finish_task(
+            ctx,
+            spec,
+            TaskStatus.DONE,
+            cached.verdict.reason,
+            None,
+            0,
+            None,
+            outcome=Outcome.NOTHING_TO_DO,
+        )
     if fresh:
         # The last step before any work: at `[review] max_open` the task is not started.
         full = review_gate.admit(ctx, spec)
@@ -92,7 +116,14 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         workspace = prepare(ctx, spec, view)
     except LoopctlError as exc:
         return finish_task(
-            ctx, spec, TaskStatus.FAILED, f"cannot prepare the worktree: {exc}", None, 0, None
+            ctx,
+            spec,
+            TaskStatus.FAILED,
+            f"cannot prepare the worktree: {exc}",
+            None,
+            0,
+            None,
+            outcome=Outcome.FAILED,
         )
     attempted = view is not None and bool(view.attempts)
     if attempted:
@@ -101,7 +132,9 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
     if cannot is not None:
         # Each attempt would fail the same way, and each failure be blamed on the check.
         done = len(view.attempts) if view is not None else 0
-        return finish_task(ctx, spec, TaskStatus.STOPPED, cannot, workspace, done, None)
+        return finish_task(
+            ctx, spec, TaskStatus.STOPPED, cannot, workspace, done, None, outcome=Outcome.FAILED
+        )
     base_runs: dict[tuple[str, ...], BaseRun] = {}  # the baseline's runs, reused just below
     baseline = check_baseline(ctx, spec, workspace, base_runs)
     ran: list[dict[str, Any]] = []
@@ -114,8 +147,9 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
             if first.passed
             else (TaskStatus.STOPPED if first.fatal else TaskStatus.FAILED)
         )
-        stall = Outcome.STALLED if first.source == STALLED_SOURCE else None
-        return finish_task(ctx, spec, status, first.reason, workspace, 0, None, outcome=stall)
+        return finish_task(
+            ctx, spec, status, first.reason, workspace, 0, None, outcome=first_outcome(first)
+        )
     while True:
         if ctx.stop.is_set():
             raise KeyboardInterrupt
@@ -143,7 +177,14 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 f" inbox retry {asked}` runs the task again now)"
             )
             return finish_task(
-                ctx, spec, TaskStatus.PAUSED, reason, workspace, step.attempts, step.last
+                ctx,
+                spec,
+                TaskStatus.PAUSED,
+                reason,
+                workspace,
+                step.attempts,
+                step.last,
+                outcome=Outcome.NEEDS_APPROVAL,
             )
         if step.do is Do.ABANDON:
             ctx.record(
@@ -160,7 +201,7 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
             if step.budget_stop:
                 ctx.record(spec.id, BudgetStopped(reason=step.reason))
             status = TaskStatus.STOPPED if step.do is Do.STOP else TaskStatus.FAILED
-            stalled = step.last is not None and stalled_attempt(ctx, spec.id, step.last.number)
+            last = step.last.number if step.last is not None else None
             return finish_task(
                 ctx,
                 spec,
@@ -169,7 +210,7 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 workspace,
                 step.attempts,
                 step.last,
-                outcome=Outcome.STALLED if stalled else None,
+                outcome=stop_outcome(ctx, spec.id, last, step.reason),
             )
         held = integrity.held_by(ctx.log.read())
         if held:
@@ -182,6 +223,7 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 workspace,
                 step.attempts,
                 None,
+                outcome=Outcome.TAMPERED,
             )
         with integrity.turn():
             limited = run_attempt(ctx, spec, workspace, step.number, attempts, baseline)
@@ -198,3 +240,20 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
                 None,
                 outcome=Outcome.RATE_LIMITED,
             )
+
+
+def first_outcome(first: CheckVerdict) -> Outcome:
+    """The outcome of a task its first check ended before any agent ran: the goal already
+    held (nothing to do), a check stalled, a budget ran out, or it cannot be checked."""
+    if first.passed:
+        return Outcome.NOTHING_TO_DO
+    if first.source == STALLED_SOURCE:
+        return Outcome.STALLED
+    return Outcome.BUDGET_STOP if first.source == "budget" else Outcome.FAILED
+
+
+def finished_outcome(ctx: RunContext, view: TaskView) -> Outcome:
+    """The outcome a task already finished in this (resumed) run recorded, or derived."""
+    run = history.fold(e for e in ctx.log.read() if e.run == ctx.run_id).get(ctx.run_id)
+    named = outcomes.of_task(run, view) if run is not None else None
+    return named if named is not None else Outcome.FAILED

@@ -17,6 +17,7 @@ from loopctl.journal.budgets import mean_attempt_cost
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.schema import agent_finished
+from loopctl.journal.statuses import Outcome
 
 if TYPE_CHECKING:
     from loopctl.journal.recorder import Recorder
@@ -79,6 +80,7 @@ def open_fuse_item(rec: Recorder, reason: str, spent: DaySpend, loop: str) -> No
             "tokens": spent.tokens,
             "usd": round(spent.usd, 6),
             "day": spent.day.isoformat(),
+            "outcome": Outcome.BUDGET_STOP.value,
         },
         run=None,
         loop=loop,

@@ -77,6 +77,7 @@ class TaskView:
     by_backend: dict[str, Spend] = field(default_factory=dict)
     # host:port the egress proxy refused this task's agents and checks, first refusal first
     refused: list[str] = field(default_factory=list)
+    outcome: str | None = None  # as recorded; journal.outcomes.of_task reads older logs too
 
     @property
     def finished(self) -> bool:
@@ -101,6 +102,7 @@ class RunView:
     reason: str = ""
     tasks: dict[str, TaskView] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    outcome: str | None = None  # as recorded; journal.outcomes.of_run reads older logs too
 
     @property
     def tokens(self) -> int:
@@ -178,14 +180,18 @@ def _apply(run: RunView, event: Event) -> None:
     kind = event.type
     if kind == EventType.RUN_RESUMED:
         run.status = RunStatus.RUNNING
+        run.outcome = None
     elif kind == EventType.TICK_FINISHED:
         tick = schema.tick_finished(event)
         run.finished = event.ts
         run.status = tick.status or RunStatus.DONE
         run.reason = tick.reason
+        run.outcome = tick.outcome
     elif kind == EventType.RUN_INTERRUPTED:
+        interrupted = schema.read(schema.RunInterrupted, event)
         run.status = RunStatus.INTERRUPTED
-        run.reason = schema.read(schema.RunInterrupted, event).reason
+        run.reason = interrupted.reason
+        run.outcome = interrupted.outcome
     elif kind == EventType.TASK_FOUND:
         task = _task(run, event)
         found = schema.task_found(event)
@@ -247,6 +253,7 @@ def _apply(run: RunView, event: Event) -> None:
         outcome = schema.task_finished(event)
         task.status = outcome.status or TaskStatus.DONE
         task.reason = outcome.reason
+        task.outcome = outcome.outcome
         if outcome.commit:
             task.commit = outcome.commit
 

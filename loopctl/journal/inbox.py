@@ -11,8 +11,9 @@ from typing import Any
 
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.events import Event, EventLog, EventType
+from loopctl.journal.outcomes import item_outcome
 from loopctl.journal.schema import ApprovalRefused, Approved, inbox_closed, inbox_opened, read
-from loopctl.journal.statuses import ItemState
+from loopctl.journal.statuses import ItemState, Outcome
 from loopctl.text import code_block, code_span, escape_markdown, strip_controls
 
 INBOX_FORMAT = 1
@@ -44,6 +45,11 @@ class InboxItem:
     def is_open(self) -> bool:
         return self.closed is None
 
+    @property
+    def outcome(self) -> Outcome | None:
+        """The outcome this item stands for (journal.outcomes.item_outcome)."""
+        return item_outcome(self.kind, self.evidence)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -59,6 +65,7 @@ class InboxItem:
             "resolution": self.resolution,
             "approved": self.approved,
             "refused": self.refused,
+            "outcome": self.outcome,
         }
 
 
@@ -171,6 +178,8 @@ def render_inbox_md(
         where = escape_markdown("/".join(p for p in (item.loop, item.task) if p))
         head = f"## {escape_markdown(item.id)} · {escape_markdown(item.kind)} · {where}"
         lines += ["", head, "", escape_markdown(_one_line(item.summary)), ""]
+        if item.outcome is not None:
+            lines.append(f"- outcome: {item.outcome}")
         if item.approved:
             lines.append(f"- approved {item.approved[:19]}; delivery not finished yet")
         if item.refused:

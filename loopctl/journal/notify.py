@@ -47,7 +47,7 @@ DIGEST_WINDOW = timedelta(hours=24)
 # Past this the day's digest is not sent: sent the next morning, before that day's own time,
 # it would read as an early digest, and a second one would follow at the set time.
 DIGEST_GRACE = timedelta(hours=1)
-PLACEHOLDERS = ("id", "kind", "loop", "task", "summary", "text")
+PLACEHOLDERS = ("id", "kind", "loop", "task", "summary", "text", "outcome")
 
 
 class NotifyError(LoopctlError):
@@ -186,9 +186,10 @@ def item_text(item: InboxItem) -> str:
         "unhandled": "look at it",
     }
     verb = verbs.get(item.kind, "look at it")
+    ended = f" ({item.outcome})" if item.outcome is not None else ""
     return (
-        f"loopctl inbox: {item.kind} {item.id} in {where or 'this repository'}: {item.summary}"
-        f" — `loopctl inbox show {item.id}`, then {verb}"
+        f"loopctl inbox: {item.kind} {item.id} in {where or 'this repository'}{ended}:"
+        f" {item.summary} — `loopctl inbox show {item.id}`, then {verb}"
     )
 
 
@@ -210,6 +211,7 @@ def item_opened(config: Notify, root: Path, allow: Iterable[str], event: Event) 
         "loop": item.loop or "",
         "task": item.task or "",
         "summary": item.summary,
+        "outcome": item.outcome or "",
     }
     return send(
         config, root, allow, item_text(item), {"version": 1, "item": item.to_json()}, values

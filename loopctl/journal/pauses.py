@@ -28,6 +28,7 @@ from loopctl.journal.schema import (
     read,
     read_note,
 )
+from loopctl.journal.statuses import Outcome
 
 # Two loops of one `up` may hit the same limit at once: one of them opens the pause.
 _LOCK = threading.Lock()
@@ -175,6 +176,7 @@ def tell(rec: Recorder, pause: Pause, *, run: str | None, loop: str | None) -> N
             "until": pause.until_text(),
             "kind": pause.kind,
             "said": pause.said,
+            "outcome": Outcome.RATE_LIMITED.value,
         },
         run=run,
         loop=loop if loop is not None else pause.loop,

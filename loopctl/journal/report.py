@@ -6,7 +6,7 @@ fuse; every line with the command (and the dashboard link) that acts on it. `loo
 the dashboard's Report page and the daily `[notify] digest` all render this one result.
 
 How a task ended is its `task_finished` outcome (statuses.Outcome); a log written before the
-outcome was recorded reads it from the task's status (`derived_outcome`).
+outcome was recorded reads it from the task's status (`journal.outcomes.task_outcome`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from loopctl.journal import history, sessions
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.fuse import day_spend
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.outcomes import task_outcome
 from loopctl.journal.overnight import ReportShown
 from loopctl.journal.schema import (
     ActionFinished,
@@ -232,26 +233,6 @@ class _Fold:
     delivered: list[tuple[Event, ActionFinished]] = field(default_factory=list)
 
 
-def derived_outcome(status: str, reason: str, *, attempts: int, budget_stopped: bool) -> Outcome:
-    """A task's outcome from what a log older than `outcome` recorded: its status and reason."""
-    if budget_stopped:
-        return Outcome.BUDGET_STOP
-    if status == TaskStatus.DONE:
-        # Done without an attempt: the check already passed on the base (nothing to do).
-        return Outcome.DONE if attempts else Outcome.NOTHING_TO_DO
-    if status == TaskStatus.SKIPPED:
-        return Outcome.NOTHING_TO_DO
-    if status in (TaskStatus.AWAITING_APPROVAL, TaskStatus.PAUSED):
-        return Outcome.NEEDS_APPROVAL
-    if status == TaskStatus.AWAITING_REPLY:
-        return Outcome.NEEDS_REPLY
-    if status == TaskStatus.REJECTED:
-        return Outcome.REJECTED
-    if "identical failures" in reason:  # engine.steps words a fingerprinted streak so
-        return Outcome.REPEATED_FAILURE
-    return Outcome.FAILED
-
-
 def build_report(
     events: Sequence[Event],
     *,
@@ -355,7 +336,8 @@ def _fold(events: Iterable[Event], since: datetime | None, now: datetime) -> _Fo
         if event.type == EventType.TASK_FINISHED:
             ended = task_finished(event)
             status = ended.status or TaskStatus.DONE
-            named = outcome(ended.outcome) or derived_outcome(
+            named = task_outcome(
+                ended.outcome,
                 status,
                 ended.reason,
                 attempts=ended.attempts if ended.attempts is not None else attempts.get(key, 0),

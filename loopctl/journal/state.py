@@ -11,8 +11,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from loopctl.atomicfile import write_atomic
+from loopctl.journal import outcomes
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.history import RunView, Spend, TaskView
+from loopctl.journal.statuses import Outcome
 from loopctl.paths import attempt_folder
 from loopctl.text import code_span, escape_markdown, strip_controls
 
@@ -61,8 +63,9 @@ def describe_spend(by_backend: dict[str, Spend]) -> str:
     return "; ".join(parts)
 
 
-def _task_lines(task: TaskView) -> list[str]:
-    lines = [f"### {_code(task.task, 200)} — {task.status}"]
+def _task_lines(task: TaskView, ended: Outcome | None = None) -> list[str]:
+    outcome = f", outcome **{ended}**" if ended is not None else ""
+    lines = [f"### {_code(task.task, 200)} — {task.status}{outcome}"]
     if task.title:
         # Quoted, so a hostile title ("## Notes") can never pose as a heading.
         lines.append(f"> {_cell(task.title, 200)}")
@@ -146,7 +149,8 @@ def render_state(runs: Iterable[RunView], notes: str = _DEFAULT_NOTES) -> str:
             "",
             f"Last {run.kind}: run `{run.run}` started {run.started}"
             + (f", finished {run.finished}" if run.finished else "")
-            + f" — **{run.status}** ({summary}).",
+            + f" — **{run.status}** ({summary})."
+            + (f" Outcome: **{ended}**." if (ended := outcomes.of_run(run)) else ""),
         ]
         if run.reason:
             lines.append(f"Reason: {_cell(run.reason, 300)}")
@@ -159,8 +163,8 @@ def render_state(runs: Iterable[RunView], notes: str = _DEFAULT_NOTES) -> str:
         lines.append("")
         if run.tasks:
             lines += [
-                "| task | status | attempts | last verdict | commit |",
-                "|---|---|---|---|---|",
+                "| task | status | attempts | last verdict | commit | outcome |",
+                "|---|---|---|---|---|---|",
             ]
             for task in run.tasks.values():
                 last = task.attempts[-1] if task.attempts else None
@@ -169,11 +173,11 @@ def render_state(runs: Iterable[RunView], notes: str = _DEFAULT_NOTES) -> str:
                 commit = _code(task.commit[:12]) if task.commit else "-"
                 lines.append(
                     f"| {_code(task.task, 40)} | {task.status} | {len(task.attempts)} |"
-                    f" {verdict} | {commit} |"
+                    f" {verdict} | {commit} | {outcomes.of_task(run, task) or '-'} |"
                 )
             lines.append("")
             for task in run.tasks.values():
-                lines += [*_task_lines(task), ""]
+                lines += [*_task_lines(task, outcomes.of_task(run, task)), ""]
     return "\n".join(lines).rstrip() + "\n\n" + notes.rstrip() + "\n"
 
 

@@ -53,20 +53,21 @@ class Outcome(StrEnum):
     """How a task or a run ended, from a closed set (issue 30): what `status`, STATE.md, the
     inbox, `--json`, the dashboard, notifications and `report` say. Every `task_finished` and
     `tick_finished` carries one; a log written before these existed reads through
-    `outcome_of` (loopctl.engine.outcomes)."""
+    `loopctl.journal.outcomes`, which also ranks them (`PRECEDENCE`) for a run's outcome."""
 
     DONE = "done"  # checked and delivered, or delivered as far as no gate holds it
     NOTHING_TO_DO = "nothing-to-do"  # the source had no task, or the base was already green
     NEEDS_APPROVAL = "needs-approval"  # a gated step or an agent's command waits for a human
     NEEDS_REPLY = "needs-reply"  # the maker asked a question
     WAITING_FOR_REVIEW = "waiting-for-review"  # [review] max_open items already wait
-    REJECTED = "rejected"  # a human rejected the delivery
+    REJECTED = "rejected"  # a human rejected the delivery, or dismissed the maker's question
+    SUPERSEDED = "superseded"  # a newer run reworked the task before its approval
     FAILED = "failed"  # the attempts ran out without a pass
     REPEATED_FAILURE = "repeated-failure"  # the same failure, fingerprinted, again
-    BUDGET_STOP = "budget-stop"  # a budget, the daily fuse or the night's mandate stopped it
+    BUDGET_STOP = "budget-stop"  # a budget (max_usd, max_tokens, max_wall) or the daily fuse
     STALLED = "stalled"  # no output, no file change, no stream event for [budget] max_idle
     RATE_LIMITED = "rate-limited"  # the backend reported a rate limit, a quota or an overload
-    INTERRUPTED = "interrupted"  # Ctrl-C, `stop`, `down` or the mandate's deadline: resumable
+    INTERRUPTED = "interrupted"  # Ctrl-C, `stop`, `down` or the end of `up`'s mandate: resumable
     TAMPERED = "tampered"  # the agent touched what it must not (integrity, sabotage)
     CRASHED_RECOVERED = "crashed-recovered"  # loopctl died mid-run; the next start closed it
 

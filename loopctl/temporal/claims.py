@@ -57,6 +57,7 @@ def finished(events: Sequence[Event], attempt_id: str) -> AttemptResult | None:
                 tokens=int(data.get("tokens", 0)),
                 cost_usd=float(data.get("cost_usd", 0.0)),
                 worker=str(data.get("worker", "")),
+                outcome=str(data.get("outcome", "")),
             )
     return None
 
@@ -128,6 +129,7 @@ def run_claimed(
             cost_usd=outcome.cost_usd,
             worker=worker,
             waiting=waiting_gates(rec.log.read(), outcome.run, queue),
+            outcome=outcome.outcome.value,
         )
         end = {
             "attempt": request.attempt_id,
@@ -137,6 +139,7 @@ def run_claimed(
             "tokens": result.tokens,
             "cost_usd": result.cost_usd,
             "worker": worker,
+            "outcome": result.outcome,
         }
         rec.record(Note(what=FINISHED, extra=end), run=outcome.run, loop=loop.name)
         return result

@@ -67,6 +67,7 @@ class AttemptResult:
     replayed: bool = False
     # The gates the attempt's deliveries stopped at: each waits in an AwaitApproval workflow.
     waiting: list[ApprovalWait] = field(default_factory=list)
+    outcome: str = ""  # the run's Outcome (journal.outcomes); "" from a worker before it
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
 from loopctl.journal.history import RunView
 from loopctl.journal.inbox import InboxItem, ItemKind
+from loopctl.journal.outcomes import of_run, of_task
 from loopctl.journal.report import TITLES, Line, Report
 from loopctl.journal.spending import SpendRow
 from loopctl.journal.warmth import WARM_COUNTS
@@ -90,6 +91,23 @@ def badge(state: str | None) -> str:
     return f'<span class="badge {tone}">{esc(state)}</span>'
 
 
+_QUIET = ("needs-approval", "needs-reply", "waiting-for-review", "rate-limited", "interrupted")
+OUTCOME_TONES = {
+    "done": "ok",
+    "nothing-to-do": "",
+    "superseded": "",
+    **dict.fromkeys(_QUIET, "warn"),
+}
+
+
+def outcome_badge(named: str | None) -> str:
+    """How a run, task or item ended (journal.outcomes), as a badge; nothing while it runs."""
+    if not named:
+        return ""
+    tone = OUTCOME_TONES.get(named, "bad")
+    return f'<span class="badge outcome {tone}" data-outcome="{esc(named)}">{esc(named)}</span>'
+
+
 def chart(days: Sequence[SpendRow], *, width: int = 280, height: int = 60) -> str:
     """Per-day spend as SVG bars (USD when any day has a price, else tokens)."""
     if not days:
@@ -156,7 +174,7 @@ def loops_page(view: LoopsView, project: str) -> str:
         )
         rows.append(
             f'<tr data-loop="{esc(s.loop)}"><td><b>{esc(s.loop)}</b></td>'
-            f"<td>{esc(s.trigger)}</td><td>{badge(state)}</td>"
+            f"<td>{esc(s.trigger)}</td><td>{badge(state)} {outcome_badge(s.last_outcome)}</td>"
             f"<td>{_when(s.next_tick) if s.next_tick != 'on change' else 'on change'}</td>"
             f"<td class='runs wide'>{runs or '<span class=muted>none</span>'}</td>"
             f"<td class=wide>{chart(card.days, width=180, height=44)}</td>"
@@ -206,7 +224,8 @@ def item_state(item: InboxItem) -> str:
 def inbox_page(view: InboxView, project: str, now: datetime) -> str:
     rows = "".join(
         f'<tr data-item="{esc(i.id)}"><td><a href="{url("inbox", i.id)}"><code>{esc(i.id)}'
-        f"</code></a></td><td>{badge(i.kind)}</td><td>{badge(item_state(i))}</td>"
+        f"</code></a></td><td>{badge(i.kind)} {outcome_badge(i.outcome)}</td>"
+        f"<td>{badge(item_state(i))}</td>"
         f"<td>{esc(i.loop or '-')}</td><td>{esc(i.task or '-')}</td>"
         f"<td>{_age(i.opened, now)}</td><td class=wide>{esc(i.summary[:140])}</td></tr>"
         for i in view.shown
@@ -369,6 +388,7 @@ def item_page(view: ItemView, project: str, job: JobState | None) -> str:
     where = "/".join(p for p in (item.loop, item.task) if p) or "-"
     parts = [
         f"<h1 id=item-head><code>{esc(item.id)}</code> {badge(item.kind)}"
+        f" {outcome_badge(item.outcome)}"
         f" {badge(item_state(item))}</h1>",
         f"<p class=summary>{esc(item.summary)}</p>",
         notice(job),
@@ -466,7 +486,7 @@ def runs_page(listing: RunsList, project: str) -> str:
         rows.append(
             f'<tr data-run="{esc(r.run)}"><td><a href="{url("runs", r.run)}"><code>{esc(r.run)}'
             f"</code></a></td><td class=wide>{esc(_reason(r))}</td>"
-            f"<td>{esc(r.loop)}</td><td>{badge(run_state(r))}</td>"
+            f"<td>{esc(r.loop)}</td><td>{badge(run_state(r))} {outcome_badge(of_run(r))}</td>"
             f"<td>{_when(r.started)}</td><td data-label=tasks>{len(r.tasks)}</td>"
             f"<td data-label=tokens>{r.tokens}</td></tr>"
         )
@@ -546,7 +566,8 @@ def run_page(
         for t in view.timeline
     )
     tasks = "".join(
-        f"<li><b>{esc(name)}</b>: {badge(t.status)} after {len(t.attempts)} attempt(s)"
+        f"<li><b>{esc(name)}</b>: {badge(t.status)} {outcome_badge(of_task(run, t))}"
+        f" after {len(t.attempts)} attempt(s)"
         + (f" · commit <code>{esc(t.commit[:12])}</code>" if t.commit else "")
         + (f" · {esc(t.reason)}" if t.reason else "")
         + (
@@ -560,7 +581,7 @@ def run_page(
     body = (
         f"<h1>Run <code>{esc(run.run)}</code></h1>"
         f'<p>loop <b>{esc(run.loop)}</b> · <span id=run-status data-status="{esc(run.status)}">'
-        f"{badge(run.status)}</span> · started {_when(run.started)}"
+        f"{badge(run.status)}</span> {outcome_badge(of_run(run))} · started {_when(run.started)}"
         + (" <span class=live-dot>updating live</span>" if live else "")
         + f"</p><section id=tasks><h2>Tasks</h2><ul class=plain>{tasks or '<li>none yet</li>'}"
         f"</ul></section><section><h2>Timeline</h2><ol id=timeline class=timeline{stream}>"

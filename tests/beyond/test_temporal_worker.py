@@ -83,6 +83,7 @@ def test_a_worker_runs_the_attempt_once_per_attempt_id(
         log.read_text()
     )
     assert first.attempt_id == "nightly-1"  # the workflow's id, as the journal claims it
+    assert first.outcome == "done"  # the run's outcome crosses the wire (issue 30)
     assert first.tokens > 0
     found = events(project)
     assert [e.type for e in found].count(EventType.AGENT_STARTED) == 1
@@ -97,6 +98,7 @@ def test_a_worker_runs_the_attempt_once_per_attempt_id(
 
     assert again.replayed
     assert (again.run, again.tokens, again.status) == (first.run, first.tokens, "done")
+    assert again.outcome == "done"
     after = events(project)
     assert [e.type for e in after].count(EventType.AGENT_STARTED) == 1
     assert [e.type for e in after].count(EventType.TICK_STARTED) == 1

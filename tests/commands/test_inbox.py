@@ -380,7 +380,7 @@ def test_listing_flags_work_in_the_fast_path_and_in_typer(
     table = run_loopctl(repo, "inbox")
     assert_clean_exit(table, 0)
     assert table.stdout.splitlines()[0].split() == [
-        "ID", "KIND", "STATE", "LOOP", "TASK", "AGE", "SUMMARY"
+        "ID", "KIND", "OUTCOME", "STATE", "LOOP", "TASK", "AGE", "SUMMARY"
     ]  # fmt: skip
     digest = run_loopctl(repo, "inbox", "--digest")
     assert_clean_exit(digest, 0)

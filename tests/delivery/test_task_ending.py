@@ -25,7 +25,7 @@ from loopctl.delivery.ending import (
 )
 from loopctl.journal.inbox import ItemKind, open_items
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.statuses import TaskStatus
+from loopctl.journal.statuses import Outcome, TaskStatus
 
 ENDED = [TaskStatus.DONE, TaskStatus.SKIPPED, TaskStatus.FAILED, TaskStatus.STOPPED]
 WAITING = [TaskStatus.AWAITING_APPROVAL, TaskStatus.AWAITING_REPLY, TaskStatus.REJECTED]
@@ -53,7 +53,14 @@ def _recorder(repo: Path) -> Recorder:
 def test_a_failure_opens_an_item_and_a_later_success_closes_it(repo: Path) -> None:
     rec = _recorder(repo)
     failed = Ending(
-        "r1", "ship", "t1", TaskStatus.FAILED, "push failed", "abc", failure={"stage": "deliver"}
+        "r1",
+        "ship",
+        "t1",
+        TaskStatus.FAILED,
+        "push failed",
+        "abc",
+        failure={"stage": "deliver"},
+        outcome=Outcome.FAILED,
     )
 
     end_task(rec, failed, None)
@@ -64,7 +71,11 @@ def test_a_failure_opens_an_item_and_a_later_success_closes_it(repo: Path) -> No
     assert item.evidence["stage"] == "deliver"
     assert item.id in (repo / ".loop" / "INBOX.md").read_text()  # projections rendered
 
-    end_task(rec, Ending("r2", "ship", "t1", TaskStatus.DONE, "delivered", "def"), None)
+    end_task(
+        rec,
+        Ending("r2", "ship", "t1", TaskStatus.DONE, "delivered", "def", outcome=Outcome.DONE),
+        None,
+    )
 
     assert open_items(rec.log.read()) == []
     (closed,) = [e for e in events(repo, "inbox_closed") if e.data["id"] == item.id]
@@ -75,12 +86,31 @@ def test_a_failure_opens_an_item_and_a_later_success_closes_it(repo: Path) -> No
 def test_task_finished_counts_attempts_only_when_it_has_them(repo: Path) -> None:
     rec = _recorder(repo)
 
-    end_task(rec, Ending("r1", "ship", "a", TaskStatus.DONE, "ok", attempts=2), None)
-    end_task(rec, Ending("r1", "ship", "b", TaskStatus.DONE, "delivered", "c0ffee"), None)
+    end_task(
+        rec,
+        Ending("r1", "ship", "a", TaskStatus.DONE, "ok", attempts=2, outcome=Outcome.DONE),
+        None,
+    )
+    end_task(
+        rec,
+        Ending("r1", "ship", "b", TaskStatus.DONE, "delivered", "c0ffee", outcome=Outcome.DONE),
+        None,
+    )
 
     first, second = events(repo, "task_finished")
-    assert first.data == {"status": "done", "reason": "ok", "commit": None, "attempts": 2}
-    assert second.data == {"status": "done", "reason": "delivered", "commit": "c0ffee"}
+    assert first.data == {
+        "status": "done",
+        "reason": "ok",
+        "commit": None,
+        "attempts": 2,
+        "outcome": "done",
+    }
+    assert second.data == {
+        "status": "done",
+        "reason": "delivered",
+        "commit": "c0ffee",
+        "outcome": "done",
+    }
 
 
 def _ready_worktree(repo: Path, root: Path) -> Path:
@@ -105,7 +135,7 @@ def test_a_worktree_that_cannot_be_parked_stays_and_the_debug_log_says_why(
 
     end_task(
         rec,
-        Ending("r1", "ship", "t1", TaskStatus.DONE, "delivered", head),
+        Ending("r1", "ship", "t1", TaskStatus.DONE, "delivered", head, outcome=Outcome.DONE),
         FinishedWorktree(path, head, KeepPolicy.ON_FAILURE, capacity=1),
     )
 
@@ -128,7 +158,7 @@ def test_a_worktree_git_refuses_to_remove_stays_and_the_debug_log_says_why(
 
     end_task(
         rec,
-        Ending("r1", "ship", "t1", TaskStatus.DONE, "delivered", head),
+        Ending("r1", "ship", "t1", TaskStatus.DONE, "delivered", head, outcome=Outcome.DONE),
         FinishedWorktree(repo, head, KeepPolicy.NEVER, capacity=0),
     )
 
@@ -149,7 +179,7 @@ def test_a_worktree_the_pool_has_room_for_is_parked_and_one_without_room_removed
 
     end_task(
         rec,
-        Ending("r1", "ship", "t1", TaskStatus.DONE, "ok", head),
+        Ending("r1", "ship", "t1", TaskStatus.DONE, "ok", head, outcome=Outcome.DONE),
         FinishedWorktree(first, head, KeepPolicy.ON_FAILURE, capacity=1),
     )
 
@@ -159,7 +189,7 @@ def test_a_worktree_the_pool_has_room_for_is_parked_and_one_without_room_removed
 
     end_task(
         rec,
-        Ending("r2", "ship", "t1", TaskStatus.DONE, "ok", head),
+        Ending("r2", "ship", "t1", TaskStatus.DONE, "ok", head, outcome=Outcome.DONE),
         FinishedWorktree(second, head, KeepPolicy.ON_FAILURE, capacity=1),
     )
 

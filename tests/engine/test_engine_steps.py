@@ -18,7 +18,7 @@ from loopctl.engine.outcomes import TaskOutcome, run_status
 from loopctl.engine.steps import Do, RunBudget, next_step
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.history import AttemptView, TaskView
-from loopctl.journal.statuses import RunStatus, TaskStatus
+from loopctl.journal.statuses import Outcome, RunStatus, TaskStatus
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -186,7 +186,7 @@ def test_a_step_that_ends_the_task_names_the_attempt_it_ends_on() -> None:
 
 
 def outcome(status: TaskStatus, reason: str = "") -> TaskOutcome:
-    return TaskOutcome("t", status, reason, 1)
+    return TaskOutcome("t", status, reason, 1, outcome=Outcome.DONE)
 
 
 @pytest.mark.parametrize(

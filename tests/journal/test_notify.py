@@ -161,7 +161,7 @@ def test_a_notify_command_gets_the_item_as_arguments_and_json(
         "import json, sys; json.dump({'argv': sys.argv[1:], 'stdin': json.load(sys.stdin)},"
         f" open({str(out)!r}, 'w'))"
     )
-    command = toml_value([PY, "-c", script, "{kind}", "{id}", "{text}"])
+    command = toml_value([PY, "-c", script, "{kind}", "{id}", "{text}", "{outcome}"])
 
     assert failing_goal(repo, monkeypatch, f'command = {command}\non = ["failed"]') == 1
 
@@ -169,7 +169,11 @@ def test_a_notify_command_gets_the_item_as_arguments_and_json(
     item_id = events(repo, "inbox_opened")[0].data["id"]
     assert got["argv"][:2] == ["failed", item_id]
     assert f"loopctl inbox show {item_id}" in got["argv"][2]
+    # The outcome, a placeholder of its own and in the default text (issue 30).
+    assert got["argv"][3] == "failed"
+    assert f"{item_id} in goal/tests-green (failed): " in got["argv"][2]
     assert got["stdin"]["item"]["kind"] == "failed"
+    assert got["stdin"]["item"]["outcome"] == "failed"
     assert [e.data["channel"] for e in events(repo, "notified")] == ["command"]
 
 
