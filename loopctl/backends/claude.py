@@ -52,6 +52,7 @@ _SESSION_GONE = "No conversation found with session ID"
 class ClaudeBackend(CliPreset):
     name = "claude"
     names_sessions = True  # `--session-id UUID`: loopctl names each new session
+    reports_session_totals = False  # a resumed turn's result counts only its own calls
     binary = "claude"
     install = "npm install -g @anthropic-ai/claude-code"
     secret_names = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")

@@ -45,6 +45,8 @@ class CodexBackend(CliPreset):
     # A ChatGPT login talks to ChatGPT's own backend and refreshes its token at auth.openai.com.
     login_hosts = ("chatgpt.com", "auth.openai.com")
     names_sessions = False  # the thread id is Codex's: read from `thread.started`
+    # After `exec resume`, turn.completed counts the whole thread (seen with Codex 0.171).
+    reports_session_totals = True
 
     def model_urls(self, agent: Agent, env: Mapping[str, str]) -> list[ModelUrl]:
         if agent.base_url:

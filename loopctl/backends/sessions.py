@@ -40,6 +40,9 @@ class Resumable(Protocol):
     # True when loopctl names a new session itself (Claude's `--session-id`): the id is then
     # journaled in `agent_started`, before the CLI prints anything.
     names_sessions: bool
+    # True when a resumed turn reports the whole session's usage, earlier turns included
+    # (Codex's `turn.completed` after `exec resume`), not only its own calls (Claude's result).
+    reports_session_totals: bool
 
     def session_in_output(self, text: str) -> str | None:
         """The session id the CLI printed on stdout (`text`) before it was stopped."""

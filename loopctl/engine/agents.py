@@ -21,6 +21,7 @@ from loopctl.backends.sessions import resumable
 from loopctl.checks import import_roots
 from loopctl.definitions import Agent
 from loopctl.definitions.agents import Backend, argv_files, runs_script
+from loopctl.engine import sessions
 from loopctl.engine.containment import forget_private_objects, record_refused, sandbox_for
 from loopctl.engine.context import (
     RunContext,
@@ -109,7 +110,8 @@ def run_agent(
     )
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
-    result = priced(checked(_run_turn(request)), agent, dict(ctx.project.config.prices))
+    turn = sessions.own_usage(ctx, agent, session, checked(_run_turn(request)))
+    result = priced(turn, agent, dict(ctx.project.config.prices))
     record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)
     if request.sandbox is not None and request.sandbox.reached:
         result = limit_reached(result, request.sandbox.reached[0])

@@ -15,6 +15,7 @@ attempt starts cold.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from loopctl.backends import AgentResult, AgentStatus, backend_for
@@ -156,6 +157,34 @@ def unrecorded_usage(
         max(0, total.output_tokens - sum(t.output_tokens or 0 for t in turns)),
         max(0, total.cached_tokens - sum(t.cached_tokens or 0 for t in turns)),
         total.model,
+    )
+
+
+def own_usage(
+    ctx: RunContext, agent: Agent, session: str | None, result: AgentResult
+) -> AgentResult:
+    """`result` of a turn that resumed `session`, counting only its own calls: a CLI that
+    reports the whole session's usage (Codex) has what the log already holds taken off, so
+    spend adds up instead of counting earlier turns twice."""
+    backend = backend_of(agent)
+    if session is None or backend is None or not backend.reports_session_totals:
+        return result
+    turns = [
+        read(AgentFinished, e)
+        for e in ctx.log.read()
+        if e.type == EventType.AGENT_FINISHED and e.data.get("session_id") == session
+    ]
+
+    def less(value: int | None, name: str) -> int | None:
+        if value is None:
+            return None
+        return max(0, value - sum(getattr(t, name) or 0 for t in turns))
+
+    return replace(
+        result,
+        input_tokens=less(result.input_tokens, "input_tokens"),
+        output_tokens=less(result.output_tokens, "output_tokens"),
+        cached_tokens=less(result.cached_tokens, "cached_tokens"),
     )
 
 
