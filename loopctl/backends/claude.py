@@ -174,6 +174,8 @@ class ClaudeBackend(CliPreset):
                 duration_s=done.duration_s,
                 text=done.output_tail(4000),
                 output_tail=done.output_tail(4000),
+                # Stopped mid-turn, it printed nothing: the session it ran is still resumable.
+                session_id=_session_asked(request),
                 extra={"error": "claude printed no JSON result: " + cli_error_line(done)},
             )
         parsed = read_protocol_result(payload)
@@ -224,7 +226,7 @@ class ClaudeBackend(CliPreset):
             output_tokens=parsed.output_tokens,
             cached_tokens=parsed.cached_tokens,
             cost_usd=parsed.cost_usd,
-            session_id=parsed.session_id or safe_session_id(request.new_session_id),
+            session_id=parsed.session_id or _session_asked(request),
             output_tail=done.output_tail(4000),
             extra=extra,
         )
@@ -250,6 +252,11 @@ class ClaudeBackend(CliPreset):
 
     def session_gone(self, result: AgentResult) -> bool:
         return result.extra.get("session_gone") is True
+
+
+def _session_asked(request: AgentRequest) -> str | None:
+    """The session the turn resumed or was told to create (`--resume`, `--session-id`)."""
+    return safe_session_id(request.session_id) or safe_session_id(request.new_session_id)
 
 
 def _with_cost(parsed: Any, cost: float) -> Any:

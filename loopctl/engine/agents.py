@@ -111,6 +111,7 @@ def run_agent(
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
     turn = sessions.own_usage(ctx, agent, session, checked(_run_turn(request)))
+    turn = checked(sessions.interrupted_usage(ctx, agent, turn))  # read from session files
     result = priced(turn, agent, dict(ctx.project.config.prices))
     record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)
     if request.sandbox is not None and request.sandbox.reached:

@@ -139,6 +139,28 @@ def _close_lost_turn(
     )
 
 
+def interrupted_usage(ctx: RunContext, agent: Agent, result: AgentResult) -> AgentResult:
+    """`result` of a turn loopctl stopped (Ctrl-C, `loopctl stop`), with the usage its CLI
+    never got to report read from the session's files: its spend is kept when it resumes."""
+    backend = backend_of(agent)
+    session = safe_session_id(result.session_id)
+    unreported = result.input_tokens is None and result.output_tokens is None
+    if result.status is not AgentStatus.INTERRUPTED or not unreported or session is None:
+        return result
+    if backend is None:
+        return result
+    spent = unrecorded_usage(ctx, agent, backend, session, ctx.log.read())
+    if spent is None:
+        return result
+    return replace(
+        result,
+        input_tokens=spent.input_tokens,
+        output_tokens=spent.output_tokens,
+        cached_tokens=spent.cached_tokens,
+        extra={**result.extra, **({"model": spent.model} if spent.model else {})},
+    )
+
+
 def unrecorded_usage(
     ctx: RunContext, agent: Agent, backend: Resumable, session: str, events: Sequence[Event]
 ) -> SessionUsage | None:

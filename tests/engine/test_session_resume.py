@@ -34,15 +34,17 @@ def claude_project(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     commit_all(repo, "claude as the maker")
 
 
-def kill_loopctl_mid_turn(repo: Path) -> str:
-    """`loopctl goal` until the maker's first tool call is done, then SIGKILL; its session."""
+def kill_loopctl_mid_turn(repo: Path, signum: int = signal.SIGKILL) -> str:
+    """`loopctl goal` until the maker's first tool call is done, then `signum`; its session."""
     proc = spawn_loopctl(repo, "goal", "tests green")
     try:
         waiting = fake_home() / "claude.waiting"
         session = wait_for(lambda: waiting.exists() and waiting.read_text(), "the maker's turn")
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
+        os.kill(proc.pid, signum)
         proc.communicate()
+    if signum != signal.SIGKILL:
+        assert proc.returncode == 130
     return session
 
 
@@ -104,3 +106,24 @@ def test_a_session_the_cli_no_longer_has_starts_the_attempt_cold_with_a_note(
     assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "1"
     statuses = [t["status"] for t in maker_turns(repo)]
     assert statuses == ["interrupted", "error", "ok"]
+
+
+def test_a_turn_stopped_with_sigterm_resumes_its_session_and_keeps_its_spend(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claude_project(repo, tmp_path, monkeypatch)
+    set_scenario("claude", mode="lost_turn")
+    session = kill_loopctl_mid_turn(repo, signal.SIGTERM)
+
+    done = run_loopctl(repo, "goal", "tests green")
+
+    assert_clean_exit(done, 0)
+    _, second = fake_calls("claude")
+    assert second["argv"][second["argv"].index("--resume") + 1] == session
+    assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "1"
+    turns = maker_turns(repo)
+    assert [(t["status"], t["input_tokens"], t["output_tokens"]) for t in turns] == [
+        ("interrupted", 100, 20),
+        ("ok", 100, 20),
+    ]
+    assert {t["session_id"] for t in turns} == {session}
