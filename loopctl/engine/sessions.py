@@ -64,24 +64,22 @@ def lost_session(ctx: RunContext, spec: TaskSpec, number: int, agent: Agent) -> 
     if backend is None:
         return None
     events = ctx.log.read()
-    turns = [
-        e
-        for e in events
-        if e.run == ctx.run_id
-        and e.task == spec.id
-        and e.type in (EventType.AGENT_STARTED, EventType.AGENT_FINISHED)
-        and e.data.get("attempt") == number
-        and e.data.get("role") == "maker"
-    ]
-    if not turns:
+    turns: list[AgentStarted | AgentFinished] = []
+    for event in events:
+        if event.run != ctx.run_id or event.task != spec.id:
+            continue
+        if event.type == EventType.AGENT_STARTED:
+            turns.append(read(AgentStarted, event))
+        elif event.type == EventType.AGENT_FINISHED:
+            turns.append(read(AgentFinished, event))
+    mine = [t for t in turns if (t.attempt, t.role) == (number, "maker")]
+    if not mine:
         return None
-    last = turns[-1]
-    if last.type == EventType.AGENT_FINISHED:
-        finished = read(AgentFinished, last)
-        if finished.status != AgentStatus.INTERRUPTED.value:
+    started = mine[-1]
+    if isinstance(started, AgentFinished):
+        if started.status != AgentStatus.INTERRUPTED.value:
             return None
-        return safe_session_id(finished.session_id)
-    started = read(AgentStarted, last)
+        return safe_session_id(started.session_id)
     session = safe_session_id(started.session_id) or backend.session_in_output(
         _output(attempt_dir(ctx, spec.id, number) / "maker.out")
     )
@@ -169,11 +167,7 @@ def unrecorded_usage(
     total = backend.session_usage(session, state_places(ctx, agent))
     if total is None:
         return None
-    turns = [
-        read(AgentFinished, e)
-        for e in events
-        if e.type == EventType.AGENT_FINISHED and e.data.get("session_id") == session
-    ]
+    turns = session_turns(events, session)
     return SessionUsage(
         max(0, total.input_tokens - sum(t.input_tokens or 0 for t in turns)),
         max(0, total.output_tokens - sum(t.output_tokens or 0 for t in turns)),
@@ -191,11 +185,7 @@ def own_usage(
     backend = backend_of(agent)
     if session is None or backend is None or not backend.reports_session_totals:
         return result
-    turns = [
-        read(AgentFinished, e)
-        for e in ctx.log.read()
-        if e.type == EventType.AGENT_FINISHED and e.data.get("session_id") == session
-    ]
+    turns = session_turns(ctx.log.read(), session)
 
     def less(value: int | None, name: str) -> int | None:
         if value is None:
@@ -208,6 +198,12 @@ def own_usage(
         output_tokens=less(result.output_tokens, "output_tokens"),
         cached_tokens=less(result.cached_tokens, "cached_tokens"),
     )
+
+
+def session_turns(events: Sequence[Event], session: str) -> list[AgentFinished]:
+    """Every finished turn of `session` the log holds, in any run."""
+    finished = [read(AgentFinished, e) for e in events if e.type == EventType.AGENT_FINISHED]
+    return [t for t in finished if t.session_id == session]
 
 
 def state_places(ctx: RunContext, agent: Agent) -> list[Path]:
