@@ -69,7 +69,8 @@ def test_a_turn_lost_with_loopctl_resumes_its_session_and_keeps_its_spend(
     assert first["argv"][first["argv"].index("--session-id") + 1] == session
     argv = second["argv"]
     assert argv[argv.index("--resume") + 1] == session
-    assert argv[argv.index("-p") + 1] == RESUME_PROMPT
+    assert argv[argv.index("-p") + 1].startswith(RESUME_PROMPT)
+    assert "# Rules (loopctl-rules v" in argv[argv.index("-p") + 1]  # every prompt carries them
     # The resumed CLI had the conversation: the tool result of the turn loopctl lost.
     history = (fake_home() / "claude.resumed.jsonl").read_text()
     assert json.dumps(CALC)[1:-1] in history
@@ -100,7 +101,7 @@ def test_a_session_the_cli_no_longer_has_starts_the_attempt_cold_with_a_note(
     assert "--resume" not in cold["argv"]
     fresh = cold["argv"][cold["argv"].index("--session-id") + 1]
     assert fresh != session
-    assert cold["argv"][cold["argv"].index("-p") + 1] != RESUME_PROMPT  # the whole task again
+    assert not cold["argv"][cold["argv"].index("-p") + 1].startswith(RESUME_PROMPT)  # the task
     (gone,) = [e.data for e in events(repo, "note") if e.data.get("what") == SESSION_GONE]
     assert gone["session_id"] == session
     assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "1"
