@@ -49,6 +49,9 @@ class AgentRequest:
     task: str
     attempt: int
     session_id: str | None = None  # resume this session where the backend supports it
+    # The id a new session takes where the CLI lets loopctl choose it (Claude's --session-id),
+    # journaled before the turn runs so that a turn lost with loopctl can be resumed.
+    new_session_id: str | None = None
     cancel: threading.Event | None = None  # set when the run is interrupted: stop the agent
     on_start: Callable[[int], None] | None = None  # told the agent's pid once it runs
     # Commands a human approved for this task (inbox item id -> argv), for agents that ask.

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 from loopctl.backend_registry import BackendSpec, register
@@ -33,6 +34,7 @@ from loopctl.backends.presets import (
     safe_session_id,
     stdout_text,
 )
+from loopctl.backends.sessions import SessionUsage, claude_usage
 from loopctl.definitions.agents import Agent
 from loopctl.errors import AgentUnavailable
 
@@ -43,8 +45,14 @@ _STOPS = {
 }
 
 
+# What Claude Code 2.1 says (in the result's `errors`) when asked to resume a session it has not.
+_SESSION_GONE = "No conversation found with session ID"
+
+
 class ClaudeBackend(CliPreset):
     name = "claude"
+    names_sessions = True  # `--session-id UUID`: loopctl names each new session
+    reports_session_totals = False  # a resumed turn's result counts only its own calls
     binary = "claude"
     install = "npm install -g @anthropic-ai/claude-code"
     secret_names = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
@@ -141,8 +149,11 @@ class ClaudeBackend(CliPreset):
         if allowed:
             argv += ["--allowedTools", ",".join(allowed)]
         session = safe_session_id(request.session_id)
+        named = safe_session_id(request.new_session_id)
         if session is not None:
             argv += ["--resume", session]
+        elif named is not None:
+            argv += ["--session-id", named]
         argv += connectors.claude_args(request)  # MCP servers; no secret in argv or config
         # The loop's rules again after Claude compacts its context (a SessionStart hook).
         argv += rules_hook.claude_args(request)
@@ -163,6 +174,8 @@ class ClaudeBackend(CliPreset):
                 duration_s=done.duration_s,
                 text=done.output_tail(4000),
                 output_tail=done.output_tail(4000),
+                # Stopped mid-turn, it printed nothing: the session it ran is still resumable.
+                session_id=_session_asked(request),
                 extra={"error": "claude printed no JSON result: " + cli_error_line(done)},
             )
         parsed = read_protocol_result(payload)
@@ -191,8 +204,11 @@ class ClaudeBackend(CliPreset):
                 known = [c for c in costs if c is not None]
                 if known:
                     parsed = _with_cost(parsed, sum(known))
-        if status is not AgentStatus.OK and parsed.text:
-            extra["error"] = parsed.text[:500]
+        errors = [str(e) for e in payload.get("errors") or () if isinstance(e, str)]
+        if status is not AgentStatus.OK and (parsed.text or errors):
+            extra["error"] = (parsed.text or errors[-1])[:500]
+        if any(_SESSION_GONE in e for e in errors):
+            extra["session_gone"] = True
         if request.rules_marker:
             # Seen only in a stream (stream-json): the plain JSON result shows no compaction.
             seen = rules_hook.arrival(stdout, request.rules_marker)
@@ -210,10 +226,37 @@ class ClaudeBackend(CliPreset):
             output_tokens=parsed.output_tokens,
             cached_tokens=parsed.cached_tokens,
             cost_usd=parsed.cost_usd,
-            session_id=parsed.session_id,
+            session_id=parsed.session_id or _session_asked(request),
             output_tail=done.output_tail(4000),
             extra=extra,
         )
+
+    # --- resuming a session lost with loopctl (backends.sessions) ---
+
+    def session_in_output(self, text: str) -> str | None:
+        # stream-json (an agent's own `--output-format stream-json`) names it on every line.
+        for line in json_lines(text):
+            found = line.get("session_id")
+            if isinstance(found, str):
+                return safe_session_id(found)
+        return None
+
+    def session_usage(self, session: str, places: Sequence[Path]) -> SessionUsage | None:
+        if safe_session_id(session) is None:
+            return None
+        for place in places:
+            # projects/<the cwd, its separators as dashes>/<session>.jsonl
+            for path in sorted(place.glob(f"projects/*/{session}.jsonl")):
+                return claude_usage(path)
+        return None
+
+    def session_gone(self, result: AgentResult) -> bool:
+        return result.extra.get("session_gone") is True
+
+
+def _session_asked(request: AgentRequest) -> str | None:
+    """The session the turn resumed or was told to create (`--resume`, `--session-id`)."""
+    return safe_session_id(request.session_id) or safe_session_id(request.new_session_id)
 
 
 def _with_cost(parsed: Any, cost: float) -> Any:

@@ -9,7 +9,8 @@ judged by `turn.completed` versus `turn.failed` (README.md, "Tested against the 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from loopctl.backend_registry import BackendSpec, register
@@ -25,7 +26,11 @@ from loopctl.backends.presets import (
     stdout_text,
     with_instructions,
 )
+from loopctl.backends.sessions import SessionUsage, codex_usage
 from loopctl.definitions.agents import Agent
+
+# What Codex 0.171 prints (stderr, exit 1) when asked to resume a thread it has no rollout of.
+_SESSION_GONE = "no rollout found for thread id"
 
 
 class CodexBackend(CliPreset):
@@ -39,6 +44,9 @@ class CodexBackend(CliPreset):
     }
     # A ChatGPT login talks to ChatGPT's own backend and refreshes its token at auth.openai.com.
     login_hosts = ("chatgpt.com", "auth.openai.com")
+    names_sessions = False  # the thread id is Codex's: read from `thread.started`
+    # After `exec resume`, turn.completed counts the whole thread (seen with Codex 0.171).
+    reports_session_totals = True
 
     def model_urls(self, agent: Agent, env: Mapping[str, str]) -> list[ModelUrl]:
         if agent.base_url:
@@ -122,6 +130,26 @@ class CodexBackend(CliPreset):
             output_tail=done.output_tail(4000),
             extra=extra,
         )
+
+    # --- resuming a session lost with loopctl (backends.sessions) ---
+
+    def session_in_output(self, text: str) -> str | None:
+        for event in json_lines(text):
+            if event.get("type") == "thread.started" and isinstance(event.get("thread_id"), str):
+                return safe_session_id(event["thread_id"])
+        return None
+
+    def session_usage(self, session: str, places: Sequence[Path]) -> SessionUsage | None:
+        if safe_session_id(session) is None:
+            return None
+        for place in places:
+            for path in sorted(place.glob(f"sessions/**/rollout-*-{session}.jsonl")):
+                return codex_usage(path)
+        return None
+
+    def session_gone(self, result: AgentResult) -> bool:
+        said = f"{result.extra.get('error') or ''}\n{result.output_tail}"
+        return result.status.value == "error" and _SESSION_GONE in said
 
 
 SPEC = register(

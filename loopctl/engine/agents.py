@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -16,9 +17,11 @@ from loopctl.backends import AgentRequest, AgentResult, AgentStatus, backend_for
 from loopctl.backends.base import checked
 from loopctl.backends.output_tail import agent_output_tail, last_line
 from loopctl.backends.pricing import priced
+from loopctl.backends.sessions import resumable
 from loopctl.checks import import_roots
 from loopctl.definitions import Agent
 from loopctl.definitions.agents import Backend, argv_files, runs_script
+from loopctl.engine import sessions
 from loopctl.engine.containment import forget_private_objects, record_refused, sandbox_for
 from loopctl.engine.context import (
     RunContext,
@@ -66,6 +69,9 @@ def run_agent(
     state_dir.mkdir(exist_ok=True)
     env = agent_env(ctx, spec, workspace, number, agent, role, prompt_file)
     sandbox = sandbox_for(ctx, workspace, agent, state_dir, role, env)
+    # Named before it runs where the CLI allows: a turn lost with loopctl can be resumed.
+    backend = resumable(backend_for(agent))
+    named = str(uuid.uuid4()) if session is None and backend and backend.names_sessions else None
     request = AgentRequest(
         agent=agent,
         role=role,
@@ -80,8 +86,9 @@ def run_agent(
         task=spec.id,
         attempt=number,
         session_id=session,
+        new_session_id=named,
         cancel=ctx.stop,
-        on_start=lambda pid: agent_started(ctx, spec, number, role, agent, pid),
+        on_start=lambda pid: agent_started(ctx, spec, number, role, agent, pid, session or named),
         approved_commands=approved_commands(ctx.rec, ctx.loop.name, spec.id)
         if role == "maker"
         else {},
@@ -103,7 +110,9 @@ def run_agent(
     )
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
-    result = priced(checked(_run_turn(request)), agent, dict(ctx.project.config.prices))
+    turn = sessions.own_usage(ctx, agent, session, checked(_run_turn(request)))
+    turn = checked(sessions.interrupted_usage(ctx, agent, turn))  # read from session files
+    result = priced(turn, agent, dict(ctx.project.config.prices))
     record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)
     if request.sandbox is not None and request.sandbox.reached:
         result = limit_reached(result, request.sandbox.reached[0])
@@ -267,9 +276,16 @@ def approved_commands(rec: Recorder, loop: str, task: str) -> dict[str, tuple[st
 
 
 def agent_started(
-    ctx: RunContext, spec: TaskSpec, number: int, role: str, agent: Agent, pid: int
+    ctx: RunContext,
+    spec: TaskSpec,
+    number: int,
+    role: str,
+    agent: Agent,
+    pid: int,
+    session: str | None = None,
 ) -> None:
-    ctx.record(spec.id, AgentStarted(attempt=number, role=role, agent=agent.name, pid=pid))
+    started = AgentStarted(attempt=number, role=role, agent=agent.name, pid=pid, session_id=session)
+    ctx.record(spec.id, started)
 
 
 # --- can the agent start at all ---------------------------------------------------------------

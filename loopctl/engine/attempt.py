@@ -8,6 +8,7 @@ from typing import Any
 from loopctl.backends.base import auth_failure
 from loopctl.checks import verdicts as checks
 from loopctl.delivery.gates import asked_question
+from loopctl.engine import sessions
 from loopctl.engine.agents import exec_failure, run_agent
 from loopctl.engine.context import (
     RunContext,
@@ -101,8 +102,13 @@ def run_attempt(
         # A prompt cut short (huge pinned parts) would run the maker without its rules.
         _stop_attempt(ctx, spec, number, rules_missing(block, len(prompt.encode())))
         return None
-    session = None
-    if ctx.maker.resume:
+    session, cold_prompt = None, prompt
+    # A turn lost with loopctl (kill -9) continues its own session (issue 31, item 4).
+    lost = sessions.lost_session(ctx, spec, number, ctx.maker)
+    if lost is not None:
+        session, prompt = lost, sessions.resume_prompt(block.text)
+        sessions.resumed(ctx, spec, number, ctx.maker, lost)
+    elif ctx.maker.resume:
         session = next((s for s in reversed(maker_sessions(ctx.rec, ctx.run_id, spec.id))), None)
     before = integrity_baseline(ctx, spec, number)
     if before is None:
@@ -113,6 +119,10 @@ def run_attempt(
         maker_result = run_agent(
             ctx, spec, workspace, number, maker, "maker", prompt, session, rules=block
         )
+        if lost is not None and sessions.gone(ctx, spec, number, maker, lost, maker_result):
+            maker_result = run_agent(
+                ctx, spec, workspace, number, maker, "maker", cold_prompt, None, rules=block
+            )
         if maker_result.status == "interrupted" or ctx.stop.is_set():
             raise KeyboardInterrupt
         if tampered(ctx, spec, number, before):

@@ -277,16 +277,20 @@ def changed_in_place(ctx: RunContext, spec: TaskSpec, changed: list[str]) -> lis
 def stop_orphans(ctx: RunContext, spec: TaskSpec, workspace: Workspace) -> None:
     """Kill agents a killed runner left behind in this task's worktree."""
 
-    events = ctx.log.read()
-    started = ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_STARTED)
-    finished = {
-        ((done := read(AgentFinished, e)).attempt, done.role)
-        for e in ctx_events(events, ctx.run_id, spec.id, EventType.AGENT_FINISHED)
-    }
-    for event in started:
-        turn = read(AgentStarted, event)
-        if (turn.attempt, turn.role) in finished:
+    # A turn is finished by an `agent_finished` of its attempt and role *after* it: a turn lost
+    # with loopctl gets one when its session is resumed (engine.sessions), and the resumed turn
+    # of the same attempt may be lost in its turn.
+    unfinished: dict[tuple[int | None, str | None], AgentStarted] = {}
+    for event in ctx.log.read():
+        if event.run != ctx.run_id or event.task != spec.id:
             continue
+        if event.type == EventType.AGENT_STARTED:
+            turn = read(AgentStarted, event)
+            unfinished[(turn.attempt, turn.role)] = turn
+        elif event.type == EventType.AGENT_FINISHED:
+            done = read(AgentFinished, event)
+            unfinished.pop((done.attempt, done.role), None)
+    for turn in unfinished.values():
         pid = turn.pid
         if pid is not None and kill_leftover_group(pid, workspace.path):
             ctx.record(spec.id, Note(what="orphan_killed", extra={"pid": pid}))

@@ -213,10 +213,12 @@ class AgentStarted(Payload, frozen=True):
     """A maker or checker turn began."""
 
     TYPE: ClassVar[EventType] = EventType.AGENT_STARTED
+    SPARSE: ClassVar[frozenset[str]] = _sparse("session_id")
     attempt: int | None = None
     role: str | None = None
     agent: str | None = None
     pid: int | None = None
+    session_id: str | None = None  # the CLI session loopctl named for it, resumable (issue 31)
 
 
 class AgentFinished(Payload, frozen=True):

@@ -143,6 +143,7 @@ class Seen:
     body: Any
     raw: bytes
     status: int = 0
+    usage: tuple[int, int] | None = None  # the (input, output) tokens its answer reported
 
     @property
     def request(self) -> Request:
@@ -156,6 +157,7 @@ class Seen:
             "headers": self.headers,
             "body": self.body,
             "status": self.status,
+            "usage": list(self.usage) if self.usage else None,
         }
 
 
@@ -310,6 +312,8 @@ def _handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 return
             request = Request(wire, self.path, body, dict(self.headers))
             answer = server.answer(request)
+            if isinstance(answer, Turn):
+                seen.usage = answer.usage
             if isinstance(answer, Reply):
                 self._send(seen, answer)
             elif request.stream:

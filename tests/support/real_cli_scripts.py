@@ -174,6 +174,21 @@ def hang(request: Request, server: ScriptedModelServer) -> Reply:
     return Reply(hang=True)
 
 
+# A file the `lost_after_first_tool` script creates when it holds the request that would be the
+# agent's second tool call: the test kills loopctl once it exists (tests/support/kill_rerun.py).
+LOST_MARK = "LOOPCTL_TEST_LOST_MARK"
+
+
+def lost_after_first_tool(request: Request, server: ScriptedModelServer) -> Turn | Reply:
+    """`fix`, but the first request that carries a tool result (the one that would get the
+    second tool call) is never answered: it creates $LOOPCTL_TEST_LOST_MARK and waits."""
+    mark = Path(os.environ[LOST_MARK])
+    if family(request) != "side" and request.step == 1 and not mark.exists():
+        mark.write_text("held\n")
+        return Reply(hang=True)
+    return fix(request, server)
+
+
 # The variables a CLI's model key travels in (issue 25: inside the sandbox only a stand-in).
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY")
 
@@ -265,4 +280,5 @@ SCRIPTS: dict[str, Script] = {
     "hang": hang,
     "lookup_then_fix": lookup_then_fix,
     "peek_then_fix": peek_then_fix,
+    "lost_after_first_tool": lost_after_first_tool,
 }
