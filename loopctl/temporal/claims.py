@@ -27,7 +27,7 @@ from loopctl.journal.events import Event, EventType
 from loopctl.journal.inbox import ItemKind, items
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import Note, TickFinished
-from loopctl.journal.statuses import RunStatus
+from loopctl.journal.statuses import Outcome, RunStatus
 from loopctl.lock import RunnerLock
 from loopctl.temporal.shapes import ApprovalWait, AttemptRequest, AttemptResult
 
@@ -179,9 +179,11 @@ def close_taken_over(rec: Recorder, loop: Loop, attempt_id: str) -> str | None:
             f"closed unfinished: attempt {theirs} was interrupted on this worker and went on"
             f" {where}; attempt {attempt_id} starts a new run"
         )
-        rec.record(
-            TickFinished(status=RunStatus.STOPPED, reason=reason), run=previous.run, loop=loop.name
+        # This worker died with the run (kill -9, a lost machine) and the attempt was recovered.
+        ended = TickFinished(
+            status=RunStatus.STOPPED, reason=reason, outcome=Outcome.CRASHED_RECOVERED
         )
+        rec.record(ended, run=previous.run, loop=loop.name)
         extra = {"attempt": theirs, "closed_by": attempt_id}
         rec.record(Note(what=ELSEWHERE, extra=extra), run=previous.run, loop=loop.name)
         rec.refresh_projections()
