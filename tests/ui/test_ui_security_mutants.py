@@ -252,17 +252,29 @@ def test_a_live_stream_over_http_keeps_no_session_alive_and_a_used_link_only_red
 
 def test_a_sign_in_link_redirects_to_the_same_page_without_the_token(repo: Path) -> None:
     """The token leaves the address bar and the history, and nothing else does: the page, its
-    other parameters (repeated ones too, in order) and a path that cannot send the browser to
-    another host (`//host`). Kills the kept pairs turned into one-element tuples, the `/` or
-    `?` changed or emptied."""
+    other parameters with their names and values (repeated ones too, in order; an empty value;
+    names and values that need quoting; names that only look like `token`), no `?` when
+    nothing is left, and a path that cannot send the browser to another host (`//host`).
+    Kills the kept pairs turned into one-element tuples (only names, or only values), the `/`
+    or `?` changed or emptied, and the filter on the name turned off or changed."""
     sessions = Sessions()
     with served(repo, sessions) as base, httpx.Client(timeout=60) as browser:
         cases = {
             "/inbox?tab=log&token={t}&tab=diff&q=a+b": "/inbox?tab=log&tab=diff&q=a+b",
             "/inbox?token={t}": "/inbox",
+            "/loops?token={t}&": "/loops",  # an empty pair is no parameter
             "//evil.example/inbox?token={t}&x=1": "/evil.example/inbox?x=1",
+            # Quoted on the way in, read, quoted again on the way out: the same pairs.
+            (
+                "/inbox?note=x%26y%3Dz&token={t}&empty=&tokens=1&Token=2&my%20key=v"
+            ): "/inbox?note=x%26y%3Dz&empty=&tokens=1&Token=2&my+key=v",
         }
         for asked, expected in cases.items():
             answer = browser.get(base + asked.format(t=sessions.new_link()))
             assert answer.status_code == 303, (asked, answer.status_code, answer.text)
             assert answer.headers["location"] == expected, asked
+            # Where it sends the browser is this dashboard's page, the session now signed in
+            # (the `//evil.example` one is no page of it, and stays on this host).
+            landed = browser.get(base + answer.headers["location"])
+            assert landed.status_code == (404 if "evil" in asked else 200), (asked, landed.text)
+            assert "token" not in dict(landed.url.params)
