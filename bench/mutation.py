@@ -1553,14 +1553,6 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         "ui-door",
-        "ast/EmptyString",
-        'stream = request.url.path.startswith("/runs/") and request.url.path.endswith("/stream")',
-        "`/runs/` emptied: every path ending in /stream counts as a page's live stream, and the"
-        " dashboard has no other route that ends so (another such path is a 404 no page links"
-        " to); `/stream` emptied, which takes a run's own page for a stream, is killed",
-    ),
-    Equivalent(
-        "ui-door",
         "ast/IfFalse",
         'if request.method != "POST":',
         "another method (PUT, DELETE, …) then needs this server's Origin like a POST and still"

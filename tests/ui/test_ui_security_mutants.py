@@ -268,13 +268,35 @@ def test_a_sign_in_link_redirects_to_the_same_page_without_the_token(repo: Path)
             (
                 "/inbox?note=x%26y%3Dz&token={t}&empty=&tokens=1&Token=2&my%20key=v"
             ): "/inbox?note=x%26y%3Dz&empty=&tokens=1&Token=2&my+key=v",
+            # A page it does not have keeps its path as asked, every letter of it.
+            "/missing/-page?token={t}&a=1": "/missing/-page?a=1",
         }
         for asked, expected in cases.items():
             answer = browser.get(base + asked.format(t=sessions.new_link()))
             assert answer.status_code == 303, (asked, answer.status_code, answer.text)
             assert answer.headers["location"] == expected, asked
             # Where it sends the browser is this dashboard's page, the session now signed in
-            # (the `//evil.example` one is no page of it, and stays on this host).
+            # (`//evil.example` and `/missing` are no page of it; the first stays on this host).
             landed = browser.get(base + answer.headers["location"])
-            assert landed.status_code == (404 if "evil" in asked else 200), (asked, landed.text)
+            missing = "evil" in asked or "missing" in asked
+            assert landed.status_code == (404 if missing else 200), (asked, landed.text)
             assert "token" not in dict(landed.url.params)
+
+
+def test_only_a_runs_live_stream_and_a_jobs_poll_leave_a_session_idle(repo: Path) -> None:
+    """Every other request of the browser is a human's and keeps the session alive, whatever
+    its path ends with (an item called `stream`, a page it does not have); a page following a
+    job it started (`/jobs/…`) does not. Kills `/runs/` emptied (any path ending in /stream
+    would leave the session idle) and `/jobs/` changed (a page left open on a job would keep
+    its session alive for ever)."""
+    now = [0.0]
+    sessions = Sessions(idle_s=60, max_age_s=3600, clock=lambda: now[0])
+    with served(repo, sessions) as base, httpx.Client(timeout=60) as browser:
+        assert browser.get(f"{base}/?token={sessions.new_link()}").status_code == 303
+        for step, path in enumerate(("/inbox/stream", "/stream", "/loops/stream"), start=1):
+            now[0] = step * 50  # 50 s after the request before: idle for less than 60 s
+            assert browser.get(base + path).status_code in (200, 404), path
+        now[0] = 150 + 50
+        assert browser.get(f"{base}/jobs/nosuchjob").status_code == 404  # let through
+        now[0] = 150 + 61  # the job's poll 11 s ago counts for nothing: idle since 150
+        assert browser.get(f"{base}/loops").status_code == 401
