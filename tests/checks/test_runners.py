@@ -50,6 +50,10 @@ def test_a_known_runner_invocation_is_armed(
             assert armed.env[runners.REPORT_VARIABLE] == str(armed.folder / "report.json")
             # Only `-m` puts the working folder first: only then is PYTHONSAFEPATH needed.
             assert ("PYTHONSAFEPATH" in armed.env) == ("-m" in argv)
+        else:
+            # jest writes its own report (the path is on its argv): the check's environment
+            # stays the user's, PYTHONPATH as set, for any Python program its tests start.
+            assert armed.env == {}
     finally:
         runners.disarm(armed)
     assert not armed.folder.exists()
