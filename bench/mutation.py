@@ -304,6 +304,8 @@ TARGETS: dict[str, Target] = {
             "test_the_push_never_overwrites_what_someone_pushed_to_the_pr_meanwhile",
             "tests/tasks/test_github_tasks.py::"
             "test_a_pull_requests_push_never_asks_about_the_loops_own_branch",
+            "tests/tasks/test_github_tasks.py::"
+            "test_a_pull_requests_head_found_at_the_commit_or_deleted_at_approval",
             "tests/commands/test_inbox.py",
         ),
         only=("overwrites", "run", "_approved_replaces", "_push_to_pr_head"),
