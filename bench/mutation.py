@@ -302,6 +302,10 @@ TARGETS: dict[str, Target] = {
             "tests/delivery/test_approval_binding.py",
             "tests/tasks/test_github_tasks.py::"
             "test_the_push_never_overwrites_what_someone_pushed_to_the_pr_meanwhile",
+            "tests/tasks/test_github_tasks.py::"
+            "test_a_pull_requests_push_never_asks_about_the_loops_own_branch",
+            "tests/tasks/test_github_tasks.py::"
+            "test_a_pull_requests_head_found_at_the_commit_or_deleted_at_approval",
             "tests/commands/test_inbox.py",
         ),
         only=("overwrites", "run", "_approved_replaces", "_push_to_pr_head"),
@@ -1550,14 +1554,6 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "self._sessions.pop(key, None)",
         "an ended session kept in the table is refused by the same `_ended` check on every"
         " later request, and the next exchange's prune removes it: only memory, for a while",
-    ),
-    Equivalent(
-        "ui-door",
-        "ast/EmptyString",
-        'stream = request.url.path.startswith("/runs/") and request.url.path.endswith("/stream")',
-        "`/runs/` emptied: every path ending in /stream counts as a page's live stream, and the"
-        " dashboard has no other route that ends so (another such path is a 404 no page links"
-        " to); `/stream` emptied, which takes a run's own page for a stream, is killed",
     ),
     Equivalent(
         "ui-door",

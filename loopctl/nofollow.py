@@ -29,7 +29,8 @@ _O_PATH = getattr(os, "O_PATH", 0)
 
 def open_folder(within: Path, relative: str | Path = "") -> int:
     """A descriptor of `within/relative`; no component of `relative` may be a link (ELOOP) or
-    other than a folder (ENOTDIR). The caller closes it."""
+    other than a folder (ENOTDIR). The caller closes it. `within` itself is opened as given,
+    links followed: a folder whose own name an agent could replace goes in `relative`."""
     fd = os.open(within, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in _parts(relative):

@@ -128,7 +128,10 @@ def _locate(argv: Sequence[str]) -> tuple[str, test_runners.Reporter, int, bool]
 def read_report(armed: Armed) -> Report:
     """The report an armed run left, read following no link the check could have planted."""
     try:
-        fd = nofollow.open_folder(armed.folder)
+        # From its parent: the folder's own name may be a link too. With the sandbox off the
+        # check runs as the user in the host's temporary folder, where it can move the folder
+        # away and leave a link to one with a report of its own.
+        fd = nofollow.open_folder(armed.folder.parent, armed.folder.name)
     except OSError:
         return Report("unreadable", {})
     try:

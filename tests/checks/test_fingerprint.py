@@ -669,3 +669,28 @@ def test_the_short_form_names_the_first_error_line() -> None:
     found = fingerprint(2, "error: first thing\nerror: second thing\n")
     assert found.error_lines == ("error: first thing", "error: second thing")
     assert found.short() == f"{found.digest} exit 2: error: first thing"
+
+
+def test_a_line_number_before_a_count_word_is_still_a_place_not_a_count() -> None:
+    """A diagnostic that names its line just before a word that also counts ("line 3 error:
+    ..."): the failure moved down a line is the same failure. Kills the line-word pattern
+    changed (the number would then stay, read as a count)."""
+    before = fingerprint(1, "config.toml: line 3 error: expected '='\n")
+    after = fingerprint(1, "config.toml: line 4 error: expected '='\n")
+    assert before.error_lines == ("config.toml: line N error: expected '='",)
+    assert before.digest == after.digest
+
+
+def test_a_traceback_that_is_not_pythons_usual_one_is_an_error_line() -> None:
+    """faulthandler's dump (a hung test killed, a crash) opens with "Traceback (most recent
+    call first):", not the usual header: the line itself says an error happened. Kills the
+    error-word pattern changed at its end (`Traceback`)."""
+    output = 'Traceback (most recent call first):\n  File "/srv/app/x.py", line 3 in main\n'
+    assert error_lines(output) == ("Traceback (most recent call first):",)
+
+
+def test_short_names_a_single_failing_test_alone() -> None:
+    """Kills the "(+N more)" suffix's empty alternative changed: one failing test is named
+    with nothing after it."""
+    fp = Fingerprint(1, ("tests/test_a.py::test_x",), (), "abc")
+    assert fp.short() == "abc exit 1: failing tests/test_a.py::test_x"

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,10 @@ def test_a_known_runner_invocation_is_armed(
             assert armed.env[runners.REPORT_VARIABLE] == str(armed.folder / "report.json")
             # Only `-m` puts the working folder first: only then is PYTHONSAFEPATH needed.
             assert ("PYTHONSAFEPATH" in armed.env) == ("-m" in argv)
+        else:
+            # jest writes its own report (the path is on its argv): the check's environment
+            # stays the user's, PYTHONPATH as set, for any Python program its tests start.
+            assert armed.env == {}
     finally:
         runners.disarm(armed)
     assert not armed.folder.exists()
@@ -189,6 +194,39 @@ def test_a_report_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
     finally:
         runners.disarm(armed)
     assert target.is_file()  # removing the folder removed the link, not what it names
+
+
+def test_a_link_planted_at_the_report_folder_itself_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sandbox off a check runs as the user, in the host's temporary folder, where
+    its report folder lies: a test of the project moves that folder away and leaves a link in
+    its place to a folder of its own with a forged report. loopctl reads the report from the
+    folder it made, never through that link: unreadable, not the forged counts."""
+    temp = tmp_path / "temp"  # where loopctl makes the report folder: the check's /tmp
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    folder = project(tmp_path / "project")
+    (folder / "tests" / "test_plant.py").write_text(
+        "import glob, json, os\n\n\n"
+        "def test_plant():\n"
+        f"    (report,) = glob.glob({str(temp)!r} + '/loopctl-report-*')\n"
+        f"    forged = {str(tmp_path / 'forged')!r}\n"
+        "    os.mkdir(forged)\n"
+        "    with open(os.path.join(forged, 'report.json'), 'w') as out:\n"
+        "        json.dump({'runner': 'pytest', 'counts': {'passed': 7}}, out)\n"
+        "    os.rename(report, report + '-moved')\n"
+        "    os.symlink(forged, report)\n"
+    )
+
+    output, report = armed_run((PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"), folder)
+
+    assert "1 failed, 2 passed, 1 skipped" in output  # the planting test ran and passed
+    assert report.state == "unreadable", report
+    # Disarming removed the link, not the folder it names.
+    assert (tmp_path / "forged" / "report.json").is_file()
+    (left,) = temp.iterdir()  # the folder it moved away, which held the honest report
+    assert left.name.endswith("-moved")
 
 
 @pytest.mark.parametrize(

@@ -135,6 +135,28 @@ def test_a_remote_that_already_has_the_approved_commit_is_left_as_it_is(
     assert finished["detail"] == f"origin already has {BRANCH} at {sha[:12]}"
 
 
+def test_an_approved_plain_push_says_it_pushed_what_where(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outcome a human reads in the log and the inbox names a plain push as one (a force
+    push says what it replaced). Kills the word `pushed` changed or emptied in `Push.run`."""
+    make_project(repo, "fixer.py")
+    remote = add_remote(repo, tmp_path)
+    ship_loop(repo, 'actions = ["commit", "push"]')
+    assert invoke(monkeypatch, repo, "run", "ship", "--once").exit_code == 0
+    item = the_approval(monkeypatch, repo)
+    sha = str(events(repo, "commit_created", "main")[-1].data["sha"])
+
+    done = invoke(monkeypatch, repo, "inbox", "approve", item["id"])
+
+    assert done.exit_code == 0, done.output
+    assert remote_refs(remote) == {f"refs/heads/{BRANCH}": sha}
+    finished = events(repo, "action_finished", "main")[-1].data
+    assert finished["ok"] is True
+    assert str(finished["detail"]).startswith(f"pushed {sha[:12]} to origin ("), finished
+    assert str(finished["detail"]).endswith(f") {BRANCH}"), finished
+
+
 # A deploy that records what loopctl tells it (every LOOPCTL_* variable) and where it runs.
 SEES = (
     "import json, os, sys\n"

@@ -469,6 +469,67 @@ def test_the_push_never_overwrites_what_someone_pushed_to_the_pr_meanwhile(
     assert events(repo, "worktree_created", "pr-45")[-1].data["base_sha"] == theirs
 
 
+@pytest.mark.parametrize("meanwhile", ["already-there", "deleted"])
+def test_a_pull_requests_head_found_at_the_commit_or_deleted_at_approval(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meanwhile: str
+) -> None:
+    """Between the approval's item and the approval, the PR's head got the approved commit
+    already (a push that ended unseen): the push is done, nothing pushed again; or the branch
+    was deleted: nothing is pushed, and the reason says so. Kills the "already has it" check of
+    the PR push turned off and the word `deleted` changed or emptied."""
+    project(repo, tmp_path, monkeypatch)
+    head = open_pull(repo, tmp_path)
+    write_fixtures(tmp_path, pulls=[pull(head)])
+    github_loop(repo, 'kind = "prs"', PR_DELIVER)
+    assert invoke(monkeypatch, repo, "run", "gh", "--once").exit_code == 0
+    item = the_approval(monkeypatch, repo)
+    (commit,) = events(repo, "commit_created", "pr-45")
+    sha = str(commit.data["sha"])
+    if meanwhile == "deleted":
+        git(repo, "push", "-q", "origin", ":refs/heads/feature")
+    else:
+        git(repo, "push", "-q", "origin", f"{sha}:refs/heads/feature")
+
+    approved = invoke(monkeypatch, repo, "inbox", "approve", item["id"])
+
+    status = events(repo, "task_finished", "pr-45")[-1].data["status"]
+    if meanwhile == "deleted":
+        assert approved.exit_code == 1
+        assert f"moved from {head[:12]} to deleted since the task started" in approved.output
+        assert "refs/heads/feature" not in remote_refs(tmp_path / "remote.git")
+        assert status == "failed"
+    else:
+        assert approved.exit_code == 0, approved.output
+        assert remote_refs(tmp_path / "remote.git")["refs/heads/feature"] == sha
+        assert status == "done"
+
+
+def test_a_pull_requests_push_never_asks_about_the_loops_own_branch(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull request task pushes onto the PR's head, leasing the head it started from: a
+    branch on the remote named as the loop's own (`loop/gh/pr-45`, from someone else) is not
+    what the push replaces, so an ungated push runs at once, asks nothing, and leaves that
+    branch alone. Kills the pull-request guard of `Push.overwrites` turned off (the push would
+    wait for a force-push approval of a branch it never touches)."""
+    project(repo, tmp_path, monkeypatch)
+    head = open_pull(repo, tmp_path)
+    main = git(repo, "rev-parse", "main").strip()
+    other = git(repo, "commit-tree", f"{main}^{{tree}}", "-p", main, "-m", "someone's").strip()
+    git(repo, "push", "-q", "origin", f"{other}:refs/heads/loop/gh/pr-45")
+    write_fixtures(tmp_path, pulls=[pull(head)])
+    github_loop(repo, 'kind = "prs"', '\n[deliver]\nactions = ["commit", "push"]\napprove = []\n')
+
+    assert invoke(monkeypatch, repo, "run", "gh", "--once").exit_code == 0
+
+    assert inbox_items(monkeypatch, repo) == []
+    (commit,) = events(repo, "commit_created", "pr-45")
+    pushed = remote_refs(tmp_path / "remote.git")
+    assert pushed["refs/heads/feature"] == commit.data["sha"]
+    assert pushed["refs/heads/loop/gh/pr-45"] == other
+    assert events(repo, "task_finished", "pr-45")[-1].data["status"] == "done"
+
+
 @pytest.mark.parametrize(
     ("head", "cross"),
     [("--upload-pack=touch pwned", False), ("../../x", False), ("feature", True)],

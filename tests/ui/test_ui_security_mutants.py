@@ -252,17 +252,51 @@ def test_a_live_stream_over_http_keeps_no_session_alive_and_a_used_link_only_red
 
 def test_a_sign_in_link_redirects_to_the_same_page_without_the_token(repo: Path) -> None:
     """The token leaves the address bar and the history, and nothing else does: the page, its
-    other parameters (repeated ones too, in order) and a path that cannot send the browser to
-    another host (`//host`). Kills the kept pairs turned into one-element tuples, the `/` or
-    `?` changed or emptied."""
+    other parameters with their names and values (repeated ones too, in order; an empty value;
+    names and values that need quoting; names that only look like `token`), no `?` when
+    nothing is left, and a path that cannot send the browser to another host (`//host`).
+    Kills the kept pairs turned into one-element tuples (only names, or only values), the `/`
+    or `?` changed or emptied, and the filter on the name turned off or changed."""
     sessions = Sessions()
     with served(repo, sessions) as base, httpx.Client(timeout=60) as browser:
         cases = {
             "/inbox?tab=log&token={t}&tab=diff&q=a+b": "/inbox?tab=log&tab=diff&q=a+b",
             "/inbox?token={t}": "/inbox",
+            "/loops?token={t}&": "/loops",  # an empty pair is no parameter
             "//evil.example/inbox?token={t}&x=1": "/evil.example/inbox?x=1",
+            # Quoted on the way in, read, quoted again on the way out: the same pairs.
+            (
+                "/inbox?note=x%26y%3Dz&token={t}&empty=&tokens=1&Token=2&my%20key=v"
+            ): "/inbox?note=x%26y%3Dz&empty=&tokens=1&Token=2&my+key=v",
+            # A page it does not have keeps its path as asked, every letter of it.
+            "/missing/-page?token={t}&a=1": "/missing/-page?a=1",
         }
         for asked, expected in cases.items():
             answer = browser.get(base + asked.format(t=sessions.new_link()))
             assert answer.status_code == 303, (asked, answer.status_code, answer.text)
             assert answer.headers["location"] == expected, asked
+            # Where it sends the browser is this dashboard's page, the session now signed in
+            # (`//evil.example` and `/missing` are no page of it; the first stays on this host).
+            landed = browser.get(base + answer.headers["location"])
+            missing = "evil" in asked or "missing" in asked
+            assert landed.status_code == (404 if missing else 200), (asked, landed.text)
+            assert "token" not in dict(landed.url.params)
+
+
+def test_only_a_runs_live_stream_and_a_jobs_poll_leave_a_session_idle(repo: Path) -> None:
+    """Every other request of the browser is a human's and keeps the session alive, whatever
+    its path ends with (an item called `stream`, a page it does not have); a page following a
+    job it started (`/jobs/…`) does not. Kills `/runs/` emptied (any path ending in /stream
+    would leave the session idle) and `/jobs/` changed (a page left open on a job would keep
+    its session alive for ever)."""
+    now = [0.0]
+    sessions = Sessions(idle_s=60, max_age_s=3600, clock=lambda: now[0])
+    with served(repo, sessions) as base, httpx.Client(timeout=60) as browser:
+        assert browser.get(f"{base}/?token={sessions.new_link()}").status_code == 303
+        for step, path in enumerate(("/inbox/stream", "/stream", "/loops/stream"), start=1):
+            now[0] = step * 50  # 50 s after the request before: idle for less than 60 s
+            assert browser.get(base + path).status_code in (200, 404), path
+        now[0] = 150 + 50
+        assert browser.get(f"{base}/jobs/nosuchjob").status_code == 404  # let through
+        now[0] = 150 + 61  # the job's poll 11 s ago counts for nothing: idle since 150
+        assert browser.get(f"{base}/loops").status_code == 401
