@@ -1,7 +1,8 @@
 """The daily budget fuse across workers: a ledger workflow every worker of a task queue asks.
 
-Each worker's journal holds only its own spend, so the fuse a worker computes alone would let
-two machines together spend twice the day's cap. The ledger is a workflow (one per task queue):
+A worker's journal holds its own spend and only what other workers had pushed to the state
+branch when it last pushed, so the fuse a worker computes alone would let two machines together
+spend up to twice the day's cap (it can only ever refuse earlier, never admit more). The ledger is a workflow (one per task queue):
 Temporal runs its updates one at a time and keeps its state in its own history, so admission is
 a check and a reservation at once, whichever worker asks. An attempt is admitted while the day's
 settled spend plus, for each attempt admitted and still running, the mean cost of a settled
