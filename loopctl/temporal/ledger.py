@@ -1,15 +1,15 @@
 """The daily budget fuse across workers: a ledger workflow every worker of a task queue asks.
 
-A worker's journal holds its own spend and only what other workers had pushed to the state
-branch when it last pushed, so the fuse a worker computes alone would let two machines together
-spend up to twice the day's cap (it can only ever refuse earlier, never admit more). The ledger is a workflow (one per task queue):
-Temporal runs its updates one at a time and keeps its state in its own history, so admission is
-a check and a reservation at once, whichever worker asks. An attempt is admitted while the day's
-settled spend plus, for each attempt admitted and still running, the mean cost of a settled
-attempt stays under the cap (`[budget] max_tokens_per_day` / `max_usd_per_day`); its spend is
-settled once, by attempt id, when it ends. Before any attempt has ended (no mean cost yet), a
-second attempt waits for the first instead of starting unreserved. Imported by the workflow
-sandbox: nothing of loopctl's but the plain shapes.
+A worker's journal holds its own spend and only what other workers had pushed to the state branch
+when it last pushed, so the fuse a worker computes alone would let two machines together spend up
+to twice the day's cap (it can only ever refuse earlier, never admit more). The ledger is a
+workflow (one per task queue): Temporal runs its updates one at a time and keeps its state in its
+own history, so admission is a check and a reservation at once, whichever worker asks. An attempt
+is admitted while the day's settled spend plus, for each attempt admitted and still running, the
+mean cost of a settled attempt stays under the cap (`[budget] max_tokens_per_day` /
+`max_usd_per_day`); its spend is settled once, by attempt id, when it ends. Before any attempt has
+ended (no mean cost yet), a second attempt waits for the first instead of starting unreserved.
+Imported by the workflow sandbox: nothing of loopctl's but the plain shapes.
 """
 
 from __future__ import annotations
