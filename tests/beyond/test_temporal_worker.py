@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.beyond import QUEUE, loopctl_worker, wait_until
+from support.beyond import LOOP, QUEUE, loop_project, loopctl_worker, notes, tick, wait_until
 from support.journal import events
 from support.repos import git, make_project, write_loop
 
@@ -29,47 +29,14 @@ from loopctl.lock import RunnerLock
 from loopctl.temporal.claims import CLAIMED, FINISHED, AttemptBusy, run_claimed
 from loopctl.temporal.shapes import AttemptRequest, AttemptResult
 
-LOOP = 'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n'
-
-
-def _project(where: Path, *agent: str | Path) -> Path:
-    project = where / "project"
-    project.mkdir()
-    git(project, "init", "-q", "-b", "main")
-    make_project(project, *(agent or ("fixer.py",)))
-    write_loop(project, "nightly", LOOP)
-    git(project, "add", "-A")
-    git(project, "commit", "-q", "-m", "a loop")
-    return project
-
 
 @pytest.fixture
 def worker(temporal_server: str, outside: Path) -> Iterator[tuple[Path, Path]]:
     """(project, log): a `loopctl worker` polling QUEUE for the calc project."""
-    project = _project(outside)
+    project = loop_project(outside)
     log = outside / "worker.log"
     with loopctl_worker(temporal_server, project, "machine-a", log):
         yield project, log
-
-
-async def _tick(address: str, workflow_id: str, attempt_id: str = "") -> AttemptResult:
-    from temporalio.client import Client
-
-    client = await Client.connect(address)
-    result: AttemptResult = await client.execute_workflow(
-        "loopctl.LoopTick",
-        AttemptRequest(loop="nightly", attempt_id=attempt_id),
-        id=workflow_id,
-        task_queue=QUEUE,
-        result_type=AttemptResult,
-    )
-    return result
-
-
-def _notes(project: Path, what: str) -> list[dict[str, object]]:
-    return [
-        dict(e.data) for e in events(project) if e.type == EventType.NOTE and e.data["what"] == what
-    ]
 
 
 def test_a_worker_runs_the_attempt_once_per_attempt_id(
@@ -77,7 +44,7 @@ def test_a_worker_runs_the_attempt_once_per_attempt_id(
 ) -> None:
     project, log = worker
 
-    first = asyncio.run(_tick(temporal_server, "nightly-1"))
+    first = asyncio.run(tick(temporal_server, "nightly-1"))
 
     assert (first.status, first.replayed, first.worker) == ("done", False, "machine-a"), (
         log.read_text()
@@ -94,7 +61,7 @@ def test_a_worker_runs_the_attempt_once_per_attempt_id(
 
     # The same attempt delivered again (a retried activity, a second workflow naming it):
     # answered from the journal, no second agent, its spend counted once.
-    again = asyncio.run(_tick(temporal_server, "nightly-1-retry", attempt_id="nightly-1"))
+    again = asyncio.run(tick(temporal_server, "nightly-1-retry", attempt_id="nightly-1"))
 
     assert again.replayed
     assert (again.run, again.tokens, again.status) == (first.run, first.tokens, "done")
@@ -102,13 +69,13 @@ def test_a_worker_runs_the_attempt_once_per_attempt_id(
     after = events(project)
     assert [e.type for e in after].count(EventType.AGENT_STARTED) == 1
     assert [e.type for e in after].count(EventType.TICK_STARTED) == 1
-    (claimed,) = _notes(project, CLAIMED)
+    (claimed,) = notes(project, CLAIMED)
     assert (claimed["attempt"], claimed["worker"], claimed["claim"]) == (
         "nightly-1",
         "machine-a",
         1,
     )
-    (ended,) = _notes(project, FINISHED)
+    (ended,) = notes(project, FINISHED)
     assert (ended["run_id"], ended["tokens"]) == (first.run, first.tokens)
     seqs = [e.seq for e in after]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # gap-free
@@ -182,7 +149,7 @@ def test_kill_9_of_the_worker_mid_attempt_and_the_other_finishes_it(
     attempt again (the dead one's lock is gone) and the engine resumes the tick from the log:
     one commit, one tick, a gap-free journal, the spend of one finished agent."""
     marker, release = outside / "agent.pid", outside / "release"
-    project = _project(outside, "slow_fixer.py", marker, release)
+    project = loop_project(outside, "slow_fixer.py", marker, release)
     with (
         loopctl_worker(temporal_server, project, "machine-a", outside / "a.log") as a,
         loopctl_worker(temporal_server, project, "machine-b", outside / "b.log") as b,
@@ -190,7 +157,7 @@ def test_kill_9_of_the_worker_mid_attempt_and_the_other_finishes_it(
         try:
             asyncio.run(_start(temporal_server, "nightly-k9"))
             wait_until(marker.exists, "the agent runs")
-            (claimed,) = _notes(project, CLAIMED)
+            (claimed,) = notes(project, CLAIMED)
             dying, survivor = (
                 (a, "machine-b") if claimed["worker"] == "machine-a" else (b, "machine-a")
             )
@@ -208,7 +175,7 @@ def test_kill_9_of_the_worker_mid_attempt_and_the_other_finishes_it(
             release.touch()
 
     assert (result.status, result.worker, result.replayed) == ("done", survivor, False)
-    claims = _notes(project, CLAIMED)
+    claims = notes(project, CLAIMED)
     assert [(c["worker"], c["claim"]) for c in claims] == [
         (claimed["worker"], 1),
         (survivor, 2),
@@ -221,7 +188,7 @@ def test_kill_9_of_the_worker_mid_attempt_and_the_other_finishes_it(
     seqs = [e.seq for e in found]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     finished_agents = [e for e in found if e.type == EventType.AGENT_FINISHED]
-    (ended,) = _notes(project, FINISHED)
+    (ended,) = notes(project, FINISHED)
     assert ended["tokens"] == result.tokens
     (finished_agent,) = finished_agents
     spent = finished_agent.data["input_tokens"] + finished_agent.data["output_tokens"]
@@ -248,7 +215,7 @@ def test_sigterm_stops_the_worker_and_its_attempt_resumes_on_the_next(
     agent ended, the run recorded as interrupted), the worker exits 0, and a worker started
     later takes the attempt over and resumes the tick."""
     marker, release = outside / "agent.pid", outside / "release"
-    project = _project(outside, "slow_fixer.py", marker, release)
+    project = loop_project(outside, "slow_fixer.py", marker, release)
     try:
         with loopctl_worker(temporal_server, project, "machine-a", outside / "a.log") as a:
             asyncio.run(_start(temporal_server, "nightly-term"))
@@ -270,4 +237,4 @@ def test_sigterm_stops_the_worker_and_its_attempt_resumes_on_the_next(
     found = events(project)
     assert [e.type for e in found].count(EventType.TICK_STARTED) == 1
     assert EventType.RUN_RESUMED in [e.type for e in found]
-    assert [c["worker"] for c in _notes(project, CLAIMED)] == ["machine-a", "machine-b"]
+    assert [c["worker"] for c in notes(project, CLAIMED)] == ["machine-a", "machine-b"]

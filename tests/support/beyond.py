@@ -15,10 +15,16 @@ from pathlib import Path
 import pytest
 
 from loopctl import process
+from loopctl.journal.events import EventType
+from loopctl.temporal.shapes import AttemptRequest, AttemptResult
 from support.cli import loopctl_argv
+from support.journal import events
+from support.repos import git, make_project, write_loop
 
 # The task queue the tests' workers poll.
 QUEUE = "loopctl-tests"
+# A loop the tests' workers run: one attempt fixes calc's add().
+LOOP = 'every = "1h"\ngoal = "tests green"\nprompt = "Make add() add."\n'
 # Generous: a loaded 2-core CI machine; the server is ready in about half a second.
 READY_WITHIN_S = 60.0
 
@@ -117,3 +123,39 @@ def machine_env(home: Path) -> dict[str, str]:
     for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
         env[name] = str(home / name.lower())
     return env
+
+
+def loop_project(where: Path, *agent: str | Path) -> Path:
+    """The calc project at `where`/project with the loop "nightly", its maker the fake agent
+    `agent` (a script and its arguments; fixer.py when none), committed on main."""
+    project = where / "project"
+    project.mkdir()
+    git(project, "init", "-q", "-b", "main")
+    make_project(project, *(agent or ("fixer.py",)))
+    write_loop(project, "nightly", LOOP)
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "a loop")
+    return project
+
+
+async def tick(address: str, workflow_id: str, attempt_id: str = "") -> AttemptResult:
+    """One tick of "nightly" as a workflow on QUEUE, started with the SDK (as `up --engine
+    temporal` or another client would), awaited to its result."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address)
+    result: AttemptResult = await client.execute_workflow(
+        "loopctl.LoopTick",
+        AttemptRequest(loop="nightly", attempt_id=attempt_id),
+        id=workflow_id,
+        task_queue=QUEUE,
+        result_type=AttemptResult,
+    )
+    return result
+
+
+def notes(project: Path, what: str) -> list[dict[str, object]]:
+    """The data of the journal's notes `what` (a claim, a finished attempt)."""
+    return [
+        dict(e.data) for e in events(project) if e.type == EventType.NOTE and e.data["what"] == what
+    ]
