@@ -131,7 +131,6 @@ def diff(item_id: ItemId, no_pager: NoPager = False) -> None:
 
     Exits 1 for an item that is not an approval of a commit.
     """
-    import sys
 
     from loopctl.cli import pager
     from loopctl.commands.inbox_show import patch
@@ -254,8 +253,11 @@ def approve(
 
 def _finish_signalled(result: Any, json_out: bool) -> None:
     """`_finish`, then, after a signal (a loop on Temporal), leave without interpreter
-    teardown (commands.worker.exit_now says why)."""
-    if "temporalio" not in sys.modules:
+    teardown (commands.worker.exit_now says why).
+
+    Only when this very command signalled: the SDK merely imported (a process that runs
+    commands in-process, as the test suite does) must not end the whole process."""
+    if not getattr(result, "signalled", False):
         _finish(result, json_out)
         return
     from loopctl.commands.worker import exit_now

@@ -68,6 +68,9 @@ class ActionResult:
     queued: bool = False
     delivery: DeliveryResult | None = None
     run: RunOutcome | None = None
+    # Decided by a signal to a Temporal workflow (commands.on_temporal): this process used the
+    # SDK's client, and the CLI leaves without interpreter teardown (commands.worker.exit_now).
+    signalled: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -185,6 +185,7 @@ def _signal(record: OnTemporal, item: InboxItem, note: str, *, reject: bool) -> 
             f" {record.server}; the worker that holds the commit acts on it when it takes the"
             " signal up",
             queued=True,
+            signalled=True,
         )
     if answer.outcome == "closed" and not answer.message:
         answer_text = (
@@ -193,7 +194,7 @@ def _signal(record: OnTemporal, item: InboxItem, note: str, *, reject: bool) -> 
         )
     else:
         answer_text = answer.message
-    return ActionResult(item.id, action, answer_text, ok=answer.ok)
+    return ActionResult(item.id, action, answer_text, ok=answer.ok, signalled=True)
 
 
 # --- a worker's records go home ----------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,44 @@ def test_approve_pushes_exactly_the_commit_it_showed(
     assert events(repo, "task_finished", "main")[-1].data["status"] == "done"
     assert "### `main` — done" in (repo / ".loop" / "STATE.md").read_text()
     assert "Nothing needs you." in (repo / ".loop" / "INBOX.md").read_text()
+
+
+# A caller that runs loopctl's CLI in its own process with the Temporal SDK already imported.
+_IN_PROCESS = """
+import sys
+import temporalio  # loaded, never used: no loop of this clone is on Temporal
+from loopctl.__main__ import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(f"returned {code}")
+"""
+
+
+@pytest.mark.parametrize("decision", [("approve", "--note", "ok"), ("reject", "--reason", "no")])
+def test_a_decision_made_here_returns_even_where_the_temporal_sdk_is_loaded(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decision: tuple[str, ...]
+) -> None:
+    """Only a decision sent to Temporal as a signal leaves without interpreter teardown: with
+    the SDK merely imported (an earlier command, a test in the same process), an approval made
+    here returns to its caller rather than ending the caller's whole process."""
+    pytest.importorskip("temporalio")  # the `temporal` extra, which `dev` installs
+    remote = gated_run(repo, tmp_path, monkeypatch, 'actions = ["commit", "push"]')
+    item = the_approval(monkeypatch, repo)
+
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_PROCESS, "inbox", decision[0], item["id"], *decision[1:]],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("returned 0"), done.stdout + done.stderr
+    assert bool(remote_refs(remote)) == (decision[0] == "approve")
 
 
 def test_reject_closes_the_task_without_delivery(
