@@ -20,6 +20,7 @@ from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
 from loopctl.engine.review import attempt_review
 from loopctl.engine.rules import RulesBlock
+from loopctl.engine.proposals import harvest
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
@@ -210,6 +211,9 @@ def run_attempt(
             _stop_attempt(ctx, spec, number, unstarted)
             return None
         reattach(ctx, spec, workspace)
+        # Invariant 10: its edits of the loop's own definitions become proposals, out of
+        # what is checked and committed (issue 31, item 3).
+        harvest(ctx, spec, workspace, number)
         ran: list[dict[str, Any]] = []
         try:
             snapshot, verdict = check_turn(

@@ -21,6 +21,7 @@ from loopctl.journal.overnight import (
     Stalled,
     WaitingForReview,
 )
+from loopctl.journal.proposals import ProposalApplied, ProposalMade, ProposalRefused
 from loopctl.journal.payload import (
     ItemId,
     NotePayload,
@@ -32,7 +33,15 @@ from loopctl.journal.payload import (
     read_note,
 )
 
-__all__ = ["NotePayload", "Payload", "read", "read_note"]
+__all__ = [
+    "NotePayload",
+    "Payload",
+    "ProposalApplied",
+    "ProposalMade",
+    "ProposalRefused",
+    "read",
+    "read_note",
+]
 
 
 def _sparse(*names: str) -> frozenset[str]:
@@ -568,6 +577,9 @@ PAYLOADS: tuple[type[Payload], ...] = (
     DigestSent,
     SchedulerStarted,
     SchedulerStopped,
+    ProposalMade,
+    ProposalApplied,
+    ProposalRefused,
 )
 NOTES: tuple[type[NotePayload], ...] = (
     NetworkRefused,
