@@ -18,9 +18,9 @@ from loopctl.engine.context import (
 )
 from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
+from loopctl.engine.proposals import harvest
 from loopctl.engine.review import attempt_review
 from loopctl.engine.rules import RulesBlock
-from loopctl.engine.proposals import harvest
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach

@@ -15,6 +15,7 @@ from loopctl.errors import GitError
 from loopctl.git.command import git
 from loopctl.git.refs import _FULL_SHA, _NO_REPLACE, _require_sha, require_work_tree
 from loopctl.git.runner import _first_line, _split_z
+from loopctl.globs import first_match
 from loopctl.nofollow import remove_tree
 
 # What a patch made here must be, whatever the repository's config says (see diff.patch_between).
@@ -70,8 +71,8 @@ def tree_files(
     (git's `**` globs, from the top; `literal`: file names, no pattern), sorted by path."""
     if not globs:
         return []
-    magic = "top,literal" if literal else "top,glob"
-    specs = [f":({magic}){pattern}" for pattern in globs]
+    # ls-tree takes no glob magic: every file is listed and the globs are matched here.
+    specs = [f":(top,literal){name}" for name in globs] if literal else []
     out = git(
         ["ls-tree", "-r", "-z", "--full-tree", _tree(repo, ref), "--", *specs],
         cwd=repo,
@@ -81,7 +82,8 @@ def tree_files(
     for record in _split_z(out):
         meta, _, path = record.partition("\t")
         mode, _kind, sha = meta.split(" ")
-        found.append((mode, sha, path))
+        if literal or first_match(path, globs) is not None:
+            found.append((mode, sha, path))
     return sorted(found, key=lambda entry: entry[2])
 
 

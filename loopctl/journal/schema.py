@@ -21,7 +21,6 @@ from loopctl.journal.overnight import (
     Stalled,
     WaitingForReview,
 )
-from loopctl.journal.proposals import ProposalApplied, ProposalMade, ProposalRefused
 from loopctl.journal.payload import (
     ItemId,
     NotePayload,
@@ -32,6 +31,7 @@ from loopctl.journal.payload import (
     read,
     read_note,
 )
+from loopctl.journal.proposals import ProposalApplied, ProposalMade, ProposalRefused
 
 __all__ = [
     "NotePayload",
