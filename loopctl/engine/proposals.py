@@ -4,8 +4,9 @@ its loop's own definitions becomes a proposal in the inbox, never a change that 
 After the maker's turn and before anything is checked, two things in the worktree are taken
 out of the attempt:
 
-- the edits of the definitions the loop runs under (`.loop/`, its agents' files, its skills'
-  folders): each turn's are gathered into one proposal (`source = "edit"`);
+- the edits of definition files (`.loop/`, every agent and skill folder loopctl reads, and this
+  loop's agents' and skills' files wherever they are): each turn's are gathered into one
+  proposal (`source = "edit"`);
 - the proposal files the agent wrote, `.loop-proposals/NAME.md` (one proposal each).
 
 Both are put back as the base commit has them (`git.restore_paths`, following no link), so the
@@ -66,14 +67,15 @@ class Draft:
 
 
 def self_edit_patterns(ctx: RunContext) -> list[str]:
-    """The definitions this loop runs under, as globs (invariant 10's paths)."""
+    """What a maker may propose but not write, as globs: invariant 10's paths (`.loop/`, the
+    files of this loop's agents and skills, wherever they are) and every definition file."""
     agents = [a.path for a in (ctx.maker, ctx.judge) if a is not None]
     skills = [
         ctx.project.skills[name].folder
         for name in ctx.loop.maker.skills
         if name in ctx.project.skills
     ]
-    return self_edit_paths(ctx.paths.root, agents, skills)
+    return [*self_edit_paths(ctx.paths.root, agents, skills), *DEFINITION_GLOBS]
 
 
 def harvest(ctx: RunContext, spec: TaskSpec, workspace: Workspace, number: int) -> list[str]:
