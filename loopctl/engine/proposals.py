@@ -87,7 +87,7 @@ def harvest(ctx: RunContext, spec: TaskSpec, workspace: Workspace, number: int) 
         p for p in git.changed_paths(workspace.path, workspace.base_sha) if not p.endswith("/")
     ]
     patterns = [] if ctx.loop.maker.allow_self_edit else self_edit_patterns(ctx)
-    edits = [p for p in changed if first_match(p, patterns) is not None]
+    edits = [p for p in changed if _definition(p, patterns)]
     files = [p for p in changed if p == PROPOSAL_DIR or p.startswith(PROPOSAL_DIR + "/")]
     if not edits and not files:
         return []
@@ -108,6 +108,11 @@ def harvest(ctx: RunContext, spec: TaskSpec, workspace: Workspace, number: int) 
         ),
     )
     return opened
+
+
+def _definition(path: str, patterns: Sequence[str]) -> bool:
+    """A definition file, or a link or file put where a folder of definitions was (`.loop`)."""
+    return first_match(path, patterns) is not None or first_match(f"{path}/x", patterns) is not None
 
 
 def _from_edits(

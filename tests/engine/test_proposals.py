@@ -68,7 +68,9 @@ def test_a_hostile_allow_all_changes_nothing_and_leaves_a_proposal_that_applies(
     assert made["paths"] == [".loop/config.toml"]
     item = _open_proposal(repo)
     shown = invoke(monkeypatch, repo, "inbox", "show", item)
-    assert 'allow = ["*"]' in shown.output and "Proposes changing: .loop/config.toml" in shown.output
+    assert (
+        'allow = ["*"]' in shown.output and "Proposes changing: .loop/config.toml" in shown.output
+    )
 
     answer = _approve(monkeypatch, repo, item)
 
@@ -166,10 +168,7 @@ CONDITION_LINE = f'"tests green" = {toml_value(FAST_CHECK)}'
 
 
 def _config_diff(old: str, new: str) -> str:
-    return (
-        "--- a/.loop/config.toml\n+++ b/.loop/config.toml\n"
-        f"@@ -7 +7 @@\n-{old}\n+{new}\n"
-    )
+    return f"--- a/.loop/config.toml\n+++ b/.loop/config.toml\n@@ -7 +7 @@\n-{old}\n+{new}\n"
 
 
 def test_a_proposal_file_is_taken_out_of_the_attempt_and_applies(
@@ -180,7 +179,6 @@ def test_a_proposal_file_is_taken_out_of_the_attempt_and_applies(
     assert lines[6] == CONDITION_LINE, lines
     diff = _config_diff(CONDITION_LINE, CONDITION_LINE.replace('"-B", ', ""))
     _hostile(repo, _proposal_file("faster.md", diff))
-    commit_all(repo, "the hostile maker")
 
     _goal(monkeypatch, repo)
 
@@ -263,7 +261,7 @@ def test_a_proposal_that_protects_what_a_recorded_task_changed_is_refused(
     loop = 'goal = "tests green"\nprompt = "fix calc"\n\n[budget]\nmax_iterations = 1\n'
     diff = (
         "--- a/.loop/loops/fix.toml\n+++ b/.loop/loops/fix.toml\n"
-        "@@ -4,2 +4,5 @@\n [budget]\n max_iterations = 1\n+\n+[checker]\n+protect = [\"calc.py\"]\n"
+        '@@ -4,2 +4,5 @@\n [budget]\n max_iterations = 1\n+\n+[checker]\n+protect = ["calc.py"]\n'
     )
     _hostile(repo, _proposal_file("protect.md", diff))
     (repo / ".loop" / "loops").mkdir(exist_ok=True)
@@ -315,7 +313,14 @@ def test_an_uncommitted_edit_of_the_definitions_also_makes_it_stale(
 def test_a_proposal_that_makes_the_definitions_invalid_is_refused_naming_the_line(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _hostile(repo, {"op": "append", "path": ".loop/config.toml", "text": "\n[budget]\nmax_iterations = \"lots\"\n"})
+    _hostile(
+        repo,
+        {
+            "op": "append",
+            "path": ".loop/config.toml",
+            "text": '\n[budget]\nmax_iterations = "lots"\n',
+        },
+    )
     config = (repo / ".loop" / "config.toml").read_bytes()
     _goal(monkeypatch, repo)
 
