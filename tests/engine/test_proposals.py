@@ -68,16 +68,16 @@ def test_a_hostile_allow_all_changes_nothing_and_leaves_a_proposal_that_applies(
     assert made["paths"] == [".loop/config.toml"]
     item = _open_proposal(repo)
     shown = invoke(monkeypatch, repo, "inbox", "show", item)
-    assert (
-        'allow = ["*"]' in shown.output and "Proposes changing: .loop/config.toml" in shown.output
-    )
+    assert 'allow = ["*"]' in shown.output
+    assert "Proposes changing: .loop/config.toml" in shown.output
 
     answer = _approve(monkeypatch, repo, item)
 
     assert answer["ok"] is True, answer
     proposal = answer["proposal"]
     assert isinstance(proposal, dict)
-    assert proposal["gate"] == "checks" and proposal["checked"] == [TASK]
+    assert proposal["gate"] == "checks"
+    assert proposal["checked"] == [TASK]
     new = git(repo, "rev-parse", "HEAD").strip()
     assert new == proposal["commit"]
     assert git(repo, "rev-parse", "HEAD^").strip() == head  # one commit, on the old HEAD
@@ -89,7 +89,8 @@ def test_a_hostile_allow_all_changes_nothing_and_leaves_a_proposal_that_applies(
     assert applied.data["commit"] == new
     # At most once: the item is closed.
     again = invoke(monkeypatch, repo, "inbox", "approve", item)
-    assert again.exit_code == 1 and "already closed" in again.output
+    assert again.exit_code == 1
+    assert "already closed" in again.output
 
 
 @pytest.mark.parametrize(
@@ -122,7 +123,8 @@ def test_edits_of_other_definition_files_become_proposals_too(
     assert git(repo, "ls-files", "-s") == before
     assert not (repo / stripped[0]).exists() or stripped[0] == "agents/maker.toml"
     (made,) = _proposals(repo)
-    assert made["paths"] == stripped and made.get("refused") is None
+    assert made["paths"] == stripped
+    assert made.get("refused") is None
     (note,) = [e for e in events(repo, "note", TASK) if e.data.get("what") == "self_edit_stripped"]
     assert note.data["paths"] == stripped
 
@@ -184,7 +186,8 @@ def test_a_proposal_file_is_taken_out_of_the_attempt_and_applies(
 
     assert _committed_paths(repo) == ["calc.py"]  # the proposal file is not the task's work
     (made,) = _proposals(repo)
-    assert made["source"] == "file:faster.md" and made.get("refused") is None
+    assert made["source"] == "file:faster.md"
+    assert made.get("refused") is None
     assert made["rationale"] == "Why: it helps."
     answer = _approve(monkeypatch, repo, _open_proposal(repo))
     assert answer["ok"] is True, answer
@@ -247,12 +250,14 @@ def test_a_proposal_that_breaks_a_recorded_task_is_refused_naming_it(
     assert answer["ok"] is False
     proposal = answer["proposal"]
     assert isinstance(proposal, dict)
-    assert proposal["broken_task"] == TASK and proposal["stage"] == "regression"
+    assert proposal["broken_task"] == TASK
+    assert proposal["stage"] == "regression"
     assert f"breaks task {TASK!r}" in str(answer["message"])
     assert (repo / ".loop" / "config.toml").read_bytes() == config
     assert git(repo, "rev-parse", "HEAD").strip() == head
     (refused,) = events(repo, "proposal_refused")
-    assert refused.data["task"] == TASK and refused.data["gate"] == "checks"
+    assert refused.data["task"] == TASK
+    assert refused.data["gate"] == "checks"
 
 
 def test_a_proposal_that_protects_what_a_recorded_task_changed_is_refused(
@@ -307,7 +312,8 @@ def test_an_uncommitted_edit_of_the_definitions_also_makes_it_stale(
 
     answer = _approve(monkeypatch, repo, _open_proposal(repo))
 
-    assert answer["ok"] is False and "agents/new.toml" in str(answer["message"])
+    assert answer["ok"] is False
+    assert "agents/new.toml" in str(answer["message"])
 
 
 def test_a_proposal_that_makes_the_definitions_invalid_is_refused_naming_the_line(
@@ -329,7 +335,8 @@ def test_a_proposal_that_makes_the_definitions_invalid_is_refused_naming_the_lin
     assert answer["ok"] is False
     assert ".loop/config.toml:" in str(answer["message"]), answer
     proposal = answer["proposal"]
-    assert isinstance(proposal, dict) and proposal["stage"] == "validate"
+    assert isinstance(proposal, dict)
+    assert proposal["stage"] == "validate"
     assert (repo / ".loop" / "config.toml").read_bytes() == config
 
 
