@@ -22,6 +22,7 @@ from loopctl.checks import import_roots
 from loopctl.definitions import Agent
 from loopctl.definitions.agents import Backend, argv_files, runs_script
 from loopctl.engine import sessions
+from loopctl.engine.cassettes import with_tape
 from loopctl.engine.containment import forget_private_objects, record_refused, sandbox_for
 from loopctl.engine.context import (
     RunContext,
@@ -69,6 +70,8 @@ def run_agent(
     state_dir.mkdir(exist_ok=True)
     env = agent_env(ctx, spec, workspace, number, agent, role, prompt_file)
     sandbox = sandbox_for(ctx, workspace, agent, state_dir, role, env)
+    # What its proxy forwards is recorded (or, replaying offline, answered from the recording).
+    sandbox, end_tape = with_tape(ctx, sandbox, spec.id, number, role, workspace.path, folder)
     # Named before it runs where the CLI allows: a turn lost with loopctl can be resumed.
     backend = resumable(backend_for(agent))
     named = str(uuid.uuid4()) if session is None and backend and backend.names_sessions else None
@@ -110,7 +113,11 @@ def run_agent(
     )
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
-    turn = sessions.own_usage(ctx, agent, session, checked(_run_turn(request)))
+    try:
+        ran = _run_turn(request)
+    finally:
+        end_tape()
+    turn = sessions.own_usage(ctx, agent, session, checked(ran))
     turn = checked(sessions.interrupted_usage(ctx, agent, turn))  # read from session files
     result = priced(turn, agent, dict(ctx.project.config.prices))
     record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)
