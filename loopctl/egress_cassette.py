@@ -180,7 +180,8 @@ class CassetteWriter:
             "method": exchange.method,
             "path": self.redactor.redact(exchange.path),
             "headers": [
-                [name, self.redactor.redact(value)] for name, value in kept_headers(exchange.headers)
+                [name, self.redactor.redact(value)]
+                for name, value in kept_headers(exchange.headers)
             ],
             "body": _text(redact(exchange.body)),
             "response_head": _text(_response_head(exchange.response_head, self.redactor)),
@@ -296,10 +297,16 @@ def read_cassette(path: Path, *, within: Path) -> Cassette:
 
 # What two runs of the same work differ in by nature: fresh ids, the day, stand-ins.
 _VOLATILE = (
-    (re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
-     b"<uuid>"),
-    (re.compile(rb"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?"),
-     b"<date>"),
+    (
+        re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
+        b"<uuid>",
+    ),
+    (
+        re.compile(
+            rb"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+        ),
+        b"<date>",
+    ),
     (re.compile(re.escape(STAND_IN_PREFIX.encode()) + rb"[0-9a-f]+"), b"<stand-in>"),
 )
 # JSON fields of a model request that name the session or the account, not the work.

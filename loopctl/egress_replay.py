@@ -111,8 +111,10 @@ class TurnPlayer:
             expected = same[0] if same else (self._left[0] if self._left else None)
             if expected is None:
                 total = len(self.cassette.exchanges) if self.cassette else 0
-                what = "no such turn was recorded" if self.cassette is None else (
-                    f"the recording has {total} requests, all answered"
+                what = (
+                    "no such turn was recorded"
+                    if self.cassette is None
+                    else (f"the recording has {total} requests, all answered")
                 )
                 self._diverge(index, f"{method} {path} was not recorded ({what})")
                 return _refused()

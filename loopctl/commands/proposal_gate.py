@@ -3,15 +3,17 @@ tasks, done under the definitions it had, must still pass under the proposed one
 
 Which gate runs is said in every answer (`Gate.kind`):
 
-- `checks`: each of the loop's last `LIMIT` tasks recorded `done` (with a commit) is checked
-  again under the proposed definitions: its commit is checked out in a temporary worktree, the
-  proposed definition files laid over it, and the proposed loop's protected paths and scope held
-  against what the task changed, then its check commands run there, confined as a check always
-  is (invariant 11). The first task that fails is named, with why.
+- `replay` (item 5, loopctl.replaying.offline): the loop's last runs whose every agent turn has
+  a complete cassette are replayed offline, with no model and no network, under the proposed
+  definitions (`strict=False`: a divergence is answered with the recorded responses in order, so
+  each task's replayed outcome is known); a task recorded `done` that does not replay `done`
+  breaks the gate. Used whenever the loop has such runs and this tree's replay implements them.
+- `checks`, otherwise: each of the loop's last `LIMIT` tasks recorded `done` (with a commit) is
+  checked again under the proposed definitions: its commit is checked out in a temporary
+  worktree, the proposed definition files laid over it, and the proposed loop's protected paths
+  and scope held against what the task changed, then its check commands run there, confined as
+  a check always is (invariant 11). The first task that fails is named, with why.
 - `none`: the loop has no recorded task done with a commit; nothing to hold the proposal to.
-
-(The offline replay of item 5, which replays a recorded run's model exchanges against the
-proposed definitions, is the stronger gate; `replay` names it once it is in this tree.)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from loopctl.journal.schema import tick_started
 from loopctl.journal.statuses import TaskStatus
 from loopctl.nofollow import remove_tree, write_new
 from loopctl.paths import cache_home, repo_slug
+from loopctl.replaying.offline import OfflineReplay, replay_offline, replayable_runs
 from loopctl.secrets import build_env
 
 # How many of the loop's last done tasks the gate checks again.
@@ -92,6 +95,52 @@ def recorded_tasks(log: EventLog, loop: str, limit: int = LIMIT) -> list[Recorde
 
 
 def run_gate(
+    project: Project, log: EventLog, proposal: str, loop: str, tree: str, proposed: Path
+) -> Gate:
+    """The gate for `loop` under the definitions of `tree` (checked out at `proposed`): the
+    replay gate when the loop has replayable runs, else the checks gate."""
+    replayed = replay_gate(project.root, loop, proposed)
+    if replayed is not None:
+        return replayed
+    return checks_gate(project, proposal, loop, tree, recorded_tasks(log, loop))
+
+
+def replay_gate(root: Path, loop: str, proposed: Path) -> Gate | None:
+    """Replay the loop's last replayable runs offline under the definitions at `proposed`;
+    None when there is nothing to replay (or this tree's replay is not implemented yet)."""
+    try:
+        runs = replayable_runs(root, loop, limit=LIMIT)
+        if not runs:
+            return None
+        checked: list[str] = []
+        for run in runs:
+            replay = replay_offline(root, run, strict=False, definitions=proposed)
+            gate = replay_verdict(run, replay)
+            checked += gate.checked
+            if not gate.passed:
+                return Gate("replay", tuple(checked), gate.broken, gate.reason)
+    except NotImplementedError:
+        return None  # item 5's body is not in this tree yet: the checks gate answers
+    return Gate("replay", tuple(dict.fromkeys(checked)))
+
+
+def replay_verdict(run: str, replay: OfflineReplay) -> Gate:
+    """The replay gate's word on one replayed run: the first task recorded `done` that did not
+    replay `done` breaks it."""
+    checked: list[str] = []
+    for task, recorded in replay.recorded_outcomes.items():
+        if recorded != "done":
+            continue
+        checked.append(task)
+        again = replay.replayed_outcomes.get(task)
+        if again != "done":
+            where = f" (first divergence: {replay.diverged.detail})" if replay.diverged else ""
+            why = f"recorded done in run {run}, it replays {again or 'not at all'}{where}"
+            return Gate("replay", tuple(checked), task, why)
+    return Gate("replay", tuple(checked))
+
+
+def checks_gate(
     project: Project, proposal: str, loop: str, proposed_tree: str, tasks: Sequence[Recorded]
 ) -> Gate:
     """Check each of `tasks` again with the definitions of `proposed_tree`; the first broken

@@ -24,13 +24,14 @@ import contextlib
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loopctl import git
 from loopctl.commands.inbox_show import InboxError
-from loopctl.commands.proposal_gate import Gate, recorded_tasks, run_gate
+from loopctl.commands.proposal_gate import Gate, run_gate
 from loopctl.definitions import Project, load_project
 from loopctl.definitions.proposals import (
     DEFINITION_GLOBS,
@@ -195,10 +196,9 @@ def _apply(project: Project, rec: Recorder, item: InboxItem, view: ProposalView)
         + f"({view.made.source}); approved with `loopctl inbox approve {item.id}`.\n"
     )
     commit = git.commit_tree(root, tree, [head], message, author_name=name, author_email=email)
-    _validate(root, item.id, commit)
-    gate = run_gate(
-        project, item.id, view.loop or "", tree, recorded_tasks(rec.log, view.loop or "")
-    )
+    with _checkout(root, item.id, commit) as proposed:
+        _validate(proposed)
+        gate = run_gate(project, rec.log, item.id, view.loop or "", tree, proposed)
     if not gate.passed:
         raise _Refused(
             "regression",
@@ -236,22 +236,28 @@ def _gate_words(gate: Gate) -> str:
     return f"regression gate ({gate.kind}): {', '.join(gate.checked)} still pass"
 
 
-def _validate(root: Path, proposal: str, commit: str) -> None:
-    """`validate` on the definitions `commit` holds, in a temporary worktree of it."""
+@contextlib.contextmanager
+def _checkout(root: Path, proposal: str, commit: str) -> Iterator[Path]:
+    """A temporary worktree of the would-be commit: what `validate` and the gate read."""
     parent = cache_home() / "proposals" / repo_slug(root)
     parent.mkdir(parents=True, exist_ok=True)
-    checkout = Path(tempfile.mkdtemp(prefix=f"{proposal}-validate-", dir=parent)) / "tree"
+    checkout = Path(tempfile.mkdtemp(prefix=f"{proposal}-", dir=parent)) / "tree"
     try:
         git.worktree_add_detached(root, checkout, commit)
-        errors = load_project(checkout).errors
-        if errors:
-            refused = _Refused(
-                "validate",
-                "validate fails on the proposed definitions: " + errors[0].render(checkout),
-            )
-            refused.problems = tuple(p.render(checkout) for p in errors)
-            raise refused
+        yield checkout
     finally:
         with contextlib.suppress(LoopctlError):
             git.worktree_remove(root, checkout, force=True)
         shutil.rmtree(checkout.parent, ignore_errors=True)
+
+
+def _validate(checkout: Path) -> None:
+    """`validate` on the proposed definitions: refused at the first error, as path:line."""
+    errors = load_project(checkout).errors
+    if errors:
+        refused = _Refused(
+            "validate",
+            "validate fails on the proposed definitions: " + errors[0].render(checkout),
+        )
+        refused.problems = tuple(p.render(checkout) for p in errors)
+        raise refused
