@@ -22,7 +22,7 @@ from loopctl.globs import first_match
 
 # The folder, at the top of a worktree, where an agent writes its proposal files.
 PROPOSAL_DIR = ".loop-proposals"
-# A proposal file's name: NAME.md, NAME a short slug.
+# A proposal file is named after a short slug, with the suffix ".md".
 PROPOSAL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\.md$")
 # Bigger is refused: a proposal is read by a person before it takes effect.
 MAX_PROPOSAL_BYTES = 64 * 1024
@@ -62,7 +62,7 @@ def read_proposal_file(name: str, text: str) -> ProposalFile:
     its first `diff --git` or `--- ` line."""
     if not PROPOSAL_NAME.match(name):
         raise ValueError(
-            f"{PROPOSAL_DIR}/{name}: a proposal file is named NAME.md (a-z, 0-9, '.', '_', '-')"
+            f"{PROPOSAL_DIR}/{name}: a proposal file is a slug and '.md' (a-z, 0-9, '.', '_', '-')"
         )
     lines = text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if _FENCE.match(line.rstrip("\n"))), None)
@@ -94,7 +94,7 @@ def is_definition(path: str) -> bool:
 
 def path_problem(path: str) -> str | None:
     """Why `path`, named by a patch, may not be proposed; None when it may."""
-    if not path or "\0" in path or "\\" in path:
+    if not path or any(c in path for c in ("\0", "\\", '"')):
         return f"{path!r} is not a plain path"
     if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
         return f"{path} is an absolute path"
