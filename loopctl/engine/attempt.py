@@ -128,6 +128,9 @@ def run_attempt(
             raise KeyboardInterrupt
         if tampered(ctx, spec, number, before):
             return None
+        # Invariant 10: its edits of the loop's own definitions become proposals, out of the
+        # worktree before anything is checked, archived or committed (issue 31, item 3).
+        harvest(ctx, spec, workspace, number)
         paused = pause_on_limit(ctx, spec, number, ctx.maker, maker_result)
         if paused is not None:
             return paused
@@ -211,9 +214,6 @@ def run_attempt(
             _stop_attempt(ctx, spec, number, unstarted)
             return None
         reattach(ctx, spec, workspace)
-        # Invariant 10: its edits of the loop's own definitions become proposals, out of
-        # what is checked and committed (issue 31, item 3).
-        harvest(ctx, spec, workspace, number)
         ran: list[dict[str, Any]] = []
         try:
             snapshot, verdict = check_turn(

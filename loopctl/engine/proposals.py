@@ -40,7 +40,7 @@ from loopctl.definitions.proposals import (
     tree_problems,
 )
 from loopctl.engine.context import RunContext, attempt_dir
-from loopctl.errors import GitError
+from loopctl.errors import GitError, LoopctlError
 from loopctl.globs import first_match
 from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.proposals import ProposalMade, proposals
@@ -91,13 +91,15 @@ def harvest(ctx: RunContext, spec: TaskSpec, workspace: Workspace, number: int) 
     files = [p for p in changed if p == PROPOSAL_DIR or p.startswith(PROPOSAL_DIR + "/")]
     if not edits and not files:
         return []
-    drafts = []
-    if edits:
-        drafts.append(_from_edits(ctx, workspace, edits, changed))
-    drafts += [_from_file(ctx, workspace, path) for path in files]
-    opened = [i for d in drafts if (i := _record(ctx, spec, workspace, number, d)) is not None]
-    # The checks and the commit see the base's definitions, whatever the turn left.
-    git.restore_paths(workspace.path, workspace.base_sha, [*edits, *files])
+    try:
+        opened = _harvest(ctx, spec, workspace, number, edits, files, changed)
+    except (LoopctlError, OSError) as exc:
+        # Left in place, they fail the attempt as protected paths (engine.setup): never committed.
+        ctx.record(
+            spec.id,
+            Note(what=STRIPPED, attempt=number, role="maker", warning=f"not stripped: {exc}"),
+        )
+        return []
     ctx.record(
         spec.id,
         Note(
@@ -107,6 +109,25 @@ def harvest(ctx: RunContext, spec: TaskSpec, workspace: Workspace, number: int) 
             extra={"paths": [*edits, *files], "proposals": opened},
         ),
     )
+    return opened
+
+
+def _harvest(
+    ctx: RunContext,
+    spec: TaskSpec,
+    workspace: Workspace,
+    number: int,
+    edits: Sequence[str],
+    files: Sequence[str],
+    changed: Sequence[str],
+) -> list[str]:
+    drafts = []
+    if edits:
+        drafts.append(_from_edits(ctx, workspace, edits, changed))
+    drafts += [_from_file(ctx, workspace, path) for path in files]
+    opened = [i for d in drafts if (i := _record(ctx, spec, workspace, number, d)) is not None]
+    # The checks and the commit see the base's definitions, whatever the turn left.
+    git.restore_paths(workspace.path, workspace.base_sha, [*edits, *files])
     return opened
 
 
