@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loopctl.egress import STAND_IN_PREFIX, HostPort
-from loopctl.errors import LoopctlError
+from loopctl.errors import ExitCode, LoopctlError
 from loopctl.nofollow import open_folder, read_file
 from loopctl.secrets import REDACTED, Redactor, is_secret_name
 
@@ -49,6 +49,8 @@ _CREDENTIAL_HEADERS = frozenset(
 
 class CassetteError(LoopctlError):
     """A cassette that cannot be replayed: missing, capped, tunnelled, or not a cassette."""
+
+    exit_code = ExitCode.USAGE  # the run named cannot be replayed: not a divergence (1)
 
 
 class Sink(Protocol):
@@ -180,7 +182,8 @@ class CassetteWriter:
             "method": exchange.method,
             "path": self.redactor.redact(exchange.path),
             "headers": [
-                [name, self.redactor.redact(value)] for name, value in kept_headers(exchange.headers)
+                [name, self.redactor.redact(value)]
+                for name, value in kept_headers(exchange.headers)
             ],
             "body": _text(redact(exchange.body)),
             "response_head": _text(_response_head(exchange.response_head, self.redactor)),
@@ -191,14 +194,19 @@ class CassetteWriter:
     def tunnelled(self, target: HostPort) -> None:
         self._append({"tunnelled": str(target)})
 
-    def _append(self, record: Mapping[str, Any], *, complete: bool = True) -> None:
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    def open(self) -> None:
+        """Write the header (once): a turn with a cassette was recorded, if it asked nothing."""
         with self._lock:
-            if self._capped:
-                return
             if self._written < 0:
                 header = {"cassette": CASSETTE_FORMAT, "cap": self.cap, **self.meta}
                 self._written = self._write((json.dumps(header) + "\n").encode("utf-8"))
+
+    def _append(self, record: Mapping[str, Any], *, complete: bool = True) -> None:
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        self.open()
+        with self._lock:
+            if self._capped:
+                return
             if not complete or self._written + len(data) > self.cap:
                 self._capped = True
                 data = (json.dumps({"capped": self.cap}) + "\n").encode("utf-8")
@@ -272,6 +280,8 @@ def read_cassette(path: Path, *, within: Path) -> Cassette:
             if not text.strip():
                 continue
             record = json.loads(text)
+            if "cassette" in record:
+                continue  # a turn redone in the same attempt (resumed) appends after a header
             if "capped" in record:
                 capped = True
             elif "tunnelled" in record:
@@ -296,10 +306,16 @@ def read_cassette(path: Path, *, within: Path) -> Cassette:
 
 # What two runs of the same work differ in by nature: fresh ids, the day, stand-ins.
 _VOLATILE = (
-    (re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
-     b"<uuid>"),
-    (re.compile(rb"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?"),
-     b"<date>"),
+    (
+        re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
+        b"<uuid>",
+    ),
+    (
+        re.compile(
+            rb"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+        ),
+        b"<date>",
+    ),
     (re.compile(re.escape(STAND_IN_PREFIX.encode()) + rb"[0-9a-f]+"), b"<stand-in>"),
 )
 # JSON fields of a model request that name the session or the account, not the work.

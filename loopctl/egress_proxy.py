@@ -395,8 +395,16 @@ class _Server:
             if self.tap is not None:
                 body = dechunk(bytes(sent.kept)) if framing[0] == "chunked" else bytes(sent.kept)
                 self.tap.exchange(
-                    Exchange(str(target), head.method, path, head.headers, body, raw[:-4],
-                             bytes(answered.kept), not (sent.over or answered.over))
+                    Exchange(
+                        str(target),
+                        head.method,
+                        path,
+                        head.headers,
+                        body,
+                        raw[:-4],
+                        bytes(answered.kept),
+                        not (sent.over or answered.over),
+                    )
                 )
         finally:
             self._close(upstream)

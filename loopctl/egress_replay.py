@@ -24,6 +24,8 @@ from loopctl.egress import HostPort
 from loopctl.egress_cassette import Cassette, Exchange, Recorded, first_difference, normalised
 from loopctl.secrets import Redactor
 
+# Set (to the replay's plan file) in the environment of the loopctl that replays a run offline.
+REPLAY_PLAN = "LOOPCTL_REPLAY_PLAN"
 _REFUSAL = json.dumps(
     {
         "type": "error",
@@ -111,8 +113,10 @@ class TurnPlayer:
             expected = same[0] if same else (self._left[0] if self._left else None)
             if expected is None:
                 total = len(self.cassette.exchanges) if self.cassette else 0
-                what = "no such turn was recorded" if self.cassette is None else (
-                    f"the recording has {total} requests, all answered"
+                what = (
+                    "no such turn was recorded"
+                    if self.cassette is None
+                    else (f"the recording has {total} requests, all answered")
                 )
                 self._diverge(index, f"{method} {path} was not recorded ({what})")
                 return _refused()

@@ -35,6 +35,16 @@ text = "".join(block.get("text", "") for block in reply.get("content", []))
 if text:
     Path("calc.py").write_text(text)
 usage = reply.get("usage", {})
-print(json.dumps({"type": "result", "result": "asked the model", "is_error": False,
-                  "usage": {"input_tokens": usage.get("input_tokens", 0),
-                            "output_tokens": usage.get("output_tokens", 0)}}))
+print(
+    json.dumps(
+        {
+            "type": "result",
+            "result": "asked the model",
+            "is_error": False,
+            "usage": {
+                "input_tokens": usage.get("input_tokens", 0),
+                "output_tokens": usage.get("output_tokens", 0),
+            },
+        }
+    )
+)
