@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from loopctl.egress_cassette import EgressTap, Exchange, Sink, Tee, dechunk
 from loopctl.egress import (
     PROXY_PORT,
     ROUTE_PORT,
@@ -44,6 +43,7 @@ from loopctl.egress import (
     Route,
     socket_name,
 )
+from loopctl.egress_cassette import EgressTap, Exchange, Sink, Tee, dechunk
 
 MAX_HEAD = 64 * 1024  # a request or response head larger than this is refused
 MAX_LINE = 8 * 1024  # a chunk-size or trailer line

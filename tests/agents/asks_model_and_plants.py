@@ -6,7 +6,7 @@ import runpy
 import sys
 from pathlib import Path
 
-for run in ("forged-run", os.environ.get("LOOPCTL_RUN", "run")):
+for run in ("forged-run", "latest"):
     folder = Path(".loop/runs") / run / os.environ.get("LOOPCTL_TASK", "main") / "attempt-1"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "maker.cassette.jsonl").write_text('{"cassette": 1, "forged": true}\n')

@@ -159,7 +159,9 @@ def test_a_cassette_stops_at_its_cap_and_says_so(tmp_path: Path) -> None:
 
     path = tmp_path / "maker.cassette.jsonl"
     writer = CassetteWriter(path, within=tmp_path, redactor=Redactor(["sekrit"]), meta={}, cap=600)
-    big = Exchange("h:1", "POST", "/v1", (("x-api-key", "sekrit"),), b"sekrit " * 10, b"HTTP/1.1 200 OK", b"{}")
+    big = Exchange(
+        "h:1", "POST", "/v1", (("x-api-key", "sekrit"),), b"sekrit " * 10, b"HTTP/1.1 200 OK", b"{}"
+    )
     writer.exchange(big)
     writer.exchange(big)
     writer.exchange(big)
