@@ -52,7 +52,8 @@ def test_a_run_through_the_proxy_leaves_a_redacted_cassette(
     assert result.exit_code == 0, result.output
     assert len(asked) == 1
     header, exchange = cassette_lines(repo)
-    assert header["cassette"] == 1 and header["role"] == "maker"
+    assert header["cassette"] == 1
+    assert header["role"] == "maker"
     assert (exchange["method"], exchange["path"]) == ("POST", "/v1/messages")
     assert json.loads(exchange["body"]["text"])["messages"][0]["content"].startswith("")
     assert "200" in exchange["response_head"]["text"].split("\r\n")[0]
@@ -61,7 +62,8 @@ def test_a_run_through_the_proxy_leaves_a_redacted_cassette(
     )
     # The key header is never written.
     names = {name.lower() for name, _ in exchange["headers"]}
-    assert "x-api-key" not in names and "content-type" in names
+    assert "x-api-key" not in names
+    assert "content-type" in names
     (path,) = (repo / ".loop" / "runs").glob("*/*/attempt-1/maker.cassette.jsonl")
     assert read_cassette(path, within=repo).refusal() is None
     assert events(repo, "commit_created")

@@ -63,7 +63,8 @@ def test_an_unchanged_run_replays_offline_with_the_same_state(
     assert found.diverged is None, found.diverged
     assert found.state_identical, (found.recorded_state, found.replayed_state)
     assert found.recorded_outcomes == found.replayed_outcomes == {"main": "done"}
-    assert found.replay_run and found.replay_run != run
+    assert found.replay_run
+    assert found.replay_run != run
     # The real log, STATE.md and refs are as they were: the replay ran in its own scratch.
     assert (repo / ".loop" / "log" / "events.jsonl").read_bytes() == log_before
     assert (repo / ".loop" / "STATE.md").read_text() == state_before
@@ -89,11 +90,13 @@ def test_one_changed_prompt_byte_names_the_first_divergent_request(
 
     assert shown.exit_code == 1, shown.output
     assert "diverged offline at main/attempt-1/maker, request 0" in shown.stdout, shown.output
-    assert 'recorded "' in shown.stdout and "calc.py so" in shown.stdout
+    assert 'recorded "' in shown.stdout
+    assert "calc.py so" in shown.stdout
     assert "calc.py sO" in shown.stdout
     # Not strict: the recorded answers keep coming, and the task's replayed outcome is known.
     found = replay_offline(repo, run, strict=False)
-    assert found.diverged is not None and found.diverged.index == 0
+    assert found.diverged is not None
+    assert found.diverged.index == 0
     assert found.replayed_outcomes == {"main": "done"}
     # A proposal's definitions, given as a folder laid out as .loop/, are read instead.
     loop_file.write_text(LOOP)
@@ -115,7 +118,8 @@ def test_a_capped_or_linked_cassette_is_refused_clearly(
     cassette.write_bytes(recorded + json.dumps({"capped": 64}).encode() + b"\n")
     shown = invoke(monkeypatch, repo, "replay", run, "--offline")
     assert shown.exit_code == 2, shown.output
-    assert "is capped at" in shown.output and "cannot be replayed" in shown.output
+    assert "is capped at" in shown.output
+    assert "cannot be replayed" in shown.output
     assert replayable_runs(repo, "fix") == []
 
     # A link where the cassette was: never followed, whatever it points at.
@@ -168,5 +172,6 @@ def test_a_cassette_stops_at_its_cap_and_says_so(tmp_path: Path) -> None:
     text = path.read_text()
     assert "sekrit" not in text
     read = read_cassette(path, within=tmp_path)
-    assert read.capped and len(read.exchanges) < 3
+    assert read.capped
+    assert len(read.exchanges) < 3
     assert "capped at 600 bytes" in (read.refusal() or "")
