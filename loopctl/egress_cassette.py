@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from loopctl.egress import STAND_IN_PREFIX, HostPort
-from loopctl.errors import LoopctlError
+from loopctl.errors import ExitCode, LoopctlError
 from loopctl.nofollow import open_folder, read_file
 from loopctl.secrets import REDACTED, Redactor, is_secret_name
 
@@ -49,6 +49,8 @@ _CREDENTIAL_HEADERS = frozenset(
 
 class CassetteError(LoopctlError):
     """A cassette that cannot be replayed: missing, capped, tunnelled, or not a cassette."""
+
+    exit_code = ExitCode.USAGE  # the run named cannot be replayed: not a divergence (1)
 
 
 class Sink(Protocol):
@@ -192,14 +194,19 @@ class CassetteWriter:
     def tunnelled(self, target: HostPort) -> None:
         self._append({"tunnelled": str(target)})
 
-    def _append(self, record: Mapping[str, Any], *, complete: bool = True) -> None:
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    def open(self) -> None:
+        """Write the header (once): a turn with a cassette was recorded, if it asked nothing."""
         with self._lock:
-            if self._capped:
-                return
             if self._written < 0:
                 header = {"cassette": CASSETTE_FORMAT, "cap": self.cap, **self.meta}
                 self._written = self._write((json.dumps(header) + "\n").encode("utf-8"))
+
+    def _append(self, record: Mapping[str, Any], *, complete: bool = True) -> None:
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        self.open()
+        with self._lock:
+            if self._capped:
+                return
             if not complete or self._written + len(data) > self.cap:
                 self._capped = True
                 data = (json.dumps({"capped": self.cap}) + "\n").encode("utf-8")
@@ -273,6 +280,8 @@ def read_cassette(path: Path, *, within: Path) -> Cassette:
             if not text.strip():
                 continue
             record = json.loads(text)
+            if "cassette" in record:
+                continue  # a turn redone in the same attempt (resumed) appends after a header
             if "capped" in record:
                 capped = True
             elif "tunnelled" in record:

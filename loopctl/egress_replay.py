@@ -24,6 +24,8 @@ from loopctl.egress import HostPort
 from loopctl.egress_cassette import Cassette, Exchange, Recorded, first_difference, normalised
 from loopctl.secrets import Redactor
 
+# Set (to the replay's plan file) in the environment of the loopctl that replays a run offline.
+REPLAY_PLAN = "LOOPCTL_REPLAY_PLAN"
 _REFUSAL = json.dumps(
     {
         "type": "error",

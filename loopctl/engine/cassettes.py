@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loopctl.egress_cassette import SUFFIX, Cassette, CassetteWriter, EgressTap, read_cassette
-from loopctl.egress_replay import TurnPlayer
+from loopctl.egress_cassette import SUFFIX, Cassette, CassetteWriter, read_cassette
+from loopctl.egress_replay import REPLAY_PLAN, TurnPlayer
 from loopctl.engine.context import RunContext
 from loopctl.errors import LoopctlError
 from loopctl.paths import cache_home
@@ -26,8 +26,6 @@ from loopctl.secrets import Redactor
 
 if TYPE_CHECKING:
     from loopctl.sandbox import Sandbox
-
-REPLAY_PLAN = "LOOPCTL_REPLAY_PLAN"
 
 
 def cassette_name(role: str) -> str:
@@ -51,11 +49,11 @@ def with_tape(
     places = {
         "worktree": str(worktree),
         "root": str(ctx.paths.root),
-        "attempt": str(folder),
+        "folder": str(folder),
         "cache": str(cache_home()),
+        "run": ctx.run_id,
     }
     plan = os.environ.get(REPLAY_PLAN)
-    tape: EgressTap
     if plan:
         player = _player(Path(plan), f"{task}/attempt-{number}/{role}", places, redactor)
         return replace(sandbox, cassette=player), player.close
@@ -63,8 +61,9 @@ def with_tape(
         folder / cassette_name(role),
         within=ctx.paths.root,
         redactor=redactor,
-        meta={**places, "run": ctx.run_id, "task": task, "attempt": number, "role": role},
+        meta={**places, "task": task, "attempt": number, "role": role},
     )
+    tape.open()
     return replace(sandbox, cassette=tape), lambda: None
 
 
