@@ -7,7 +7,7 @@ Which gate runs is said in every answer (`Gate.kind`):
   a complete cassette are replayed offline, with no model and no network, under the proposed
   definitions (`strict=False`: a divergence is answered with the recorded responses in order, so
   each task's replayed outcome is known); a task recorded `done` that does not replay `done`
-  breaks the gate. Used whenever the loop has such runs and this tree's replay implements them.
+  breaks the gate. Used whenever the loop has such runs.
 - `checks`, otherwise: each of the loop's last `LIMIT` tasks recorded `done` (with a commit) is
   checked again under the proposed definitions: its commit is checked out in a temporary
   worktree, the proposed definition files laid over it, and the proposed loop's protected paths
@@ -19,6 +19,7 @@ Which gate runs is said in every answer (`Gate.kind`):
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,8 @@ from loopctl.nofollow import remove_tree, write_new
 from loopctl.paths import cache_home, repo_slug
 from loopctl.replaying.offline import OfflineReplay, replay_offline, replayable_runs
 from loopctl.secrets import build_env
+
+logger = logging.getLogger(__name__)
 
 # How many of the loop's last done tasks the gate checks again.
 LIMIT = 3
@@ -107,7 +110,7 @@ def run_gate(
 
 def replay_gate(root: Path, loop: str, proposed: Path) -> Gate | None:
     """Replay the loop's last replayable runs offline under the definitions at `proposed`;
-    None when there is nothing to replay (or this tree's replay is not implemented yet)."""
+    None when there is nothing to replay."""
     try:
         runs = replayable_runs(root, loop, limit=LIMIT)
         if not runs:
@@ -119,8 +122,11 @@ def replay_gate(root: Path, loop: str, proposed: Path) -> Gate | None:
             checked += gate.checked
             if not gate.passed:
                 return Gate("replay", tuple(checked), gate.broken, gate.reason)
-    except NotImplementedError:
-        return None  # item 5's body is not in this tree yet: the checks gate answers
+    except LoopctlError as exc:
+        # A run replayable_runs offered but that cannot be replayed after all (a cassette
+        # refused): the checks gate answers instead.
+        logger.debug("the replay gate cannot run: %s", exc)
+        return None
     return Gate("replay", tuple(dict.fromkeys(checked)))
 
 

@@ -136,14 +136,14 @@ def test_a_cassette_the_agent_plants_in_its_worktree_is_not_read(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The maker writes a forged cassette (and a link) where the attempt's would be, inside
-    its worktree: loopctl records and replays from the checkout's .loop/runs only (and the
-    self-edit guard fails the attempt that wrote under .loop/)."""
-    run = recorded_run(repo, monkeypatch, script="asks_model_and_plants.py", exit_code=1)
+    its worktree: loopctl records and replays from the checkout's .loop/runs only (and what
+    it wrote under .loop/ is taken out of its attempt before the check, invariant 10: a
+    proposal, refused, for none of it is a definition file)."""
+    run = recorded_run(repo, monkeypatch, script="asks_model_and_plants.py")
     cassettes = sorted((repo / ".loop" / "runs" / run).glob("*/attempt-*/*.cassette.jsonl"))
-    assert [c.parent.name + "/" + c.name for c in cassettes] == [
-        "attempt-1/maker.cassette.jsonl",
-        "attempt-2/maker.cassette.jsonl",
-    ]
+    assert [c.parent.name + "/" + c.name for c in cassettes] == ["attempt-1/maker.cassette.jsonl"]
+    (made,) = events(repo, "proposal_made")
+    assert "not a definition file" in str(made.data["refused"])
     # Each line is loopctl's own: a header, then exchanges (a forged line would be a header).
     for cassette in cassettes:
         lines = [json.loads(line) for line in cassette.read_text().splitlines()]
