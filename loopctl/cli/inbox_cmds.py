@@ -55,7 +55,9 @@ def inbox(
     kind: Annotated[
         str | None,
         typer.Option(
-            "--kind", metavar="KIND", help="Only approval, failed, escalation or unhandled items."
+            "--kind",
+            metavar="KIND",
+            help="Only approval, failed, escalation, unhandled or proposal items.",
         ),
     ] = None,
     digest: Annotated[
@@ -251,6 +253,7 @@ def render_detail(detail: Any) -> str:
     if item.is_open:
         acts = {
             "approval": f"loopctl inbox approve {item.id}  |  loopctl inbox reject {item.id}",
+            "proposal": f"loopctl inbox approve {item.id}  |  loopctl inbox reject {item.id}",
             "escalation": f'loopctl inbox reply {item.id} "answer"  |  dismiss {item.id}',
             "failed": f"loopctl inbox retry {item.id}  |  loopctl inbox dismiss {item.id}",
         }

@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli import invoke
+from support.cli import invoke, run_loopctl
 from support.journal import events
+from support.processes import SAFETY_NET
 from support.repos import FAST_CHECK, GOAL_BRANCH, PY, commit_all, git, make_project, toml_value
 
 TASK = "tests-green"
@@ -42,6 +43,14 @@ def _committed_paths(repo: Path) -> list[str]:
     return git(repo, "diff", "--name-only", f"{sha}^", sha).split()
 
 
+def _without_cassettes(repo: Path, gate: str) -> None:
+    """For the `checks` gate: the runs' cassettes removed, no run replays (item 5's `replay`
+    gate answers whenever one does)."""
+    if gate == "checks":
+        for cassette in (repo / ".loop" / "runs").rglob("*.cassette.jsonl"):
+            cassette.unlink()
+
+
 def _approve(monkeypatch: pytest.MonkeyPatch, repo: Path, item: str) -> dict[str, object]:
     result = invoke(monkeypatch, repo, "inbox", "approve", item, "--json")
     answer: dict[str, object] = json.loads(result.output)["inbox_action"]
@@ -49,8 +58,9 @@ def _approve(monkeypatch: pytest.MonkeyPatch, repo: Path, item: str) -> dict[str
     return answer
 
 
+@pytest.mark.parametrize("gate", ["replay", "checks"])
 def test_a_hostile_allow_all_changes_nothing_and_leaves_a_proposal_that_applies(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, monkeypatch: pytest.MonkeyPatch, gate: str
 ) -> None:
     _hostile(repo, {"op": "append", "path": ".loop/config.toml", "text": HOSTILE})
     config = (repo / ".loop" / "config.toml").read_bytes()
@@ -71,12 +81,23 @@ def test_a_hostile_allow_all_changes_nothing_and_leaves_a_proposal_that_applies(
     assert 'allow = ["*"]' in shown.output
     assert "Proposes changing: .loop/config.toml" in shown.output
 
-    answer = _approve(monkeypatch, repo, item)
+    diff = run_loopctl(repo, "inbox", "diff", item)
+    assert diff.returncode == 0, diff.stderr
+    assert '+allow = ["*"]' in diff.stdout
+    patch = repo.parent / "proposal.patch"
+    patch.write_text(diff.stdout)
+    git(repo, "apply", "--check", str(patch))  # what approving applies, as git takes it
 
+    _without_cassettes(repo, gate)
+    # The real CLI, in its own process.
+    approved = run_loopctl(repo, "inbox", "approve", item, "--json", timeout=SAFETY_NET)
+
+    assert approved.returncode == 0, approved.stderr
+    answer = json.loads(approved.stdout)["inbox_action"]
     assert answer["ok"] is True, answer
     proposal = answer["proposal"]
     assert isinstance(proposal, dict)
-    assert proposal["gate"] == "checks"
+    assert proposal["gate"] == gate
     assert proposal["checked"] == [TASK]
     new = git(repo, "rev-parse", "HEAD").strip()
     assert new == proposal["commit"]
@@ -234,8 +255,9 @@ def test_a_proposal_file_that_is_a_link_is_refused(
     assert _committed_paths(repo) == ["calc.py"]
 
 
+@pytest.mark.parametrize("gate", ["replay", "checks"])
 def test_a_proposal_that_breaks_a_recorded_task_is_refused_naming_it(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, monkeypatch: pytest.MonkeyPatch, gate: str
 ) -> None:
     failing = (PY, "-c", "import calc; assert calc.add(2, 3) == 6")
     diff = _config_diff(CONDITION_LINE, f'"tests green" = {toml_value(failing)}')
@@ -244,6 +266,7 @@ def test_a_proposal_that_breaks_a_recorded_task_is_refused_naming_it(
     head = git(repo, "rev-parse", "HEAD").strip()
     _goal(monkeypatch, repo)
     item = _open_proposal(repo)
+    _without_cassettes(repo, gate)
 
     answer = _approve(monkeypatch, repo, item)
 
@@ -257,11 +280,12 @@ def test_a_proposal_that_breaks_a_recorded_task_is_refused_naming_it(
     assert git(repo, "rev-parse", "HEAD").strip() == head
     (refused,) = events(repo, "proposal_refused")
     assert refused.data["task"] == TASK
-    assert refused.data["gate"] == "checks"
+    assert refused.data["gate"] == gate
 
 
+@pytest.mark.parametrize("gate", ["replay", "checks"])
 def test_a_proposal_that_protects_what_a_recorded_task_changed_is_refused(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, monkeypatch: pytest.MonkeyPatch, gate: str
 ) -> None:
     loop = 'goal = "tests green"\nprompt = "fix calc"\n\n[budget]\nmax_iterations = 1\n'
     diff = (
@@ -274,11 +298,14 @@ def test_a_proposal_that_protects_what_a_recorded_task_changed_is_refused(
     commit_all(repo, "a loop")
     result = invoke(monkeypatch, repo, "run", "fix", "--once")
     assert result.exit_code == 0, result.output
+    _without_cassettes(repo, gate)
 
     answer = _approve(monkeypatch, repo, _open_proposal(repo))
 
     assert answer["ok"] is False
-    assert "calc.py (protected by calc.py)" in str(answer["message"])
+    assert "breaks task 'main'" in str(answer["message"])
+    if gate == "checks":
+        assert "calc.py (protected by calc.py)" in str(answer["message"])
     assert (repo / ".loop" / "loops" / "fix.toml").read_text() == loop
 
 
@@ -371,3 +398,19 @@ def test_allow_self_edit_keeps_the_old_opt_out(repo: Path, monkeypatch: pytest.M
     changed = git(repo, "diff", "--name-only", f"{sha}^", sha).split()
     assert changed == [".loop/loops/fix.toml", "calc.py"]
     assert _proposals(repo) == []
+
+
+def test_a_proposal_applies_on_a_head_that_moved_elsewhere(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _hostile(repo, {"op": "append", "path": ".loop/config.toml", "text": HOSTILE})
+    _goal(monkeypatch, repo)
+    (repo / "notes.txt").write_text("the human's own work\n")
+    commit_all(repo, "unrelated work")
+    head = git(repo, "rev-parse", "HEAD").strip()
+
+    answer = _approve(monkeypatch, repo, _open_proposal(repo))
+
+    assert answer["ok"] is True, answer
+    assert git(repo, "rev-parse", "HEAD^").strip() == head
+    assert (repo / "notes.txt").read_text() == "the human's own work\n"
