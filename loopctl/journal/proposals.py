@@ -119,3 +119,25 @@ def _with(
         applied if applied is not None else view.applied,
         refused if refused is not None else view.refused,
     )
+
+
+def describe(event: Event) -> str | None:
+    """One line of words for a proposal event (`log`, `replay`); None for any other event."""
+    if event.type == EventType.PROPOSAL_MADE:
+        made = read(ProposalMade, event)
+        paths = ", ".join(made.paths) or "nothing"
+        if made.refused is not None:
+            return f"proposal ({made.source}) refused as made: {made.refused}"
+        return (
+            f"proposal {made.id} ({made.source}) to change {paths}, against {str(made.base)[:12]}"
+        )
+    if event.type == EventType.PROPOSAL_APPLIED:
+        applied = read(ProposalApplied, event)
+        return (
+            f"proposal {applied.id} applied as {str(applied.commit)[:12]} on {applied.branch}"
+            f" ({applied.gate} gate)"
+        )
+    if event.type == EventType.PROPOSAL_REFUSED:
+        refused = read(ProposalRefused, event)
+        return f"proposal {refused.id} refused ({refused.stage}): {refused.reason}"
+    return None
