@@ -31,11 +31,11 @@ MAX_PROPOSAL_BYTES = 64 * 1024
 # SKILL_SOURCES, the config and the loops): what a proposal may change, and nothing else.
 DEFINITION_GLOBS: tuple[str, ...] = (
     ".loop/config.toml",
-    ".loop/loops/**",
-    ".loop/agents/**",
-    "agents/**",
-    ".codex/agents/**",
-    ".claude/agents/**",
+    ".loop/loops/*.toml",
+    ".loop/agents/*.toml",
+    "agents/*.toml",
+    ".codex/agents/*.toml",
+    ".claude/agents/*.md",
     "skills/**",
     ".claude/skills/**",
     ".agents/skills/**",
@@ -90,6 +90,13 @@ def read_proposal_file(name: str, text: str) -> ProposalFile:
 def is_definition(path: str) -> bool:
     """True when `path` (repository-relative, `/`-separated) is a file a proposal may change."""
     return first_match(path, DEFINITION_GLOBS) is not None
+
+
+def holds_definitions(path: str, patterns: Sequence[str] = DEFINITION_GLOBS) -> bool:
+    """True when `path` is where a folder of definition files is (`.loop`, `agents`,
+    `.claude/agents`, a skill's folder): a link or file put there replaces them all."""
+    probes = ("x", "x.toml", "x.md", "x/SKILL.md", "x/x.toml")
+    return any(first_match(f"{path}/{probe}", patterns) is not None for probe in probes)
 
 
 def path_problem(path: str) -> str | None:

@@ -34,6 +34,7 @@ from loopctl.definitions.proposals import (
     MAX_PROPOSAL_BYTES,
     PROPOSAL_DIR,
     definitions_digest,
+    holds_definitions,
     patch_problems,
     paths_of,
     read_proposal_file,
@@ -133,7 +134,7 @@ def _harvest(
 
 def _definition(path: str, patterns: Sequence[str]) -> bool:
     """A definition file, or a link or file put where a folder of definitions was (`.loop`)."""
-    return first_match(path, patterns) is not None or first_match(f"{path}/x", patterns) is not None
+    return first_match(path, patterns) is not None or holds_definitions(path, patterns)
 
 
 def _from_edits(

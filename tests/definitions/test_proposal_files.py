@@ -7,6 +7,7 @@ import pytest
 
 from loopctl.definitions.proposals import (
     definitions_digest,
+    holds_definitions,
     is_definition,
     patch_problems,
     paths_of,
@@ -24,6 +25,8 @@ GOOD = "--- a/.loop/config.toml\n+++ b/.loop/config.toml\n@@ -1 +1 @@\n-a\n+b\n"
         (".loop/loops/ci.toml", True),
         (".loop/agents/maker.toml", True),
         ("agents/maker.toml", True),
+        ("agents/planner.py", False),  # a project's own `agents` package is not loopctl's
+        (".loop/loops/notes.txt", False),
         (".claude/agents/x.md", True),
         (".codex/agents/x.toml", True),
         ("skills/fix/SKILL.md", True),
@@ -91,6 +94,21 @@ def test_a_proposal_file_may_be_a_bare_diff() -> None:
 def test_what_is_no_proposal_file(name: str, text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         read_proposal_file(name, text)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        *[(".loop/loops", True), ("agents", True), (".claude/agents", True), ("skills/x", True)],
+        *[(".claude", False), ("src", False), (".loop/loops/x", False)],
+    ],
+)
+def test_which_paths_hold_definition_folders(path: str, expected: bool) -> None:
+    assert holds_definitions(path) is expected
+
+
+def test_a_link_over_dot_loop_holds_the_loops_own_definitions() -> None:
+    assert holds_definitions(".loop", [".loop/**"])
 
 
 def test_tree_problems_hold_the_applied_change_to_plain_definition_files() -> None:
