@@ -40,7 +40,7 @@ from loopctl.definitions.proposals import (
     patch_problems,
     tree_problems,
 )
-from loopctl.engine.context import author
+from loopctl.engine.context import author, printable
 from loopctl.errors import LoopctlError
 from loopctl.journal.inbox import InboxItem
 from loopctl.journal.proposals import ProposalApplied, ProposalRefused, ProposalView, proposals
@@ -191,7 +191,8 @@ def _apply(project: Project, rec: Recorder, item: InboxItem, view: ProposalView)
     paths = ", ".join(view.made.paths)
     message = (
         f"loopctl: apply proposal {item.id} ({paths})\n\n"
-        + (f"{view.made.rationale}\n\n" if view.made.rationale else "")
+        # The rationale is the agent's text: no control character reaches a commit message.
+        + (f"{printable(view.made.rationale)}\n\n" if view.made.rationale else "")
         + f"Proposed by the maker of loop {view.loop!r}, task {view.task!r}, run {view.run}\n"
         + f"({view.made.source}); approved with `loopctl inbox approve {item.id}`.\n"
     )
