@@ -1,8 +1,8 @@
 """`loopctl replay RUN --offline`: a recorded run re-run against its cassettes (issue 31, item 5).
 
 The run is re-run where it cannot touch the real one: a scratch folder under loopctl's cache
-holds a clone of the repository at the run's base commit (its own refs, no remote: nothing is
-pushed), the checkout's current definitions laid over it (or `definitions`: a proposal
+holds a clone of the repository at the run's base commit (its own objects and refs, no
+remote: nothing is pushed), the checkout's current definitions laid over it (or `definitions`: a proposal
 applied), the event log as it was before the run (so the prompt's history is the same), and a
 `LOOPCTL_HOME` of its own (worktrees, CLI state). There `loopctl` runs the command the run was
 started with, with `REPLAY_PLAN` set: each agent turn's egress proxy reaches only a server on
@@ -220,12 +220,13 @@ def _base_commit(run: history.RunView) -> str:
 
 
 def _clone(root: Path, base: str, clone: Path) -> Path:
-    """A clone of `root` sharing its objects, at `base`, on the branch `root` has checked out,
-    with no remote."""
+    """A clone of `root` at `base`, on the branch `root` has checked out, with no remote. Its
+    objects are its own (hard links at most): the sandbox shows an agent its worktree's
+    repository only, so objects borrowed from `root` (--shared) would be missing there."""
     branch = git.current_branch(root) or "main"
     try:
         git.git(
-            ["clone", "--quiet", "--shared", "--no-checkout", "--", str(root), str(clone)],
+            ["clone", "--quiet", "--no-checkout", "--", str(root), str(clone)],
             cwd=clone.parent,
         )
         git.git(["checkout", "--quiet", "-B", branch, base], cwd=clone)
