@@ -43,7 +43,12 @@ def replay(repo: Path, env: dict[str, str], run: str) -> tuple[int, dict[str, An
         # and loopctl's proxy meet on 127.0.0.1; no other host exists.
         argv = ["unshare", "-n", "--", sys.executable, "-c", LOOPBACK_UP, *argv]
     done = subprocess.run(
-        argv, cwd=repo, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        argv,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
         timeout=600,
     )
     payload = json.loads(done.stdout)["replay"] if done.stdout.strip() else {}
