@@ -92,4 +92,5 @@ def test_a_real_claude_run_replays_offline_and_a_changed_prompt_byte_diverges(
     assert code == 1, output
     diverged = payload["diverged"]
     assert diverged["attempt"] == "main/attempt-1/maker", output
-    assert "calc.py so" in diverged["detail"] and "calc.py sO" in diverged["detail"], output
+    assert "calc.py so" in diverged["detail"], output
+    assert "calc.py sO" in diverged["detail"], output
