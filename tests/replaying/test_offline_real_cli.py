@@ -90,6 +90,7 @@ def test_a_real_claude_run_replays_offline_and_a_changed_prompt_byte_diverges(
     code, payload, output = replay(repo, env, run)
 
     assert code == 1, output
+    assert payload["state_identical"] is False  # strict: the diverged turn got no answer
     diverged = payload["diverged"]
     assert diverged["attempt"] == "main/attempt-1/maker", output
     assert "calc.py so" in diverged["detail"], output
