@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.cli import loopctl_argv
 from support.journal import events
 from support.real_clis import (
@@ -55,15 +56,16 @@ def replay(repo: Path, env: dict[str, str], run: str) -> tuple[int, dict[str, An
     return done.returncode, payload, done.stdout + done.stderr
 
 
-def test_a_real_claude_run_replays_offline_and_a_changed_prompt_byte_diverges(
-    repo: Path,
+@pytest.mark.parametrize("name", ["claude", "codex"])
+def test_a_real_cli_run_replays_offline_and_a_changed_prompt_byte_diverges(
+    repo: Path, name: str
 ) -> None:
     box = make_sandbox()
-    env = cli_environment("claude", box)
+    env = cli_environment(name, box)
     make_project(repo)
-    use_real_maker(repo, "claude", box)
+    use_real_maker(repo, name, box)
     write_loop(repo, "fix", LOOP)
-    commit_all(repo, "the real claude as maker of the loop fix")
+    commit_all(repo, f"the real {name} as maker of the loop fix")
 
     recorded = run_sealed(repo, box, env, "run", "fix", "--once")
 
