@@ -317,6 +317,10 @@ _VOLATILE = (
         b"<date>",
     ),
     (re.compile(re.escape(STAND_IN_PREFIX.encode()) + rb"[0-9a-f]+"), b"<stand-in>"),
+    # A clock in epoch milliseconds (Codex's request metadata): 13 digits, 2001 to 2033.
+    (re.compile(rb"(?<![0-9])1[0-9]{12}(?![0-9])"), b"<epoch-ms>"),
+    # How long a command took, as Codex reports it back to the model.
+    (re.compile(rb"Wall time: [0-9.]+ seconds"), b"Wall time: <seconds>"),
 )
 # JSON fields of a model request that name the session or the account, not the work.
 _VOLATILE_FIELDS = ("metadata",)

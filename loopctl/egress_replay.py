@@ -14,6 +14,7 @@ At the end of the turn a recorded request never made is a divergence too.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.egress import HostPort
-from loopctl.egress_cassette import Cassette, Exchange, Recorded, first_difference, normalised
+from loopctl.egress_cassette import (
+    Cassette,
+    Exchange,
+    Recorded,
+    dechunk,
+    first_difference,
+    normalised,
+)
 from loopctl.secrets import Redactor
 
 # Set (to the replay's plan file) in the environment of the loopctl that replays a run offline.
@@ -55,8 +63,13 @@ class TurnPlayer:
         self.redactor = redactor
         recorded = dict(cassette.meta) if cassette else {}
         # What the recorded turn's paths were, and what they are now: both become the name.
-        self._then = {str(recorded.get(k, "")): f"<{k}>" for k in places if recorded.get(k)}
-        self._now = {path: f"<{name}>" for name, path in places.items() if path}
+        self._then = _spellings({k: str(recorded[k]) for k in places if recorded.get(k)})
+        self._now = _spellings({name: path for name, path in places.items() if path})
+        # A recorded answer names the recorded turn's places (a tool call's file path): they
+        # are this turn's places when it is served, and the request echoing it is compared so.
+        swaps = {str(recorded[k]): places[k] for k in places if recorded.get(k) and places[k]}
+        self._swaps = sorted(swaps.items(), key=lambda item: -len(item[0]))
+        self._now.update(self._then)
         self._left: list[Recorded] = list(cassette.exchanges) if cassette else []
         self._asked = 0
         self._lock = threading.Lock()
@@ -108,7 +121,7 @@ class TurnPlayer:
                     self._path(path, then=False),
                 ) and normalised(recorded.body, self._then) == asked:
                     self._left.remove(recorded)
-                    return recorded.response
+                    return self._served(recorded.response)
             same = [r for r in self._left if r.method == method and r.path == path]
             expected = same[0] if same else (self._left[0] if self._left else None)
             if expected is None:
@@ -128,7 +141,32 @@ class TurnPlayer:
             if self.strict:
                 return _refused()
             self._left.remove(expected)
-            return expected.response
+            return self._served(expected.response)
+
+    def _served(self, response: bytes) -> bytes:
+        """`response` with the recorded places swapped for this turn's, framed again by its
+        length when that changed what it holds."""
+        head, _, body = response.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        fields = [line.partition(b":")[0].strip().lower() for line in lines[1:]]
+        chunked = any(
+            name == b"transfer-encoding" and b"chunked" in line.lower()
+            for name, line in zip(fields, lines[1:], strict=True)
+        )
+        content = dechunk(body) if chunked else body
+        # At once: a place of this turn may lie under a recorded one (the replay's own cache).
+        swaps = {then.encode(): now.encode() for then, now in self._swaps}
+        pattern = re.compile(b"|".join(re.escape(then) for then in swaps))
+        swapped = pattern.sub(lambda found: swaps[found.group(0)], content) if swaps else content
+        if swapped == content:
+            return response
+        kept = [
+            line
+            for name, line in zip(fields, lines[1:], strict=True)
+            if name not in (b"content-length", b"transfer-encoding")
+        ]
+        length = f"Content-Length: {len(swapped)}".encode()
+        return b"\r\n".join([lines[0], *kept, length]) + b"\r\n\r\n" + swapped
 
     def _path(self, path: str, *, then: bool) -> str:
         return normalised(path.encode(), self._then if then else self._now).decode()
@@ -153,6 +191,16 @@ class TurnPlayer:
             line = {"turn": self.turn, "asked": self._asked, "divergence": self.divergence}
         with self.results.open("a", encoding="utf-8") as out:
             out.write(json.dumps(line) + "\n")
+
+
+def _spellings(places: Mapping[str, str]) -> dict[str, str]:
+    """Each place's path → its name, as written and as a CLI spells it in a folder name
+    (Claude Code keeps a project's files under its path with every other character a `-`)."""
+    found: dict[str, str] = {}
+    for name, path in places.items():
+        found[path] = f"<{name}>"
+        found.setdefault(re.sub(r"[^A-Za-z0-9]", "-", path), f"<{name}>")
+    return found
 
 
 def _refused() -> bytes:

@@ -20,7 +20,7 @@ from loopctl.backends.pricing import priced
 from loopctl.backends.sessions import resumable
 from loopctl.checks import import_roots
 from loopctl.definitions import Agent
-from loopctl.definitions.agents import Backend, argv_files, runs_script
+from loopctl.definitions.agents import HTTP_BACKENDS, Backend, argv_files, runs_script
 from loopctl.engine import sessions
 from loopctl.engine.cassettes import with_tape
 from loopctl.engine.containment import forget_private_objects, record_refused, sandbox_for
@@ -71,7 +71,9 @@ def run_agent(
     env = agent_env(ctx, spec, workspace, number, agent, role, prompt_file)
     sandbox = sandbox_for(ctx, workspace, agent, state_dir, role, env)
     # What its proxy forwards is recorded (or, replaying offline, answered from the recording).
-    sandbox, end_tape = with_tape(ctx, sandbox, spec.id, number, role, workspace.path, folder)
+    api = agent.backend in HTTP_BACKENDS
+    taped = with_tape(ctx, sandbox, spec.id, number, role, workspace.path, folder, api=api)
+    sandbox = taped.sandbox
     # Named before it runs where the CLI allows: a turn lost with loopctl can be resumed.
     backend = resumable(backend_for(agent))
     named = str(uuid.uuid4()) if session is None and backend and backend.names_sessions else None
@@ -97,6 +99,7 @@ def run_agent(
         else {},
         skills=tuple(ctx.project.skills.values()),
         sandbox=sandbox,
+        cassette=taped.tape,
         state_dir=state_dir,
         rules=rules.text if rules is not None else "",
         rules_marker=rules.marker if rules is not None else "",
@@ -116,7 +119,7 @@ def run_agent(
     try:
         ran = _run_turn(request)
     finally:
-        end_tape()
+        taped.end()
     turn = sessions.own_usage(ctx, agent, session, checked(ran))
     turn = checked(sessions.interrupted_usage(ctx, agent, turn))  # read from session files
     result = priced(turn, agent, dict(ctx.project.config.prices))

@@ -13,11 +13,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loopctl.egress_cassette import SUFFIX, Cassette, CassetteWriter, read_cassette
+from loopctl.egress_cassette import (
+    SUFFIX,
+    Cassette,
+    CassetteWriter,
+    EgressTap,
+    read_cassette,
+)
 from loopctl.egress_replay import REPLAY_PLAN, TurnPlayer
 from loopctl.engine.context import RunContext
 from loopctl.errors import LoopctlError
@@ -32,6 +38,16 @@ def cassette_name(role: str) -> str:
     return f"{role}{SUFFIX}"
 
 
+@dataclass(frozen=True, slots=True)
+class Taped:
+    """A turn's sandbox (its proxy's tape set), the tape loopctl's own agent is given, and
+    what ends the turn's tape."""
+
+    sandbox: Sandbox | None
+    tape: EgressTap | None
+    end: Callable[[], None]
+
+
 def with_tape(
     ctx: RunContext,
     sandbox: Sandbox | None,
@@ -40,11 +56,15 @@ def with_tape(
     role: str,
     worktree: Path,
     folder: Path,
-) -> tuple[Sandbox | None, Callable[[], None]]:
-    """`sandbox` with this turn's cassette (when its proxy runs), and what ends it."""
-    if sandbox is None or sandbox.mechanism != "bwrap" or not sandbox.egress.proxied:
-        return sandbox, lambda: None
-    lent = [secret.value for secret in sandbox.egress.secrets]
+    *,
+    api: bool = False,
+) -> Taped:
+    """This turn's cassette: on `sandbox`'s proxy when it runs one, or for loopctl's own agent
+    (`api`: its model calls leave from this process); none otherwise."""
+    proxied = sandbox is not None and sandbox.mechanism == "bwrap" and sandbox.egress.proxied
+    if not api and (sandbox is None or not proxied):
+        return Taped(sandbox, None, lambda: None)
+    lent = [secret.value for secret in sandbox.egress.secrets] if sandbox is not None else []
     redactor = Redactor([*ctx.rec.redactor.secrets, *lent])
     places = {
         "worktree": str(worktree),
@@ -54,17 +74,22 @@ def with_tape(
         "run": ctx.run_id,
     }
     plan = os.environ.get(REPLAY_PLAN)
+    tape: EgressTap
     if plan:
         player = _player(Path(plan), f"{task}/attempt-{number}/{role}", places, redactor)
-        return replace(sandbox, cassette=player), player.close
-    tape = CassetteWriter(
-        folder / cassette_name(role),
-        within=ctx.paths.root,
-        redactor=redactor,
-        meta={**places, "task": task, "attempt": number, "role": role},
-    )
-    tape.open()
-    return replace(sandbox, cassette=tape), lambda: None
+        tape, end = player, player.close
+    else:
+        writer = CassetteWriter(
+            folder / cassette_name(role),
+            within=ctx.paths.root,
+            redactor=redactor,
+            meta={**places, "task": task, "attempt": number, "role": role},
+        )
+        writer.open()
+        tape, end = writer, lambda: None
+    if api:
+        return Taped(sandbox, tape, end)
+    return Taped(replace(sandbox, cassette=tape) if sandbox is not None else None, None, end)
 
 
 def _player(plan_file: Path, turn: str, places: dict[str, str], redactor: Redactor) -> TurnPlayer:

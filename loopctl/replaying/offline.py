@@ -1,14 +1,15 @@
 """`loopctl replay RUN --offline`: a recorded run re-run against its cassettes (issue 31, item 5).
 
 The run is re-run where it cannot touch the real one: a scratch folder under loopctl's cache
-holds a clone of the repository at the run's base commit (its own refs, no remote: nothing is
-pushed), the checkout's current definitions laid over it (or `definitions`: a proposal
-applied), the event log as it was before the run (so the prompt's history is the same), and a
-`LOOPCTL_HOME` of its own (worktrees, CLI state). There `loopctl` runs the command the run was
-started with, with `REPLAY_PLAN` set: each agent turn's egress proxy reaches only a server on
-127.0.0.1 that answers from the recorded turn's cassette (engine.cassettes). The real
-`.loop/log/` is never appended to: a replay is not a run of the project, and item 3's gate
-replays on every proposal. The scratch folder is removed afterwards.
+holds a clone of the repository at the run's base commit (its own objects and refs, no
+remote: nothing is pushed), the checkout's current definitions laid over it (or
+`definitions`: a proposal applied), the event log as it was before the run (so the prompt's
+history is the same), and a `LOOPCTL_HOME` of its own (worktrees, CLI state). There `loopctl`
+runs the command the run was started with, `REPLAY_PLAN` set: each agent turn's egress proxy
+(or loopctl's own agent, for the API backends) reaches only a server on 127.0.0.1 that answers
+from the recorded turn's cassette (engine.cassettes). The real `.loop/log/` is never appended
+to: a replay is not a run of the project, and item 3's gate replays on every proposal; the
+scratch folder is removed afterwards.
 
 What is compared: each request (method, path, body as `egress_cassette.normalised`), and the
 STATE.md of the log before the run plus the run, against the same plus the replayed run, with
@@ -175,7 +176,9 @@ def recorded_turns(run: history.RunView) -> list[str]:
     """Each agent turn of `run`, "<task>/attempt-<n>/<role>", in the order they started."""
     turns: list[str] = []
     for event in run.events:
-        if event.type != EventType.AGENT_STARTED or not event.task:
+        # Started (a program's turn), or only finished (loopctl's own agent starts none).
+        turned = event.type in (EventType.AGENT_STARTED, EventType.AGENT_FINISHED)
+        if not turned or not event.task:
             continue
         turn = f"{event.task}/attempt-{event.data.get('attempt')}/{event.data.get('role')}"
         if turn not in turns:
@@ -220,12 +223,13 @@ def _base_commit(run: history.RunView) -> str:
 
 
 def _clone(root: Path, base: str, clone: Path) -> Path:
-    """A clone of `root` sharing its objects, at `base`, on the branch `root` has checked out,
-    with no remote."""
+    """A clone of `root` at `base`, on the branch `root` has checked out, with no remote. Its
+    objects are its own (hard links at most): the sandbox shows an agent its worktree's
+    repository only, so objects borrowed from `root` (--shared) would be missing there."""
     branch = git.current_branch(root) or "main"
     try:
         git.git(
-            ["clone", "--quiet", "--shared", "--no-checkout", "--", str(root), str(clone)],
+            ["clone", "--quiet", "--no-checkout", "--", str(root), str(clone)],
             cwd=clone.parent,
         )
         git.git(["checkout", "--quiet", "-B", branch, base], cwd=clone)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.cli import invoke
 from support.journal import events
-from support.model_server import Request, ScriptedModelServer, Turn
+from support.model_server import Call, Request, ScriptedModelServer, Turn
 from support.repos import commit_all, git, make_project, write_loop
 
 from loopctl.egress_cassette import CassetteWriter, read_cassette
@@ -175,3 +175,43 @@ def test_a_cassette_stops_at_its_cap_and_says_so(tmp_path: Path) -> None:
     assert read.capped
     assert len(read.exchanges) < 3
     assert "capped at 600 bytes" in (read.refusal() or "")
+
+
+def test_a_run_of_loopctls_own_agent_is_recorded_and_replays_offline(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The anthropic backend calls its model from loopctl's own process, not through the
+    proxy: its calls are recorded all the same, and replayed from 127.0.0.1."""
+    calls = 0
+
+    def write_fix(request: Request, server: ScriptedModelServer) -> Turn:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return Turn(calls=[Call("write_file", {"path": "calc.py", "content": FIXED})])
+        return Turn(text="fixed add()")
+
+    with ScriptedModelServer(write_fix) as model:
+        make_project(repo)
+        (repo / "agents" / "maker.toml").write_text(
+            'backend = "anthropic"\nmodel = "claude-test"\n'
+            f'base_url = "{model.url}"\napi_key_env = "REPLAY_API_KEY"\n'
+        )
+        write_loop(repo, "fix", LOOP)
+        commit_all(repo, "loopctl's own agent as maker")
+        monkeypatch.setenv("REPLAY_API_KEY", "sk-replay-own-agent-0123456789")
+        result = invoke(monkeypatch, repo, "run", "fix", "--once")
+        assert result.exit_code == 0, result.output
+        asked = len(model.posts())
+    (started,) = events(repo, "tick_started")
+    run = started.run or ""
+    (cassette,) = (repo / ".loop" / "runs" / run).glob("main/attempt-1/maker.cassette.jsonl")
+    text = cassette.read_text()
+    assert len(text.splitlines()) == 1 + asked == 3
+    assert "sk-replay-own-agent" not in text
+
+    found = replay_offline(repo, run)
+
+    assert found.diverged is None, found.diverged
+    assert found.state_identical
+    assert found.replayed_outcomes == {"main": "done"}
