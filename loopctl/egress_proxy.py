@@ -43,6 +43,7 @@ from loopctl.egress import (
     Route,
     socket_name,
 )
+from loopctl.egress_cassette import EgressTap, Exchange, Sink, Tee, dechunk
 
 MAX_HEAD = 64 * 1024  # a request or response head larger than this is refused
 MAX_LINE = 8 * 1024  # a chunk-size or trailer line
@@ -95,10 +96,13 @@ class _Head:
 
 
 @contextlib.contextmanager
-def serving(policy: EgressPolicy, refused: list[str]) -> Iterator[Path]:
+def serving(
+    policy: EgressPolicy, refused: list[str], tap: EgressTap | None = None
+) -> Iterator[Path]:
     """Serve `policy` on unix sockets in a new private folder (yielded) until the block ends;
-    every refused target is appended to `refused` once, as `host:port`."""
-    server = _Server(policy, refused)
+    every refused target is appended to `refused` once, as `host:port`; each forwarded
+    exchange is told to `tap` (a cassette), which offline also says where requests go."""
+    server = _Server(policy, refused, tap)
     try:
         yield server.start()
     finally:
@@ -106,9 +110,10 @@ def serving(policy: EgressPolicy, refused: list[str]) -> Iterator[Path]:
 
 
 class _Server:
-    def __init__(self, policy: EgressPolicy, refused: list[str]) -> None:
+    def __init__(self, policy: EgressPolicy, refused: list[str], tap: EgressTap | None) -> None:
         self.policy = policy
         self.refused = refused
+        self.tap = tap
         self.allowed = frozenset(policy.allowed())
         self._lock = threading.Lock()
         self._live: set[socket.socket] = set()
@@ -256,6 +261,10 @@ class _Server:
             if head.method == "CONNECT":
                 target = _authority(head.target, 443)
                 self._check(target)
+                if self.tap is not None:  # encrypted: a cassette cannot hold it, nor replay it
+                    if self.tap.redirect is not None:
+                        raise _Refused(403, "Forbidden", "offline replay: no tunnel")
+                    self.tap.tunnelled(target)
                 upstream = self._connect(target, tls=False)
                 try:
                     client.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -315,6 +324,8 @@ class _Server:
             raise _Refused(403, "Forbidden", f"{target} is not an allowed host of this sandbox")
 
     def _connect(self, target: HostPort, tls: bool) -> socket.socket:
+        if self.tap is not None and self.tap.redirect is not None:
+            target, tls = self.tap.redirect, False  # offline: the replay server, nothing else
         try:
             sock = socket.create_connection((target.host, target.port), CONNECT_TIMEOUT)
         except OSError as exc:
@@ -361,9 +372,10 @@ class _Server:
         # could send `http://api.example.com:443/` through the proxy to have it written in.
         secrets = self._secrets(target) if tls or target.port != HTTPS_PORT else ()
         upstream = self._connect(target, tls)
+        sent, answered = Tee(upstream), Tee(reader.sock)
         try:
             upstream.sendall(_rewrite_request(head, path, host, upgrade, secrets))
-            _copy_body(reader, upstream, framing)
+            _copy_body(reader, sent if self.tap else upstream, framing)
             answer = _Reader(upstream)
             while True:
                 raw = answer.head()
@@ -378,7 +390,22 @@ class _Server:
                 _pipe(reader.sock, upstream, reader.take(), answer.take())
                 return
             reader.sock.sendall(_rewrite_response(raw))
-            _copy_body(answer, reader.sock, _response_framing(head.method, status, raw))
+            framed = _response_framing(head.method, status, raw)
+            _copy_body(answer, answered if self.tap else reader.sock, framed)
+            if self.tap is not None:
+                body = dechunk(bytes(sent.kept)) if framing[0] == "chunked" else bytes(sent.kept)
+                self.tap.exchange(
+                    Exchange(
+                        str(target),
+                        head.method,
+                        path,
+                        head.headers,
+                        body,
+                        raw[:-4],
+                        bytes(answered.kept),
+                        not (sent.over or answered.over),
+                    )
+                )
         finally:
             self._close(upstream)
 
@@ -429,7 +456,7 @@ class _Reader:
         raw, self.buffer = self.buffer[: end + 2], self.buffer[end + 2 :]
         return raw
 
-    def copy(self, count: int, sink: socket.socket) -> None:
+    def copy(self, count: int, sink: Sink) -> None:
         while count > 0:
             if not self.buffer and not self._fill():
                 raise OSError("the connection ended inside a body")
@@ -437,7 +464,7 @@ class _Reader:
             sink.sendall(part)
             count -= len(part)
 
-    def copy_to_end(self, sink: socket.socket) -> None:
+    def copy_to_end(self, sink: Sink) -> None:
         if self.buffer:
             sink.sendall(self.take())
         while data := self.sock.recv(_CHUNK):
@@ -516,7 +543,7 @@ def _response_framing(method: str, status: int, raw: bytes) -> _Framing:
     return ("close", 0)
 
 
-def _copy_body(reader: _Reader, sink: socket.socket, framing: _Framing) -> None:
+def _copy_body(reader: _Reader, sink: Sink, framing: _Framing) -> None:
     kind, length = framing
     if kind == "length":
         reader.copy(length, sink)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from loopctl.definitions.agents import Agent
 from loopctl.definitions.skills import Skill
+from loopctl.egress_cassette import EgressTap
 from loopctl.idle import IdleLimit
 from loopctl.sandbox import Sandbox
 from loopctl.secrets import Redactor
@@ -60,6 +61,9 @@ class AgentRequest:
     request_approval: ApprovalOpener | None = None  # how loopctl's own agent asks a human
     # Where every process of this turn runs confined; None only when [sandbox] mode = "off".
     sandbox: Sandbox | None = None
+    # The turn's model cassette, for a backend whose model calls leave from loopctl's own
+    # process (model_api): recorded there, or offline answered from it (loopctl.egress_cassette).
+    cassette: EgressTap | None = None
     # A folder of this task the agent may write inside its sandbox, for a CLI's per-task state
     # kept outside the worktree (aider's chat history); None: use the attempt folder.
     state_dir: Path | None = None

@@ -105,6 +105,7 @@ class ModelApiBackend:
             transcript=request.stdout_path,
             notes=request.stderr_path,
             sandbox=request.sandbox,
+            cassette=request.cassette,
         )
         started = time.monotonic()
         result = run_session(config)

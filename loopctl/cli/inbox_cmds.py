@@ -55,7 +55,9 @@ def inbox(
     kind: Annotated[
         str | None,
         typer.Option(
-            "--kind", metavar="KIND", help="Only approval, failed, escalation or unhandled items."
+            "--kind",
+            metavar="KIND",
+            help="Only approval, failed, escalation, unhandled or proposal items.",
         ),
     ] = None,
     digest: Annotated[
@@ -163,6 +165,26 @@ def _tampering_lines(found: Any) -> list[str]:
     return [*lines, ""]
 
 
+def _proposal_lines(item: Any) -> list[str]:
+    """A proposal's change to the definitions, as `inbox approve` would apply it."""
+    if item.kind != "proposal":
+        return []
+    evidence = item.evidence
+    paths = ", ".join(str(p) for p in evidence.get("paths") or ())
+    lines = [
+        f"Proposes changing: {paths} ({evidence.get('source')}, against"
+        f" {str(evidence.get('base'))[:12]}); approving commits it if validate and the"
+        " regression gate pass"
+    ]
+    if item.refused:
+        lines.append(f"Refused: {item.refused}")
+    rationale = str(evidence.get("rationale") or "").strip()
+    if rationale:
+        lines += ["Rationale:", *(f"  {ln}" for ln in rationale.splitlines())]
+    lines += ["Proposed diff:", *(f"  {ln}" for ln in str(evidence.get("diff") or "").splitlines())]
+    return [*lines, ""]
+
+
 def render_detail(detail: Any) -> str:
     """`inbox show` for people."""
     item = detail.item
@@ -183,6 +205,7 @@ def render_detail(detail: Any) -> str:
         if item.refused:
             lines.append(f"Refused: {item.refused}")
         lines.append("")
+    lines += _proposal_lines(item)
     if detail.question:
         lines += ["The agent asks:", *(f"  {q}" for q in detail.question.splitlines()), ""]
     lines += _tampering_lines(item.evidence.get("sabotage"))
@@ -230,6 +253,7 @@ def render_detail(detail: Any) -> str:
     if item.is_open:
         acts = {
             "approval": f"loopctl inbox approve {item.id}  |  loopctl inbox reject {item.id}",
+            "proposal": f"loopctl inbox approve {item.id}  |  loopctl inbox reject {item.id}",
             "escalation": f'loopctl inbox reply {item.id} "answer"  |  dismiss {item.id}',
             "failed": f"loopctl inbox retry {item.id}  |  loopctl inbox dismiss {item.id}",
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -234,8 +235,35 @@ def replay(
         ),
     ],
     json_out: JsonFlag = False,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline",
+            help="Re-run it against its recorded model cassettes, with no model and no network;"
+            " exit 1 at the first request that diverges.",
+        ),
+    ] = False,
+    keep_going: Annotated[
+        bool,
+        typer.Option(
+            "--keep-going", help="With --offline: after a divergence, answer in recorded order."
+        ),
+    ] = False,
+    definitions: Annotated[
+        Path | None,
+        typer.Option(
+            "--definitions",
+            metavar="DIR",
+            help="With --offline: read the .loop/ definitions from DIR, not the checkout.",
+        ),
+    ] = None,
 ) -> None:
-    """A past run rebuilt from its events, as a readable timeline."""
+    """A past run rebuilt from its events, as a readable timeline; or re-run offline."""
+    if offline:
+        from loopctl.cli.replay_offline import offline_replay
+
+        offline_replay(run_id, json_out=json_out, keep_going=keep_going, definitions=definitions)
+        return
     from loopctl.cli.live import failure_lines, needs_you_lines
     from loopctl.cli.phases import PhaseClock
     from loopctl.commands.status import describe

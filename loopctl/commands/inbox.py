@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl import git
 from loopctl.checks.integrity import held_by
+from loopctl.commands import proposals
 from loopctl.commands.inbox_show import InboxError, find_item
+from loopctl.commands.proposals import Decision
 from loopctl.delivery.gates import (
     GateView,
     Plan,
@@ -68,6 +70,7 @@ class ActionResult:
     queued: bool = False
     delivery: DeliveryResult | None = None
     run: RunOutcome | None = None
+    proposal: Decision | None = None  # a decision on a proposal (commands.proposals)
     # Decided by a signal to a Temporal workflow (commands.on_temporal): this process used the
     # SDK's client, and the CLI leaves without interpreter teardown (commands.worker.exit_now).
     signalled: bool = False
@@ -89,6 +92,7 @@ class ActionResult:
                 if self.run
                 else None
             ),
+            **({"proposal": self.proposal.to_json()} if self.proposal else {}),
         }
 
 
@@ -190,6 +194,11 @@ def approve(
     with inbox_lock(paths.locks_dir):
         events = rec.log.read()
         item = find_item(items(events), ref)
+        if item.kind == ItemKind.PROPOSAL:
+            decided = proposals.approve(project, rec, item, note)
+            return ActionResult(
+                item.id, "approve", decided.message, ok=decided.ok, proposal=decided
+            )
         if item.kind != ItemKind.APPROVAL:
             hints = {
                 ItemKind.ESCALATION.value: "answer it with `loopctl inbox reply`",
@@ -302,6 +311,9 @@ def reject(
     with inbox_lock(paths.locks_dir):
         events = rec.log.read()
         item = find_item(items(events), ref)
+        if item.kind == ItemKind.PROPOSAL:
+            decided = proposals.reject(rec, item, reason)
+            return ActionResult(item.id, "reject", decided.message, proposal=decided)
         if item.kind != ItemKind.APPROVAL:
             raise InboxError(
                 f"{item.id} is a {item.kind} item; only approvals are rejected"
@@ -346,9 +358,9 @@ def dismiss(project: Project, ref: str) -> ActionResult:
     rec = Recorder(project)
     with inbox_lock(project.paths.locks_dir):
         item = find_item(items(rec.log.read()), ref)
-        if item.kind == ItemKind.APPROVAL:
+        if item.kind in (ItemKind.APPROVAL, ItemKind.PROPOSAL):
             raise InboxError(
-                f"{item.id} is an approval: approve it, or reject it with"
+                f"{item.id} is an {item.kind}: approve it, or reject it with"
                 f" `loopctl inbox reject {item.id}`"
             )
         _item_event(

@@ -17,6 +17,7 @@ from loopctl.journal import history
 from loopctl.journal.claimed import ClaimedView
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, ItemKind, items
+from loopctl.journal.proposals import proposals
 from loopctl.journal.schema import (
     ApprovalRefused,
     Approved,
@@ -27,6 +28,7 @@ from loopctl.journal.schema import (
     TaskRequeued,
     read,
 )
+from loopctl.nofollow import read_file
 from loopctl.paths import attempt_folder
 
 if TYPE_CHECKING:
@@ -208,6 +210,8 @@ def patch(project: Project, ref: str) -> bytes:
     `git apply`; InboxError for any other item."""
     detail = show(project, ref)
     item = detail.item
+    if item.kind == ItemKind.PROPOSAL:
+        return _proposal_patch(project, item)
     if item.kind != ItemKind.APPROVAL:
         raise InboxError(f"inbox item {item.id} is {item.kind}, not an approval: it has no diff")
     if not detail.commit or not detail.base_sha:
@@ -217,6 +221,17 @@ def patch(project: Project, ref: str) -> bytes:
     if detail.commit == detail.base_sha:
         return b""
     return git.patch_between(project.root, detail.base_sha, str(detail.commit))
+
+
+def _proposal_patch(project: Project, item: InboxItem) -> bytes:
+    """A proposal's stored patch, as recorded (`inbox approve` checks its sha256 again)."""
+    made = proposals(EventLog(project.paths.events_file).read()).get(item.id)
+    if made is None or not made.made.patch:
+        raise InboxError(f"proposal {item.id} has no stored patch")
+    try:
+        return read_file(project.root / made.made.patch, within=project.root)
+    except OSError as exc:
+        raise InboxError(f"proposal {item.id}: cannot read {made.made.patch} ({exc})") from None
 
 
 def _task_view(events: Sequence[Event], item: InboxItem) -> history.TaskView | None:

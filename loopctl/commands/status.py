@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loopctl.definitions import Loop, Project
-from loopctl.journal import history, outcomes, overnight, pauses, schema
+from loopctl.journal import history, outcomes, overnight, pauses, proposals, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.journal.pauses import Pause
@@ -301,6 +301,9 @@ def describe(event: Event) -> str:
 def _describe(event: Event) -> str:
     t = event.type
     who = f"[{event.task}] " if event.task else ""
+    proposal = proposals.describe(event)
+    if proposal is not None:
+        return who + proposal
     if t == EventType.TICK_STARTED:
         tick = schema.tick_started(event)
         extra = f" condition {tick.condition!r}" if tick.condition else ""

@@ -31,7 +31,7 @@ from loopctl.definitions.traces import TracesConfig, read_traces
 from loopctl.egress import HostPort, NetworkMode
 
 CONFIG_VERSION = 1
-INBOX_KINDS = ("approval", "failed", "escalation", "unhandled")
+INBOX_KINDS = ("approval", "failed", "escalation", "unhandled", "proposal")
 DEFAULT_AUTHOR = "loopctl <loopctl@localhost>"
 
 

@@ -20,8 +20,9 @@ from loopctl.backends.pricing import priced
 from loopctl.backends.sessions import resumable
 from loopctl.checks import import_roots
 from loopctl.definitions import Agent
-from loopctl.definitions.agents import Backend, argv_files, runs_script
+from loopctl.definitions.agents import HTTP_BACKENDS, Backend, argv_files, runs_script
 from loopctl.engine import sessions
+from loopctl.engine.cassettes import with_tape
 from loopctl.engine.containment import forget_private_objects, record_refused, sandbox_for
 from loopctl.engine.context import (
     RunContext,
@@ -69,6 +70,10 @@ def run_agent(
     state_dir.mkdir(exist_ok=True)
     env = agent_env(ctx, spec, workspace, number, agent, role, prompt_file)
     sandbox = sandbox_for(ctx, workspace, agent, state_dir, role, env)
+    # What its proxy forwards is recorded (or, replaying offline, answered from the recording).
+    api = agent.backend in HTTP_BACKENDS
+    taped = with_tape(ctx, sandbox, spec.id, number, role, workspace.path, folder, api=api)
+    sandbox = taped.sandbox
     # Named before it runs where the CLI allows: a turn lost with loopctl can be resumed.
     backend = resumable(backend_for(agent))
     named = str(uuid.uuid4()) if session is None and backend and backend.names_sessions else None
@@ -94,6 +99,7 @@ def run_agent(
         else {},
         skills=tuple(ctx.project.skills.values()),
         sandbox=sandbox,
+        cassette=taped.tape,
         state_dir=state_dir,
         rules=rules.text if rules is not None else "",
         rules_marker=rules.marker if rules is not None else "",
@@ -110,7 +116,11 @@ def run_agent(
     )
 
     # Checked before pricing: a reported 10**400 tokens would overflow the price arithmetic.
-    turn = sessions.own_usage(ctx, agent, session, checked(_run_turn(request)))
+    try:
+        ran = _run_turn(request)
+    finally:
+        taped.end()
+    turn = sessions.own_usage(ctx, agent, session, checked(ran))
     turn = checked(sessions.interrupted_usage(ctx, agent, turn))  # read from session files
     result = priced(turn, agent, dict(ctx.project.config.prices))
     record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)

@@ -18,6 +18,7 @@ from loopctl.engine.context import (
 )
 from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
+from loopctl.engine.proposals import harvest
 from loopctl.engine.review import attempt_review
 from loopctl.engine.rules import RulesBlock
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
@@ -127,6 +128,9 @@ def run_attempt(
             raise KeyboardInterrupt
         if tampered(ctx, spec, number, before):
             return None
+        # Invariant 10: its edits of the loop's own definitions become proposals, out of the
+        # worktree before anything is checked, archived or committed (issue 31, item 3).
+        harvest(ctx, spec, workspace, number)
         paused = pause_on_limit(ctx, spec, number, ctx.maker, maker_result)
         if paused is not None:
             return paused

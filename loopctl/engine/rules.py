@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from loopctl.definitions.proposals import PROPOSAL_DIR, holds_definitions, is_definition
 from loopctl.definitions.skills import Skill
 
 # Bumped when the block's layout changes, so an old hash is never mistaken for a new one.
@@ -26,6 +27,8 @@ RULES_VERSION = 1
 MARKER_PREFIX = "loopctl-rules"
 _MAX_RULES_CHARS = 2500
 _MAX_SKILL_NAMES_CHARS = 600
+# The protected path every loop that may not edit itself has (checks.verdicts.self_edit_paths).
+SELF_EDIT = ".loop/**"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,13 @@ def _skill_names(skills: Sequence[Skill], limit: int) -> str:
     )
 
 
+def _a_definition(pattern: str) -> bool:
+    """Whether a protected path is one of the definitions (`.loop/**`, an agent's file, a
+    skill's folder), which a maker proposes rather than fails on."""
+    stem = pattern.removesuffix("/**")
+    return pattern == SELF_EDIT or is_definition(stem) or holds_definitions(stem)
+
+
 def rules_block(
     *,
     instructions: str,
@@ -90,9 +100,16 @@ def rules_block(
     if instructions.strip():
         lines.append(instructions.strip())
     lines += [f"- {rule}" for rule in rules]
-    if protected:
+    # Invariant 10: the loop's own definitions are proposed, not written (engine.proposals).
+    proposing = SELF_EDIT in protected
+    kept = [p for p in protected if not (proposing and _a_definition(p))]
+    if kept:
+        lines.append("- Do not change these paths (a change fails the attempt): " + ", ".join(kept))
+    if proposing:
         lines.append(
-            "- Do not change these paths (a change fails the attempt): " + ", ".join(protected)
+            f"- Never edit this loop's definitions ({SELF_EDIT}, agents, skills): an edit is taken"
+            f" out of your work. To change them, write {PROPOSAL_DIR}/<slug>.md: why, then a"
+            " unified diff in a ```diff block; a human decides."
         )
     if scope:
         lines.append("- Change only files matching: " + ", ".join(scope))

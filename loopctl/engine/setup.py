@@ -12,6 +12,7 @@ from loopctl.checks.conditions import ResolvedCondition, resolve_condition
 from loopctl.checks.runner_detection import runner_protect
 from loopctl.definitions import Agent, Loop
 from loopctl.definitions.loops import CheckerSpec, DeliverSpec, MakerSpec
+from loopctl.definitions.proposals import DEFINITION_GLOBS
 from loopctl.engine.context import (
     GOAL_LOOP,
     Tick,
@@ -142,6 +143,8 @@ def protected_paths(
             if name in rec.project.skills
         ]
         patterns += checks.self_edit_paths(rec.paths.root, agent_paths, skill_folders)
+        # Every definition file: an edit engine.proposals could not take out fails the attempt.
+        patterns += DEFINITION_GLOBS
     return tuple(dict.fromkeys(patterns))
 
 

@@ -10,6 +10,7 @@ job:
 - `diff`: status, changed files, diffs and patches;
 - `snapshot`: what a task commits (its files as a tree, committed under a lease: invariant 12);
 - `objects`: blobs, trees and commits without a working tree (data branches);
+- `patches`: proposals' patches between trees and onto a tree, a worktree's paths put back;
 - `remotes`: network commands to a URL read before any agent ran.
 """
 
@@ -39,6 +40,7 @@ from loopctl.git.objects import (
     write_blob,
     write_tree,
 )
+from loopctl.git.patches import apply_to_tree, restore_paths, tree_files, tree_patch
 from loopctl.git.refs import (
     branch_exists,
     branch_head,
@@ -87,6 +89,7 @@ from loopctl.git.worktrees import (
     new_worktree_git_dir,
     recycle_checkout,
     worktree_add,
+    worktree_add_detached,
     worktree_list,
     worktree_prune,
     worktree_remove,
@@ -96,6 +99,7 @@ from loopctl.git.worktrees import (
 __all__ = [
     "GitResult",
     "WorktreeEntry",
+    "apply_to_tree",
     "branch_exists",
     "branch_head",
     "changed_paths",
@@ -139,6 +143,7 @@ __all__ = [
     "require_work_tree",
     "reset_index",
     "resolve_commit",
+    "restore_paths",
     "seed_snapshot_index",
     "snapshot_tree",
     "status_outside",
@@ -147,10 +152,13 @@ __all__ = [
     "tracked_content_changes",
     "tracked_under",
     "tree_changes",
+    "tree_files",
     "tree_of",
     "tree_of_commit",
+    "tree_patch",
     "valid_branch_name",
     "worktree_add",
+    "worktree_add_detached",
     "worktree_list",
     "worktree_prune",
     "worktree_remove",

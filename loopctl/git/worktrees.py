@@ -193,3 +193,12 @@ def fast_forward(repo: Path, branch: str, sha: str) -> bool:
             return True
     git(["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)
     return True
+
+
+def worktree_add_detached(repo: Path, path: Path, commit: str) -> None:
+    """Add a worktree at `path` with `commit` checked out on a detached HEAD (no branch made)."""
+    sha = _require_sha(repo, commit)
+    git(
+        [*_PARALLEL_CHECKOUT, "worktree", "add", "--quiet", "--detach", "--", str(path), sha],
+        cwd=repo,
+    )

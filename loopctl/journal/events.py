@@ -67,6 +67,10 @@ class EventType(StrEnum):
     # Triggers and `loopctl up` (issue 4).
     SCHEDULER_STARTED = "scheduler_started"
     SCHEDULER_STOPPED = "scheduler_stopped"
+    # Self-evolution as proposals (issue 31, item 3).
+    PROPOSAL_MADE = "proposal_made"
+    PROPOSAL_APPLIED = "proposal_applied"
+    PROPOSAL_REFUSED = "proposal_refused"
 
 
 class LogCorrupt(LoopctlError):

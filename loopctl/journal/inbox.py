@@ -24,6 +24,7 @@ class ItemKind(StrEnum):
     FAILED = "failed"
     ESCALATION = "escalation"
     UNHANDLED = "unhandled"
+    PROPOSAL = "proposal"  # a change to the loop's own definitions an agent proposed
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,6 +184,7 @@ def item_text(item: InboxItem) -> str:
         "escalation": "reply",
         "failed": "retry or dismiss",
         "unhandled": "look at it",
+        "proposal": "approve or reject",
     }
     verb = verbs.get(item.kind, "look at it")
     ended = f" ({item.outcome})" if item.outcome is not None else ""

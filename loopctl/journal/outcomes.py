@@ -140,7 +140,7 @@ def item_outcome(kind: str, evidence: Mapping[str, Any]) -> Outcome | None:
         return named
     if evidence.get("tampering"):
         return Outcome.TAMPERED
-    if kind == "approval":
+    if kind in ("approval", "proposal"):
         return Outcome.NEEDS_APPROVAL
     if kind == "escalation":
         if "backend" in evidence:

@@ -31,8 +31,17 @@ from loopctl.journal.payload import (
     read,
     read_note,
 )
+from loopctl.journal.proposals import ProposalApplied, ProposalMade, ProposalRefused
 
-__all__ = ["NotePayload", "Payload", "read", "read_note"]
+__all__ = [
+    "NotePayload",
+    "Payload",
+    "ProposalApplied",
+    "ProposalMade",
+    "ProposalRefused",
+    "read",
+    "read_note",
+]
 
 
 def _sparse(*names: str) -> frozenset[str]:
@@ -568,6 +577,9 @@ PAYLOADS: tuple[type[Payload], ...] = (
     DigestSent,
     SchedulerStarted,
     SchedulerStopped,
+    ProposalMade,
+    ProposalApplied,
+    ProposalRefused,
 )
 NOTES: tuple[type[NotePayload], ...] = (
     NetworkRefused,

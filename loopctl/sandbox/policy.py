@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loopctl import nofollow
 from loopctl.egress import INSIDE_SOCKETS, EgressPolicy
+from loopctl.egress_cassette import EgressTap
 from loopctl.limits import Limits
 from loopctl.sandbox import cli_state, host, visible
 from loopctl.sandbox.git_admin import PINNED_EVEN_ABSENT, PROTECTED_IN_CHECKOUT, stand_in
@@ -71,6 +72,9 @@ class Sandbox:
     reached: list[str] = field(default_factory=list, compare=False)
     # The `host:port` targets the egress proxy refused, appended while it serves this sandbox.
     refused: list[str] = field(default_factory=list, compare=False)
+    # The turn's model cassette (loopctl.egress_cassette): what the proxy forwards is recorded
+    # there, or (offline replay) answered from it. None: nothing is recorded.
+    cassette: EgressTap | None = field(default=None, compare=False)
 
     def wrap(
         self,

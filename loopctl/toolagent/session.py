@@ -18,9 +18,11 @@ from typing import IO, Any
 
 from loopctl.definitions.connectors import Connector, secret_values
 from loopctl.definitions.skills import Skill
+from loopctl.egress_cassette import EgressTap
 from loopctl.errors import LoopctlError
 from loopctl.sandbox import Sandbox
 from loopctl.secrets import Redactor
+from loopctl.toolagent import taped
 from loopctl.toolagent.client import ApiError, Caller, RetryPolicy, uses_environment
 from loopctl.toolagent.context import Conversation, estimate_tokens
 from loopctl.toolagent.mcp import ConnectorTools
@@ -70,6 +72,8 @@ class SessionConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connectors: tuple[Connector, ...] = ()  # MCP servers whose tools the agent may call
     sandbox: Sandbox | None = None  # where the agent's `run` commands execute confined
+    # The turn's model cassette: its calls recorded there, or (offline) answered from it.
+    cassette: EgressTap | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +347,8 @@ class _Session:
 
 def run_session(config: SessionConfig) -> SessionResult:
     """Drive the model until it is done; every failure is a result, never an exception."""
+    if config.cassette is not None:
+        config = replace(config, base_url=taped.base_url(config.base_url, config.cassette))
     # lazy: httpx is slow to import and only a network call needs it (bench/startup.py)
     import httpx
 
@@ -366,8 +372,9 @@ def run_session(config: SessionConfig) -> SessionResult:
                 session.notes.close()
     session = _Session(config, remote)
     proxies = uses_environment(config.base_url)
+    hooks = {"response": taped.response_hook(config.base_url, config.cassette)}
     try:
-        with httpx.Client(follow_redirects=False, trust_env=proxies) as client:
+        with httpx.Client(follow_redirects=False, trust_env=proxies, event_hooks=hooks) as client:
             return session.run(client)
     except KeyboardInterrupt:
         raise

@@ -304,7 +304,7 @@ def _form(item: str, action: str, label: str, field: tuple[str, str] | None = No
 def item_actions(item: InboxItem) -> str:
     if not item.is_open:
         return "<section id=actions class=actions hidden></section>"
-    if item.kind == ItemKind.APPROVAL:
+    if item.kind in (ItemKind.APPROVAL, ItemKind.PROPOSAL):
         forms = [
             _form(item.id, "approve", "Approve", ("note", "note (optional)")),
             _form(item.id, "reject", "Reject", ("reason", "reason (optional)")),

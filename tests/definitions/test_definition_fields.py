@@ -341,8 +341,8 @@ SPEC_ERRORS = [
         '[notify]\non = ["aproval"]\n',
         (
             2,
-            "'on' names 'aproval'; inbox kinds are approval, failed, escalation, unhandled"
-            " (did you mean 'approval'?)",
+            "'on' names 'aproval'; inbox kinds are approval, failed, escalation, unhandled,"
+            " proposal (did you mean 'approval'?)",
         ),
     ),
     (
@@ -394,7 +394,7 @@ def test_a_sub_table_read_whole_reports_its_unknown_keys(tmp_path: Path) -> None
 
 def test_an_empty_list_of_inbox_kinds_means_every_kind(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, CONFIG, "[notify]\non = []\n"), Problems())
-    assert config.notify.on == ("approval", "failed", "escalation", "unhandled")
+    assert config.notify.on == ("approval", "failed", "escalation", "unhandled", "proposal")
 
 
 def test_a_hyphenated_key_fills_its_underscored_attribute(tmp_path: Path) -> None:

@@ -172,14 +172,19 @@ def test_maker_cannot_rewrite_the_loops_own_rules(
     repo: Path, monkeypatch: pytest.MonkeyPatch, target: str
 ) -> None:
     make_project(repo, "edits_loop.py", target)
+    before = (repo / target).read_bytes() if (repo / target).exists() else None
 
     result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
 
-    assert result.exit_code == 1, result.output
-    (attempt,) = events(repo, "attempt_finished", TASK)
-    assert attempt.data["verdict"] == "failed"
-    assert target in attempt.data["reason"]
-    assert events(repo, "commit_created") == []
+    # Issue 31, item 3: the self-edit is taken out of the attempt and proposed; the rest of
+    # the attempt is checked and committed without it (tests/engine/test_proposals.py).
+    assert result.exit_code == 0, result.output
+    (commit,) = events(repo, "commit_created", TASK)
+    sha = commit.data["sha"]
+    assert git(repo, "diff", "--name-only", f"{sha}^", sha).split() == ["calc.py"]
+    assert ((repo / target).read_bytes() if (repo / target).exists() else None) == before
+    (made,) = events(repo, "proposal_made", TASK)
+    assert made.data["paths"] == [target]
 
 
 def test_hooks_fsmonitor_and_filters_an_agent_plants_never_run(
