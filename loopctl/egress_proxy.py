@@ -95,10 +95,13 @@ class _Head:
 
 
 @contextlib.contextmanager
-def serving(policy: EgressPolicy, refused: list[str]) -> Iterator[Path]:
+def serving(
+    policy: EgressPolicy, refused: list[str], asked: list[str] | None = None
+) -> Iterator[Path]:
     """Serve `policy` on unix sockets in a new private folder (yielded) until the block ends;
-    every refused target is appended to `refused` once, as `host:port`."""
-    server = _Server(policy, refused)
+    every refused target is appended to `refused` once, as `host:port`, and every target
+    asked for, allowed or not, to `asked` (the turn's footprint, issue 31)."""
+    server = _Server(policy, refused, asked)
     try:
         yield server.start()
     finally:
@@ -106,9 +109,12 @@ def serving(policy: EgressPolicy, refused: list[str]) -> Iterator[Path]:
 
 
 class _Server:
-    def __init__(self, policy: EgressPolicy, refused: list[str]) -> None:
+    def __init__(
+        self, policy: EgressPolicy, refused: list[str], asked: list[str] | None = None
+    ) -> None:
         self.policy = policy
         self.refused = refused
+        self.asked = asked if asked is not None else []
         self.allowed = frozenset(policy.allowed())
         self._lock = threading.Lock()
         self._live: set[socket.socket] = set()
@@ -310,6 +316,9 @@ class _Server:
     # -- forwarding --------------------------------------------------------------------------
 
     def _check(self, target: HostPort) -> None:
+        with self._lock:
+            if str(target) not in self.asked:
+                self.asked.append(str(target))
         if target not in self.allowed:
             self._record(target)
             raise _Refused(403, "Forbidden", f"{target} is not an allowed host of this sandbox")

@@ -561,7 +561,7 @@ def _serve_egress(stack: contextlib.ExitStack, sandbox: Sandbox | None) -> Path 
     if sandbox is None or sandbox.mechanism != "bwrap" or not sandbox.egress.proxied:
         return None
 
-    return stack.enter_context(egress_proxy.serving(sandbox.egress, sandbox.refused))
+    return stack.enter_context(egress_proxy.serving(sandbox.egress, sandbox.refused, sandbox.asked))
 
 
 def _confine(

@@ -8,7 +8,7 @@ from typing import Any
 from loopctl.backends.base import auth_failure
 from loopctl.checks import verdicts as checks
 from loopctl.delivery.gates import asked_question
-from loopctl.engine import sessions
+from loopctl.engine import footprint, sessions
 from loopctl.engine.agents import exec_failure, run_agent
 from loopctl.engine.context import (
     RunContext,
@@ -224,6 +224,9 @@ def run_attempt(
         if tampered(ctx, spec, number, before):
             # The checks and the checker agent ran after the maker: they are watched too.
             return None
+        # What the attempt touched, measured, against its scope (issue 31): before its
+        # verdict, which a passing delivery reads it after (engine.drift_gate).
+        footprint.record(ctx, spec, workspace, number, tree)
         ctx.record(
             spec.id,
             CheckFinished(

@@ -67,6 +67,8 @@ class EventType(StrEnum):
     # Triggers and `loopctl up` (issue 4).
     SCHEDULER_STARTED = "scheduler_started"
     SCHEDULER_STOPPED = "scheduler_stopped"
+    # Declared scope and drift (issue 31): what an attempt touched, held against its scope.
+    ATTEMPT_FOOTPRINT = "attempt_footprint"
 
 
 class LogCorrupt(LoopctlError):

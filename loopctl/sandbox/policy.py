@@ -71,6 +71,8 @@ class Sandbox:
     reached: list[str] = field(default_factory=list, compare=False)
     # The `host:port` targets the egress proxy refused, appended while it serves this sandbox.
     refused: list[str] = field(default_factory=list, compare=False)
+    # Every `host:port` asked of the proxy, allowed or refused: the turn's hosts (issue 31).
+    asked: list[str] = field(default_factory=list, compare=False)
 
     def wrap(
         self,

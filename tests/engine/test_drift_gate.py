@@ -1,0 +1,158 @@
+"""Issue 31 item 1 end to end: a "CSS fix" whose work also touches `db/schema.sql` is paused with
+that path named and nothing committed; approving the item commits it, rejecting discards it.
+
+The maker is a real `command` agent (tests/agents/css_fix.py) run by the engine in a real git
+repository, sandbox as configured; what it touched is measured from the diff (a command agent
+prints no event stream), never from what it says. Each variant strays another way: an edit, a
+rename *into* scope, a link pointing out of it, a size overrun.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.cli import invoke
+from support.journal import events
+from support.repos import PY, commit_all, git, toml_value, write_agent, write_config
+
+CHECK = (PY, "-B", "-c", "import pathlib, sys; sys.exit('red' in pathlib.Path('styles/site.css').read_text())")
+LOOP = (
+    'prompt = "Fix the link colour in styles/site.css"\n'
+    "\n[scope]\n"
+    'paths = ["styles/**"]\n'
+    "max_lines = 200\n"
+    "\n[checker]\n"
+    f"command = {toml_value(CHECK)}\n"
+    "\n[budget]\nmax_iterations = 1\n"
+)
+
+
+def css_project(repo: Path, mode: str) -> None:
+    (repo / "styles").mkdir()
+    (repo / "styles" / "site.css").write_text("a { color: red; }\n")
+    (repo / "db").mkdir()
+    (repo / "db" / "schema.sql").write_text("CREATE TABLE users (id INTEGER PRIMARY KEY);\n")
+    write_agent(repo, "maker", "css_fix.py", mode)
+    write_config(repo, 'version = 1\n\n[defaults]\nmaker = "maker"\n')
+    (repo / ".loop" / "loops").mkdir(parents=True, exist_ok=True)
+    (repo / ".loop" / "loops" / "css.toml").write_text(LOOP)
+    commit_all(repo, "a site with a red link and a database schema")
+
+
+def run_css(repo: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> tuple[str, dict]:
+    css_project(repo, mode)
+    result = invoke(monkeypatch, repo, "run", "css", "--once")
+    (finished,) = [e for e in events(repo, "task_finished") if e.loop == "css"]
+    return result.output, dict(finished.data)
+
+
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [
+        ("schema", "path db/schema.sql"),
+        ("rename", "path db/schema.sql"),  # the new name is in scope; the old one is not
+        ("symlink", "link styles/schema.css -> db/schema.sql"),
+        ("big", "size 502 lines changed (max_lines = 200)"),
+    ],
+)
+def test_work_outside_the_scope_pauses_the_task_naming_it_and_commits_nothing(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, mode: str, named: str
+) -> None:
+    output, finished = run_css(repo, monkeypatch, mode)
+
+    assert finished["status"] == "paused", (finished, output)
+    assert finished["outcome"] == "needs-approval"
+    assert named in finished["reason"]
+    assert "nothing was committed" in finished["reason"]
+    # Measured, then held: the check passed, the footprint names the step, nothing committed.
+    (attempt,) = events(repo, "attempt_finished")
+    assert attempt.data["verdict"] == "passed"
+    (footprint,) = events(repo, "attempt_footprint")
+    kinds = {(e["kind"], e["what"]) for e in footprint.data["outside"]}
+    assert tuple(named.split(" ", 1)) in kinds
+    assert footprint.data["drift"]["alarm"] is True
+    assert footprint.data["drift"]["score"] > 0
+    assert events(repo, "commit_created") == []
+    # The task's branch still points at its base: nothing of the work is on it.
+    assert git(repo, "rev-parse", "loop/css/main") == git(repo, "rev-parse", "main")
+    (item,) = [e for e in events(repo, "inbox_opened") if e.data["evidence"].get("drift")]
+    assert named in item.data["summary"]
+    assert named.split(" ")[-1] in (repo / ".loop" / "INBOX.md").read_text()
+
+
+def test_a_fix_inside_the_scope_is_committed_with_its_footprint_on_record(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output, finished = run_css(repo, monkeypatch, "benign")
+
+    assert finished["status"] == "done", (finished, output)
+    (footprint,) = events(repo, "attempt_footprint")
+    assert footprint.data["outside"] == []
+    assert footprint.data["footprint"]["files"] == ["styles/site.css"]
+    assert footprint.data["footprint"]["added"] == 1
+    assert footprint.data["footprint"]["removed"] == 1
+    assert footprint.data["drift"] == {
+        "score": 0.0,
+        "outside": 0.0,
+        "novelty": 0.0,
+        "size": 0.0,
+        "new": [],
+        "alarm": False,
+        "history": 0,
+    }
+    assert len(events(repo, "commit_created")) == 1
+
+
+def held_item(repo: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    run_css(repo, monkeypatch, "schema")
+    (item,) = [e for e in events(repo, "inbox_opened") if e.data["evidence"].get("drift")]
+    return str(item.data["id"])
+
+
+def test_approving_the_item_commits_exactly_the_checked_work(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = held_item(repo, monkeypatch)
+
+    approved = invoke(monkeypatch, repo, "inbox", "approve", item)
+
+    assert approved.exit_code == 0, approved.output
+    (commit,) = events(repo, "commit_created")
+    branch = commit.data["branch"]
+    assert git(repo, "diff", "--name-only", f"main...{branch}").split() == [
+        "db/schema.sql",
+        "styles/site.css",
+    ]
+    assert "ADD COLUMN theme" in git(repo, "show", f"{branch}:db/schema.sql")
+    last = [e for e in events(repo, "task_finished") if e.loop == "css"][-1]
+    assert (last.data["status"], last.data["outcome"]) == ("done", "done")
+    status = invoke(monkeypatch, repo, "inbox", "--json")
+    assert item not in status.output
+
+
+def test_rejecting_the_item_discards_the_work(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    item = held_item(repo, monkeypatch)
+
+    rejected = invoke(monkeypatch, repo, "inbox", "reject", item, "--reason", "not the schema")
+
+    assert rejected.exit_code == 0, rejected.output
+    assert "nothing was committed" in rejected.output
+    assert events(repo, "commit_created") == []
+    last = [e for e in events(repo, "task_finished") if e.loop == "css"][-1]
+    assert (last.data["status"], last.data["outcome"]) == ("rejected", "rejected")
+    assert json.loads(invoke(monkeypatch, repo, "inbox", "--json").output)["inbox"] == []
+
+
+def test_the_loops_next_tick_leaves_a_held_task_resting(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held_item(repo, monkeypatch)
+
+    invoke(monkeypatch, repo, "run", "css", "--once")
+
+    assert len(events(repo, "attempt_started")) == 1
+    assert events(repo, "commit_created") == []
+
+
