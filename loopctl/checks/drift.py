@@ -12,7 +12,7 @@
 
 Only `outside` raises an alarm (the task pauses, engine.drift_gate): novelty and size describe
 how unusual an attempt is for its loop, for a person reading `status`, never a reason to stop.
-Pure functions (docs/reference/scope.md says the same in prose).
+Pure functions (docs/loops.md, "Declared scope and drift", says the same in prose).
 """
 
 from __future__ import annotations

@@ -24,5 +24,7 @@ elif mode == "rename":
 elif mode == "symlink":
     os.symlink("../db/schema.sql", "styles/schema.css")
 elif mode == "big":
-    Path("styles/generated.css").write_text("".join(f".c{i} {{ margin: {i}px; }}\n" for i in range(500)))
+    Path("styles/generated.css").write_text(
+        "".join(f".c{i} {{ margin: {i}px; }}\n" for i in range(500))
+    )
 print(f"fixed the link colour in styles/site.css ({mode})")

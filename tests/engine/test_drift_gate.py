@@ -17,7 +17,12 @@ from support.cli import invoke
 from support.journal import events
 from support.repos import PY, commit_all, git, toml_value, write_agent, write_config
 
-CHECK = (PY, "-B", "-c", "import pathlib, sys; sys.exit('red' in pathlib.Path('styles/site.css').read_text())")
+CHECK = (
+    PY,
+    "-B",
+    "-c",
+    "import pathlib, sys; sys.exit('red' in pathlib.Path('styles/site.css').read_text())",
+)
 LOOP = (
     'prompt = "Fix the link colour in styles/site.css"\n'
     "\n[scope]\n"
@@ -80,6 +85,29 @@ def test_work_outside_the_scope_pauses_the_task_naming_it_and_commits_nothing(
     (item,) = [e for e in events(repo, "inbox_opened") if e.data["evidence"].get("drift")]
     assert named in item.data["summary"]
     assert named.split(" ")[-1] in (repo / ".loop" / "INBOX.md").read_text()
+
+
+def test_the_drift_is_shown_in_status_its_json_and_state_md(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_css(repo, monkeypatch, "schema")
+    (footprint,) = events(repo, "attempt_footprint")
+    score = footprint.data["drift"]["score"]
+    # Two files changed (db/schema.sql outside): outside = 1/2, no history yet.
+    assert footprint.data["drift"]["outside"] == 0.5
+    assert score == 0.3
+
+    text = invoke(monkeypatch, repo, "status")
+    shown = json.loads(invoke(monkeypatch, repo, "status", "--json").output)
+
+    assert "css: 0.30, out of scope: path db/schema.sql (main attempt 1)" in text.output
+    (loop,) = [row for row in shown["status"] if row["loop"] == "css"]
+    assert loop["drift"]["score"] == 0.3
+    assert loop["drift"]["alarm"] is True
+    assert loop["drift"]["outside"] == ["path db/schema.sql"]
+    state_md = (repo / ".loop" / "STATE.md").read_text()
+    # (STATE.md escapes what Markdown would read as a list number.)
+    assert "passed: every check passed (drift 0\\.30, out of scope: path db/schema.sql)" in state_md
 
 
 def test_a_fix_inside_the_scope_is_committed_with_its_footprint_on_record(
@@ -154,5 +182,3 @@ def test_the_loops_next_tick_leaves_a_held_task_resting(
 
     assert len(events(repo, "attempt_started")) == 1
     assert events(repo, "commit_created") == []
-
-
