@@ -142,3 +142,28 @@ def host_matches(host: str, patterns: Sequence[str]) -> bool:
         elif name == want:
             return True
     return False
+
+
+def rule_lines(scope: ScopeSpec) -> list[str]:
+    """The scope as rules a maker's prompt carries (engine.rules): what it may touch, and that
+    anything else waits for a human."""
+    lines: list[str] = []
+    paths = [*scope.paths, *(f"{p} (this task)" for p in scope.task_paths)]
+    if paths:
+        lines.append("- Write only files matching: " + ", ".join(paths))
+    if scope.commands:
+        lines.append("- Run only commands matching: " + ", ".join(scope.commands))
+    if scope.hosts:
+        lines.append("- Reach only these hosts: " + ", ".join(scope.hosts))
+    if scope.tools:
+        lines.append("- Use only these tools: " + ", ".join(scope.tools))
+    sizes = []
+    if scope.max_files is not None:
+        sizes.append(f"{scope.max_files} files")
+    if scope.max_lines is not None:
+        sizes.append(f"{scope.max_lines} lines added or removed")
+    if sizes:
+        lines.append("- Change at most " + " and ".join(sizes))
+    if lines:
+        lines.append("- Anything outside this scope is held for a human; nothing of it is committed.")
+    return lines

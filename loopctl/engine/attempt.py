@@ -7,6 +7,7 @@ from typing import Any
 
 from loopctl.backends.base import auth_failure
 from loopctl.checks import verdicts as checks
+from loopctl.definitions.scope import rule_lines
 from loopctl.delivery.gates import asked_question
 from loopctl.engine import footprint, sessions
 from loopctl.engine.agents import exec_failure, run_agent
@@ -66,6 +67,7 @@ def maker_context(
         attempt_number=number,
         human=human_answer(ctx.rec, ctx.run_id, spec.id),
         changed=changed,
+        declared=rule_lines(footprint.task_scope(ctx, spec)),
     )
 
 
