@@ -10,15 +10,11 @@ the egress proxy saw asked for, and the diff's size. `outside` holds it against 
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from loopctl.definitions.scope import ScopeSpec, command_matches, host_matches, path_in
-
-# How a compound command line splits into the commands it runs.
-_SEPARATORS = re.compile(r"\s*(?:&&|\|\||;|\||\n)\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +99,36 @@ class Excursion:
 
 
 def split_commands(line: str) -> list[str]:
-    """The commands one command line runs (`a && b | c` is three); empty parts dropped."""
-    return [part for part in _SEPARATORS.split(line.strip()) if part.strip()]
+    """The commands one command line runs (`a && b | c` is three), split where the shell would
+    (`&&`, `||`, `;`, `|`, a newline) outside quotes; empty parts dropped."""
+    parts: list[str] = []
+    current: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if quote:
+            current.append(char)
+            if char == "\\" and quote == '"' and i + 1 < len(line):
+                current.append(line[i + 1])
+                i += 1
+            elif char == quote:
+                quote = ""
+        elif char == "\\" and i + 1 < len(line):
+            current += [char, line[i + 1]]
+            i += 1
+        elif char in "'\"":
+            quote = char
+            current.append(char)
+        elif line.startswith(("&&", "||"), i) or char in ";|\n":
+            parts.append("".join(current))
+            current = []
+            i += 1 if line.startswith(("&&", "||"), i) else 0
+        else:
+            current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
 
 
 def outside(
