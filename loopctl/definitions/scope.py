@@ -165,5 +165,5 @@ def rule_lines(scope: ScopeSpec) -> list[str]:
     if sizes:
         lines.append("- Change at most " + " and ".join(sizes))
     if lines:
-        lines.append("- Anything outside this scope is held for a human; nothing of it is committed.")
+        lines.append("- Anything outside this scope waits for a human; none of it is committed.")
     return lines

@@ -22,6 +22,7 @@ from support.repos import PY, commit_all, git, toml_value, write_loop
 CHECK = "import pathlib, sys; sys.exit('red' in pathlib.Path('styles/site.css').read_text())"
 # Bash runs without asking (acceptEdits alone would deny it): the stray command really runs.
 BASH = 'args = ["--allowedTools", "Bash"]\n'
+APPEND = f"printf '%s\\n' '{SCHEMA_LINE}'"  # one command: the `;` inside is quoted
 
 
 def css_site(repo: Path) -> None:
@@ -47,7 +48,7 @@ def css_site(repo: Path) -> None:
     [
         (
             "css_then_schema_by_bash",
-            [("path", "db/schema.sql"), ("command", f"printf '%s\\n' '{SCHEMA_LINE}' >> db/schema.sql")],
+            [("path", "db/schema.sql"), ("command", f"{APPEND} >> db/schema.sql")],
             True,
         ),
         (
