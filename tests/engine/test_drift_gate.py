@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 from support.cli import invoke
 from support.journal import events
-from support.repos import PY, commit_all, git, toml_value, write_agent, write_config
+from support.repos import (
+    PY,
+    commit_all,
+    git,
+    make_project,
+    toml_value,
+    write_agent,
+    write_config,
+    write_loop,
+)
 
 CHECK = (
     PY,
@@ -182,3 +191,23 @@ def test_the_loops_next_tick_leaves_a_held_task_resting(
 
     assert len(events(repo, "attempt_started")) == 1
     assert events(repo, "commit_created") == []
+
+
+def test_a_host_the_proxy_was_asked_for_is_in_the_footprint_and_out_of_scope(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # reaches_out.py asks the egress proxy for a host; the loop's scope names another.
+    make_project(repo, "reaches_out.py", "unlisted.example.com:443")
+    write_loop(
+        repo,
+        "fetch",
+        'goal = "tests green"\nprompt = "fix add"\n\n[scope]\nhosts = ["pypi.org"]\n'
+        "\n[budget]\nmax_iterations = 1\n",
+    )
+    commit_all(repo, "a loop that may reach pypi.org only")
+
+    invoke(monkeypatch, repo, "run", "fetch", "--once")
+
+    (footprint,) = events(repo, "attempt_footprint")
+    assert footprint.data["footprint"]["hosts"] == ["unlisted.example.com:443"]
+    assert footprint.data["outside"] == [{"kind": "host", "what": "unlisted.example.com:443"}]
