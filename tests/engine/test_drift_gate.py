@@ -211,3 +211,20 @@ def test_a_host_the_proxy_was_asked_for_is_in_the_footprint_and_out_of_scope(
     (footprint,) = events(repo, "attempt_footprint")
     assert footprint.data["footprint"]["hosts"] == ["unlisted.example.com:443"]
     assert footprint.data["outside"] == [{"kind": "host", "what": "unlisted.example.com:443"}]
+
+
+def test_the_dashboard_shows_the_drift_under_the_loops_state(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("starlette")
+    from support.ui import dashboard
+
+    run_css(repo, monkeypatch, "schema")
+
+    with dashboard(repo) as ui, ui.session() as session:
+        page = session.get(f"{ui.base}/loops")
+
+    assert page.status_code == 200
+    assert (
+        '<small class="drift bad">drift 0.30, out of scope: path db/schema.sql</small>' in page.text
+    )
