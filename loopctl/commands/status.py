@@ -10,7 +10,7 @@ from typing import Any
 
 from loopctl.definitions import Loop, Project
 from loopctl.journal import history, outcomes, overnight, pauses, schema
-from loopctl.journal.drift import LoopDrift, latest_by_loop
+from loopctl.journal.drift import LoopDrift, latest_by_loop, of_event
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.journal.pauses import Pause
@@ -418,6 +418,9 @@ def _describe_more(event: Event, who: str) -> str | None:
         return f"{who}inbox {unsent.item} not sent to {unsent.channel}: {unsent.error}"
     if t == EventType.DIGEST_SENT:
         return f"digest sent ({read(schema.DigestSent, event).waiting} waiting)"
+    if t == EventType.ATTEMPT_FOOTPRINT:
+        measured = of_event(event)
+        return f"{who}attempt {measured.attempt} footprint: drift {measured.describe()}"
     return _describe_note(event, who) if t == EventType.NOTE else None
 
 

@@ -114,6 +114,8 @@ def test_the_drift_is_shown_in_status_its_json_and_state_md(
     assert loop["drift"]["score"] == 0.3
     assert loop["drift"]["alarm"] is True
     assert loop["drift"]["outside"] == ["path db/schema.sql"]
+    log = invoke(monkeypatch, repo, "log").output
+    assert "[main] attempt 1 footprint: drift 0.30, out of scope: path db/schema.sql" in log
     state_md = (repo / ".loop" / "STATE.md").read_text()
     # (STATE.md escapes what Markdown would read as a list number.)
     assert "passed: every check passed (drift 0\\.30, out of scope: path db/schema.sql)" in state_md
