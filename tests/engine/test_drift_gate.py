@@ -150,6 +150,21 @@ def held_item(repo: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return str(item.data["id"])
 
 
+def test_the_held_item_reads_in_inbox_show_with_its_steps(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = held_item(repo, monkeypatch)
+
+    shown = invoke(monkeypatch, repo, "inbox", "show", item, "--no-pager")
+    listed = invoke(monkeypatch, repo, "inbox")
+
+    assert shown.exit_code == 0, shown.output
+    assert "out of scope: path db/schema.sql" in shown.output
+    assert "Traceback" not in shown.output
+    assert listed.exit_code == 0, listed.output
+    assert item in listed.output
+
+
 def test_approving_the_item_commits_exactly_the_checked_work(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
