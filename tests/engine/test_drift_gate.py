@@ -127,6 +127,10 @@ def test_a_fix_inside_the_scope_is_committed_with_its_footprint_on_record(
     output, finished = run_css(repo, monkeypatch, "benign")
 
     assert finished["status"] == "done", (finished, output)
+    # The scope rides in the rules block of the prompt the maker was given.
+    prompt = next((repo / ".loop" / "runs").rglob("attempt-1/maker-prompt.md")).read_text()
+    assert "- Write only files matching: styles/**\n" in prompt
+    assert "- Change at most 200 lines added or removed\n" in prompt
     (footprint,) = events(repo, "attempt_footprint")
     assert footprint.data["outside"] == []
     assert footprint.data["footprint"]["files"] == ["styles/site.css"]
