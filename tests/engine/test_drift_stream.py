@@ -78,3 +78,18 @@ def test_each_way_of_straying_is_paused_named_and_not_committed(
     assert named[1] in ending["reason"]
     assert runs.commits == []
     assert git(repo, "rev-parse", f"loop/css/{task}") == git(repo, "rev-parse", "main")
+
+
+def test_a_task_narrows_the_loops_paths_with_its_own_scope(
+    project: tuple[Path, dict[str, str]],
+) -> None:
+    repo, env = project
+    # benign-1 fixes styles/site.css and edits styles/theme.css: inside the loop's styles/**,
+    # outside the task's own scope.
+    runs = run_tasks(repo, ["benign-1"], env, scopes={"benign-1": ["styles/site.css"]})
+
+    (footprint,) = runs.footprints
+    assert footprint["scope"]["task_paths"] == ["styles/site.css"]
+    assert footprint["outside"] == [{"kind": "path", "what": "styles/theme.css"}]
+    assert runs.endings["benign-1"]["status"] == "paused"
+    assert runs.commits == []

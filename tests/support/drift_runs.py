@@ -69,9 +69,13 @@ def site(repo: Path) -> None:
     commit_all(repo, "a site with a red link")
 
 
-def write_loop(repo: Path, tasks: list[str]) -> None:
-    """The loop over `tasks`, committed (its definition is part of the base)."""
-    listing = json.dumps([{"id": t, "title": t} for t in tasks])
+def write_loop(repo: Path, tasks: list[str], scopes: dict[str, list[str]] | None = None) -> None:
+    """The loop over `tasks` (each with its own `scope` paths from `scopes`, if any),
+    committed: its definition is part of the base."""
+    given = scopes or {}
+    listing = json.dumps(
+        [{"id": t, "title": t, **({"scope": given[t]} if t in given else {})} for t in tasks]
+    )
     printer = [PY, "-c", f"print({listing!r})"]
     (repo / ".loop" / "loops" / "css.toml").write_text(
         'prompt = "Fix the link colour in styles/site.css"\n'
@@ -96,9 +100,11 @@ def shim(folder: Path) -> Path:
     return folder
 
 
-def run_tasks(repo: Path, tasks: list[str], env: dict[str, str]) -> Runs:
+def run_tasks(
+    repo: Path, tasks: list[str], env: dict[str, str], scopes: dict[str, list[str]] | None = None
+) -> Runs:
     """`loopctl run css --once` over `tasks`; what the log then holds of them."""
-    write_loop(repo, tasks)
+    write_loop(repo, tasks, scopes)
     done = subprocess.run(
         [PY, "-m", "loopctl", "run", "css", "--once"],
         cwd=repo,
