@@ -141,7 +141,7 @@ def status(json_out: JsonFlag = False) -> None:
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )
     _print_review(project)
-    drifting = [s for s in statuses if s.drift is not None and (s.drift.scoped or s.drift.score)]
+    drifting = [s for s in statuses if s.drift is not None and s.drift.scoped]
     if drifting:
         print("\ndrift (latest measured attempt; 0 = as declared and as usual):")
         for s in drifting:

@@ -201,7 +201,7 @@ def loops_page(view: LoopsView, project: str) -> str:
 
 def drift_note(drift: LoopDrift | None) -> str:
     """The latest attempt's drift under the state, as `status` says it (issue 31)."""
-    if drift is None or not (drift.scoped or drift.score):
+    if drift is None or not drift.scoped:
         return ""
     style = "bad" if drift.alarm else "muted"  # .drift.bad: red text, as a failed badge
     return f'<br><small class="drift {style}">drift {esc(drift.describe())}</small>'
