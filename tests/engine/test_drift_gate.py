@@ -165,6 +165,9 @@ def test_the_held_item_reads_in_inbox_show_with_its_steps(
     assert shown.exit_code == 0, shown.output
     assert "out of scope: path db/schema.sql" in shown.output
     assert "Traceback" not in shown.output
+    # What approving would commit: the checked snapshot's diff, though no commit exists yet.
+    assert "+ALTER TABLE users ADD COLUMN theme TEXT;" in shown.output
+    assert "db/schema.sql" in invoke(monkeypatch, repo, "inbox", "diff", item, "--no-pager").output
     assert listed.exit_code == 0, listed.output
     assert item in listed.output
 
