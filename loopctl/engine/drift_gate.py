@@ -11,6 +11,7 @@ then the task rests: the loop's next tick finds its open item (engine.finish.wai
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from loopctl import git
@@ -18,16 +19,23 @@ from loopctl.checks.footprint import Excursion, summary
 from loopctl.delivery import pipeline as delivery
 from loopctl.delivery.ending import Ending, end_task
 from loopctl.engine.commit import commit_message, delivered_outcome
-from loopctl.engine.context import RunContext, author, git_date, open_item
+from loopctl.engine.context import RunContext, author, ctx_events, git_date, open_item
 from loopctl.engine.finish import finish_task
 from loopctl.engine.footprint import recorded
 from loopctl.engine.outcomes import TaskOutcome
 from loopctl.engine.snapshot import checked_tree
 from loopctl.errors import LoopctlError
 from loopctl.journal import history
+from loopctl.journal.events import EventType
 from loopctl.journal.inbox import InboxItem, ItemKind
 from loopctl.journal.recorder import Recorder
-from loopctl.journal.schema import ApprovalRefused, Approved, CommitCreated, InboxClosed
+from loopctl.journal.schema import (
+    ApprovalRefused,
+    Approved,
+    CommitCreated,
+    InboxClosed,
+    read,
+)
 from loopctl.journal.statuses import Outcome, TaskStatus
 from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
@@ -120,7 +128,7 @@ def approve(rec: Recorder, item: InboxItem, note: str | None) -> tuple[bool, str
         problem = "the item holds no checked snapshot to commit"
     else:
         head = git.branch_head(root, branch)
-        if head not in (None, base):
+        if head not in (None, base) and not _made_here(root, head, tree, base):
             problem = f"branch {branch} moved to {head[:12]} since; the held work is not on it"
     if problem is not None:
         rec.record(ApprovalRefused(id=item.id, reason=problem), run=run, loop=loop_name, task=task)
@@ -130,12 +138,13 @@ def approve(rec: Recorder, item: InboxItem, note: str | None) -> tuple[bool, str
     assert isinstance(tree, str)
     assert isinstance(base, str)
     assert isinstance(branch, str)
-    rec.record(
-        Approved(id=item.id, sha=None, action=ACTION, note=note),
-        run=run,
-        loop=loop_name,
-        task=task,
-    )
+    if item.approved is None:  # approved before a crash: the approval stands, once
+        rec.record(
+            Approved(id=item.id, sha=None, action=ACTION, note=note),
+            run=run,
+            loop=loop_name,
+            task=task,
+        )
     given = ev.get("author")
     who: list[Any] = given if isinstance(given, list) and len(given) == 2 else ["loopctl", ""]
     try:
@@ -159,12 +168,14 @@ def approve(rec: Recorder, item: InboxItem, note: str | None) -> tuple[bool, str
         )
         rec.refresh_projections()
         return False, f"approved {item.id}, but the commit failed: {exc}"
-    rec.record(
-        CommitCreated(sha=sha, branch=branch, tree=tree, parent=base),
-        run=run,
-        loop=loop_name,
-        task=task,
-    )
+    committed = ctx_events(rec.log.read(), run, task, EventType.COMMIT_CREATED)
+    if not any(read(CommitCreated, e).sha == sha for e in committed):
+        rec.record(
+            CommitCreated(sha=sha, branch=branch, tree=tree, parent=base),
+            run=run,
+            loop=loop_name,
+            task=task,
+        )
     rec.record(
         InboxClosed(id=item.id, resolution="approved", reason=note),
         run=run,
@@ -191,6 +202,17 @@ def approve(rec: Recorder, item: InboxItem, note: str | None) -> tuple[bool, str
         None,
     )
     return True, f"approved {item.id}: committed {sha[:12]} on {branch}; {reason}"
+
+
+def _made_here(root: Path, head: str, tree: str, base: str) -> bool:
+    """Whether `head` is this item's own commit, made by an approval a crash interrupted: the
+    held tree, straight on the base (the commit is the same object when made again)."""
+    try:
+        return git.tree_of_commit(root, head) == tree and git.commits_between(root, base, head) == [
+            head
+        ]
+    except LoopctlError:
+        return False
 
 
 def reject(rec: Recorder, item: InboxItem, reason: str | None) -> str:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli import invoke
+from support.cli import invoke, run_loopctl
 from support.journal import events
 from support.repos import (
     PY,
@@ -252,3 +252,20 @@ def test_the_dashboard_shows_the_drift_under_the_loops_state(
     assert (
         '<small class="drift bad">drift 0.30, out of scope: path db/schema.sql</small>' in page.text
     )
+
+
+def test_an_approval_killed_after_its_commit_is_finished_by_approving_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = held_item(repo, monkeypatch)
+
+    killed = run_loopctl(repo, "inbox", "approve", item, kill_at_seq="commit_created")
+    assert killed.returncode == -9, killed.stderr
+    again = invoke(monkeypatch, repo, "inbox", "approve", item)
+
+    assert again.exit_code == 0, again.output
+    (commit,) = events(repo, "commit_created")  # one commit, recorded once
+    assert len(events(repo, "approved")) == 1
+    assert git(repo, "rev-parse", commit.data["branch"]).strip() == commit.data["sha"]
+    last = [e for e in events(repo, "task_finished") if e.loop == "css"][-1]
+    assert last.data["status"] == "done"
