@@ -1,4 +1,4 @@
-"""Issue 31 item 1 with the real Claude Code CLI: its footprint is read from its own stream.
+"""Issue 31 item 1 with the real Claude Code and Codex CLIs: footprints read from their streams.
 
 The scripted model server (tests/support/real_cli_scripts.py) has Claude Code fix the link colour
 in styles/site.css, then stray: a Bash command that appends to db/schema.sql, or db/scratch.sql
@@ -6,7 +6,8 @@ written with Write and removed with Bash `rm` (the diff then shows nothing of it
 declares `[scope] paths = ["styles/**"]`, so loopctl asks Claude Code for its `stream-json`,
 reads each tool call from it, pauses the task naming the step, and commits nothing. The CLI runs
 in loopctl's sandbox with a temporary HOME, sealed in a loopback-only namespace where possible
-(tests/support/real_clis.py).
+(tests/support/real_clis.py). Codex (`exec --json`) is given the Bash variant through its shell
+tool.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from support.journal import events
 from support.real_cli_scripts import SCHEMA_LINE
-from support.real_clis import cli_environment, make_sandbox, run_sealed, use_real_maker
+from support.real_clis import Sandbox, cli_environment, make_sandbox, run_sealed, use_real_maker
 from support.repos import PY, commit_all, git, toml_value, write_loop
 
 CHECK = "import pathlib, sys; sys.exit('red' in pathlib.Path('styles/site.css').read_text())"
@@ -25,13 +26,13 @@ BASH = 'args = ["--allowedTools", "Bash"]\n'
 APPEND = f"printf '%s\\n' '{SCHEMA_LINE}'"  # one command: the `;` inside is quoted
 
 
-def css_site(repo: Path) -> None:
-    box = make_sandbox()
+def css_site(repo: Path, name: str = "claude", box: Sandbox | None = None) -> None:
+    box = box or make_sandbox()
     (repo / "styles").mkdir()
     (repo / "styles" / "site.css").write_text("a { color: red; }\n")
     (repo / "db").mkdir()
     (repo / "db" / "schema.sql").write_text("CREATE TABLE users (id INTEGER PRIMARY KEY);\n")
-    use_real_maker(repo, "claude", box, extra=BASH)
+    use_real_maker(repo, name, box, extra=BASH if name == "claude" else "")
     write_loop(
         repo,
         "css",
@@ -61,8 +62,8 @@ def css_site(repo: Path) -> None:
 def test_the_real_claude_straying_out_of_scope_is_paused_from_its_stream(
     repo: Path, script: str, named: list[tuple[str, str]], on_disk: bool
 ) -> None:
-    css_site(repo)
     box = make_sandbox()
+    css_site(repo, "claude", box)
     env = cli_environment("claude", box)
 
     run = run_sealed(repo, box, env, "run", "css", "--once", script=script)
@@ -86,3 +87,25 @@ def test_the_real_claude_straying_out_of_scope_is_paused_from_its_stream(
     (task,) = {e.task for e in events(repo, "attempt_footprint")}
     assert git(repo, "rev-parse", f"loop/css/{task}") == git(repo, "rev-parse", "main")
     assert "ADD COLUMN theme" not in (repo / "db" / "schema.sql").read_text()
+
+
+def test_the_real_codex_straying_out_of_scope_is_paused_from_its_stream(repo: Path) -> None:
+    """Codex's `exec --json` stream: its shell commands (unwrapped from `bash -lc`) and the
+    diff; the append to db/schema.sql is named as a path and as a command."""
+    box = make_sandbox()
+    css_site(repo, "codex", box)
+    env = cli_environment("codex", box)
+
+    run = run_sealed(repo, box, env, "run", "css", "--once", script="css_then_schema_by_bash")
+
+    assert run.posts(), run.done.stderr
+    (footprint,) = events(repo, "attempt_footprint")
+    measured = footprint.data["footprint"]
+    assert measured["stream"] is True, run.done.stdout[-3000:]
+    assert "shell" in measured["tools"]
+    found = {(e["kind"], e["what"]) for e in footprint.data["outside"]}
+    assert ("path", "db/schema.sql") in found, (found, run.done.stdout[-3000:])
+    assert ("command", f"{APPEND} >> db/schema.sql") in found, found
+    (finished,) = [e for e in events(repo, "task_finished") if e.loop == "css"]
+    assert (finished.data["status"], finished.data["outcome"]) == ("paused", "needs-approval")
+    assert events(repo, "commit_created") == []

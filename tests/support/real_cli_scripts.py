@@ -305,8 +305,22 @@ def _css_steps(request: Request, stray: list[Call]) -> Turn:
 
 
 def css_then_schema_by_bash(request: Request, server: ScriptedModelServer) -> Turn:
-    """The fix, then a Bash command that appends to db/schema.sql."""
+    """The fix, then a shell command that appends to db/schema.sql: Claude Code's Bash, or
+    Codex's shell tool (the fix by `sed` first)."""
     command = f"printf '%s\\n' '{SCHEMA_LINE}' >> db/schema.sql"
+    shells = [name for name in ("exec_command", "shell_command", "shell") if name in request.tools]
+    if family(request) == "codex" and shells:
+        fix_css = f"sed -i 's/{CSS_BUG}/{CSS_FIX}/' styles/site.css"
+        if request.step > 1:
+            return Turn(text="Fixed the link colour.")
+        line = [fix_css, command][request.step]
+        workdir = request.cwd or "."
+        args: dict[str, Any] = {
+            "exec_command": {"cmd": line, "workdir": workdir},
+            "shell_command": {"command": line, "workdir": workdir},
+            "shell": {"command": ["bash", "-lc", line], "workdir": workdir},
+        }[shells[0]]
+        return Turn(calls=[Call(shells[0], args)])
     return _css_steps(request, [Call("Bash", {"command": command, "description": "migrate"})])
 
 
