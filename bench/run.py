@@ -38,6 +38,7 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ),
     ("schedule_precision", {"ticks": 20, "idle": 30.0}, {"ticks": 10, "idle": 10.0}),
     ("agent_clis", {"runs": 3}, {"runs": 1}),
+    ("rules_wire", {"attempts": 50}, {"attempts": 10}),
     ("sandbox_cost", {"runs": 30, "attempts": 5}, {"runs": 10, "attempts": 2}),
     ("proxy_cost", {"runs": 30, "requests_per_run": 200}, {"runs": 10, "requests_per_run": 50}),
     ("workspace_ready", {"tasks": 4, "runs": 7}, {"tasks": 3, "runs": 3}),

@@ -14,7 +14,7 @@ from support.journal import events
 from support.repos import make_project
 
 from loopctl.definitions.skills import Skill
-from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
+from loopctl.engine.prompts import MAX_PROMPT_BYTES, AttemptSummary, MakerContext, maker_prompt
 from loopctl.engine.rules import RULES_VERSION, rules_block
 
 TASK = "tests-green"
@@ -92,6 +92,21 @@ def test_every_maker_prompt_carries_the_block_whole(attempt: int) -> None:
 def test_a_prompt_cut_short_does_not_carry_the_block() -> None:
     ctx = context(1, goal="g" * 9000)  # pinned before the rules: the cap cuts them off
     assert not ctx.rules_block().carried_by(maker_prompt(ctx))
+
+
+def test_a_prompt_cut_inside_the_block_does_not_carry_it() -> None:
+    """The cap falls after the marker line but before the block's end: the marker alone is
+    not the rules (the protected paths and the scope come after it)."""
+    block = context(1).rules_block()
+    probe = context(1, goal="g")
+    before = maker_prompt(probe).index(block.text) - 1  # what precedes the block, goal "g"
+    cut_at = before + len(f"# Rules ({block.marker})\n") + 20
+    ctx = context(1, goal="g" * (MAX_PROMPT_BYTES - cut_at))
+    prompt = maker_prompt(ctx)
+
+    assert block.marker in prompt
+    assert block.text not in prompt
+    assert not block.carried_by(prompt)
 
 
 def test_each_attempt_journals_the_hash_its_prompt_carries(

@@ -257,6 +257,31 @@ def test_a_mirror_pipes_a_protocol_that_is_not_http() -> None:
         server.close()
 
 
+def test_a_secret_goes_only_to_the_hosts_it_is_lent_for(upstream: RawServer) -> None:
+    """Two allowed hosts, a secret lent for one: the other gets the stand-in, never the value,
+    whichever way the request is sent (absolute-form through the proxy, or its mirror port)."""
+    other = RawServer(answer_ok)
+    secret = secret_for(upstream.target)
+    policy = EgressPolicy(hosts=(upstream.target, other.target), secrets=(secret,))
+    try:
+        with egress_proxy.serving(policy, []) as folder:
+            for target, port in ((other.target, PROXY_PORT), (other.target, other.target.port)):
+                path = f"http://{target}/x" if port == PROXY_PORT else "/x"
+                request = (
+                    f"GET {path} HTTP/1.1\r\nHost: {target}\r\nX-Key: {secret.stand_in}\r\n\r\n"
+                )
+                assert ask(folder, port, request.encode()).endswith(b"ok")
+            request = f"GET /x HTTP/1.1\r\nX-Key: {secret.stand_in}\r\n\r\n"
+            assert ask(folder, upstream.target.port, request.encode()).endswith(b"ok")
+    finally:
+        other.close()
+    assert len(other.received) == 2
+    for sent in other.received:
+        assert secret.stand_in.encode() in sent
+        assert REAL.encode() not in sent
+    assert f"X-Key: {REAL}".encode() in bytes(upstream.received[0])
+
+
 def test_a_secret_that_would_split_the_head_is_not_put_in(upstream: RawServer) -> None:
     secret = secret_for(upstream.target, "bad\r\nX-Injected: 1")
     policy = EgressPolicy(hosts=(upstream.target,), secrets=(secret,))
