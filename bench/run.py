@@ -44,6 +44,7 @@ SUITE: list[tuple[str, dict[str, object], dict[str, object]]] = [
     ("workspace_ready", {"tasks": 4, "runs": 7}, {"tasks": 3, "runs": 3}),
     ("tick_cost", {"suite_s": 1.5, "runs": 5}, {"suite_s": 1.5, "runs": 2}),
     ("up_scale", {"idle": 15.0, "busy": 65.0}, {"idle": 10.0, "busy": 35.0}),
+    ("drift_benign", {"runs": 100}, {"runs": 20}),
 ]
 
 
@@ -93,7 +94,22 @@ def machine() -> str:
     )
 
 
-def write_results(rows: list[Row], took: float) -> Path:
+def _row_line(row: Row) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in row.cells()) + " |"
+
+
+def _missed_line(row: Row) -> str:
+    why = next((text for prefix, text in WHY_MISSED.items() if row.name.startswith(prefix)), "")
+    return f"- {row.name}: {why or 'no explanation recorded'}"
+
+
+def write_results(rows: list[Row], took: float, *, merge: bool = False) -> Path:
+    """The table of `rows`; with `merge` (`--only`) their rows replace the same benchmarks'
+    in the existing RESULTS.md, and every other row (and why it missed its goal) is kept."""
+    target = HERE / "RESULTS.md"
+    if merge and target.is_file():
+        target.write_text(merged(target.read_text(), rows, took))
+        return target
     lines = [
         "# Benchmark results",
         "",
@@ -104,22 +120,48 @@ def write_results(rows: list[Row], took: float) -> Path:
         "| benchmark | value | baseline | ratio | goal | met | note |",
         "|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row.cells()) + " |")
+    lines += [_row_line(row) for row in rows]
     missed = [row for row in rows if row.met is False]
     lines += ["", "Goals missed: " + ("none." if not missed else "")]
-    for row in missed:
-        why = next((text for prefix, text in WHY_MISSED.items() if row.name.startswith(prefix)), "")
-        lines.append(f"- {row.name}: {why or 'no explanation recorded'}")
-    target = HERE / "RESULTS.md"
+    lines += [_missed_line(row) for row in missed]
     target.write_text("\n".join(lines) + "\n")
     return target
+
+
+def merged(text: str, rows: list[Row], took: float) -> str:
+    """`text` (a RESULTS.md) with `rows` in place of the rows of the same names."""
+    names = {row.name for row in rows}
+    head: list[str] = []
+    table: list[str] = []
+    tail: list[str] = []
+    for line in text.splitlines():
+        section = table if line.startswith("|") else (tail if table else head)
+        section.append(line)
+    table = [line for line in table if line.strip("|").split(" | ")[0].strip() not in names]
+    table += [_row_line(row) for row in rows]
+    tail = [line for line in tail if not any(line.startswith(f"- {n}: ") for n in names)]
+    missed = [_missed_line(row) for row in rows if row.met is False]
+    if missed:
+        at = next((i for i, line in enumerate(tail) if line.startswith("Goals missed")), None)
+        if at is None:
+            tail += ["", "Goals missed: "]
+            at = len(tail) - 1
+        tail[at] = "Goals missed: "
+        tail[at + 1 : at + 1] = missed
+    when = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    shown = ", ".join(sorted(names))
+    tail += ["", f"Re-measured {when} by `python bench/run.py --only` in {took:.0f} s: {shown}."]
+    return "\n".join(head + table + tail) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    parser.add_argument("--only", nargs="*", help="run only these benchmark modules")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        help="run only these benchmark modules (their rows replace theirs in RESULTS.md)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     rows: list[Row] = []
@@ -136,7 +178,7 @@ def main() -> None:
         found = measure(**(quick if args.quick else full))
         print_rows(found)
         rows += found
-    path = write_results(rows, time.monotonic() - started)
+    path = write_results(rows, time.monotonic() - started, merge=bool(args.only))
     print(f"written to {path}")
 
 

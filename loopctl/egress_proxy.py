@@ -30,7 +30,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -44,6 +43,7 @@ from loopctl.egress import (
     socket_name,
 )
 from loopctl.egress_cassette import EgressTap, Exchange, Sink, Tee, dechunk
+from loopctl.egress_heads import Head, rewrite_request, rewrite_response
 
 MAX_HEAD = 64 * 1024  # a request or response head larger than this is refused
 MAX_LINE = 8 * 1024  # a chunk-size or trailer line
@@ -52,22 +52,6 @@ MAX_CONNECTIONS = 256  # at once, per sandboxed process
 _CHUNK = 64 * 1024
 # A unix socket's path holds at most 108 bytes (sun_path): the folder is made in /tmp.
 _SHORT_TMP = "/tmp"
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "proxy-connection",
-        "keep-alive",
-        "proxy-authorization",
-        "proxy-authenticate",
-        "te",
-        "trailer",
-        "upgrade",
-        "host",
-        "expect",
-    }
-)
-
-
 HTTPS_PORT = 443
 
 
@@ -79,30 +63,18 @@ class _Refused(Exception):
         self.status, self.reason, self.detail = status, reason, detail
 
 
-@dataclass(frozen=True, slots=True)
-class _Head:
-    """A parsed request head: the request line's parts and the header fields, in order."""
-
-    method: str
-    target: str
-    version: str
-    headers: tuple[tuple[str, str], ...]
-
-    def values(self, name: str) -> list[str]:
-        return [value for key, value in self.headers if key.lower() == name]
-
-    def tokens(self, name: str) -> set[str]:
-        return {t.strip().lower() for v in self.values(name) for t in v.split(",") if t.strip()}
-
-
 @contextlib.contextmanager
 def serving(
-    policy: EgressPolicy, refused: list[str], tap: EgressTap | None = None
+    policy: EgressPolicy,
+    refused: list[str],
+    tap: EgressTap | None = None,
+    asked: list[str] | None = None,
 ) -> Iterator[Path]:
     """Serve `policy` on unix sockets in a new private folder (yielded) until the block ends;
-    every refused target is appended to `refused` once, as `host:port`; each forwarded
-    exchange is told to `tap` (a cassette), which offline also says where requests go."""
-    server = _Server(policy, refused, tap)
+    every refused target is appended to `refused` once, as `host:port`, and every target asked
+    for, allowed or not, to `asked` (the turn's footprint, issue 31); each forwarded exchange
+    is told to `tap` (a cassette), which offline also says where requests go."""
+    server = _Server(policy, refused, tap, asked)
     try:
         yield server.start()
     finally:
@@ -110,10 +82,17 @@ def serving(
 
 
 class _Server:
-    def __init__(self, policy: EgressPolicy, refused: list[str], tap: EgressTap | None) -> None:
+    def __init__(
+        self,
+        policy: EgressPolicy,
+        refused: list[str],
+        tap: EgressTap | None,
+        asked: list[str] | None = None,
+    ) -> None:
         self.policy = policy
         self.refused = refused
         self.tap = tap
+        self.asked = asked if asked is not None else []
         self.allowed = frozenset(policy.allowed())
         self._lock = threading.Lock()
         self._live: set[socket.socket] = set()
@@ -319,6 +298,9 @@ class _Server:
     # -- forwarding --------------------------------------------------------------------------
 
     def _check(self, target: HostPort) -> None:
+        with self._lock:
+            if str(target) not in self.asked:
+                self.asked.append(str(target))
         if target not in self.allowed:
             self._record(target)
             raise _Refused(403, "Forbidden", f"{target} is not an allowed host of this sandbox")
@@ -358,7 +340,7 @@ class _Server:
             return self._tls
 
     def _forward(
-        self, reader: _Reader, head: _Head, target: HostPort, path: str, host: str, tls: bool
+        self, reader: _Reader, head: Head, target: HostPort, path: str, host: str, tls: bool
     ) -> None:
         """Send one request (its head rewritten, exactly its declared body) to `target` and its
         response back; then the connection ends, or becomes a pipe after an upgrade."""
@@ -374,7 +356,7 @@ class _Server:
         upstream = self._connect(target, tls)
         sent, answered = Tee(upstream), Tee(reader.sock)
         try:
-            upstream.sendall(_rewrite_request(head, path, host, upgrade, secrets))
+            upstream.sendall(rewrite_request(head, path, host, upgrade, secrets))
             _copy_body(reader, sent if self.tap else upstream, framing)
             answer = _Reader(upstream)
             while True:
@@ -389,7 +371,7 @@ class _Server:
                 # Everything after the client's head so far is part of the new protocol.
                 _pipe(reader.sock, upstream, reader.take(), answer.take())
                 return
-            reader.sock.sendall(_rewrite_response(raw))
+            reader.sock.sendall(rewrite_response(raw))
             framed = _response_framing(head.method, status, raw)
             _copy_body(answer, answered if self.tap else reader.sock, framed)
             if self.tap is not None:
@@ -475,7 +457,7 @@ class _Reader:
         return taken
 
 
-def _parse_request(raw: bytes) -> _Head:
+def _parse_request(raw: bytes) -> Head:
     """A request head, strictly: no folded lines, no bare CR or LF, one framing."""
     text = raw[:-4].decode("latin-1")
     lines = text.split("\r\n")
@@ -494,7 +476,7 @@ def _parse_request(raw: bytes) -> _Head:
         ):
             raise _Refused(400, "Bad Request", "a malformed header line")
         headers.append((name, value.strip(" \t")))
-    return _Head(parts[0].upper(), parts[1], parts[2], tuple(headers))
+    return Head(parts[0].upper(), parts[1], parts[2], tuple(headers))
 
 
 def _authority(text: str, default_port: int) -> HostPort:
@@ -517,7 +499,7 @@ def _origin_path(target: str) -> str:
 _Framing = tuple[str, int]
 
 
-def _request_framing(head: _Head) -> _Framing:
+def _request_framing(head: Head) -> _Framing:
     encodings = head.values("transfer-encoding")
     lengths = {value.strip() for value in head.values("content-length")}
     if encodings:
@@ -577,51 +559,6 @@ def _status(raw: bytes) -> int:
 def _response_headers(raw: bytes) -> list[tuple[str, str]]:
     lines = raw[:-4].decode("latin-1").split("\r\n")[1:]
     return [(n, v.strip()) for n, _, v in (line.partition(":") for line in lines)]
-
-
-# -- rewriting -----------------------------------------------------------------------------
-
-
-def _rewrite_request(
-    head: _Head, path: str, host: str, upgrade: bool, secrets: tuple[LentSecret, ...]
-) -> bytes:
-    """The upstream head: origin-form, the upstream's Host, `Connection: close` (or the
-    upgrade), hop-by-hop fields dropped, stand-ins of `secrets` replaced in header values."""
-    listed = head.tokens("connection")
-    lines = [f"{head.method} {path} {head.version}", f"Host: {host}"]
-    for name, value in head.headers:
-        key = name.lower()
-        if key in _HOP_BY_HOP or key in listed:
-            continue
-        lines.append(f"{name}: {_inject(value, secrets)}")
-    if upgrade:
-        lines += [f"Upgrade: {head.values('upgrade')[0]}", "Connection: Upgrade"]
-    else:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _inject(value: str, secrets: tuple[LentSecret, ...]) -> str:
-    for secret in secrets:
-        if secret.stand_in in value:
-            real = secret.value.encode("utf-8").decode("latin-1")
-            if any(c in real for c in "\r\n\0"):
-                continue  # it would split the head: the stand-in goes as it is
-            value = value.replace(secret.stand_in, real)
-    return value
-
-
-def _rewrite_response(raw: bytes) -> bytes:
-    """The response head with `Connection: close`: the client must not send a second request
-    on this connection (it would not be parsed)."""
-    lines = raw[:-4].decode("latin-1").split("\r\n")
-    kept = [lines[0]]
-    for line in lines[1:]:
-        name = line.partition(":")[0].strip().lower()
-        if name not in ("connection", "keep-alive", "proxy-connection"):
-            kept.append(line)
-    kept.append("Connection: close")
-    return ("\r\n".join(kept) + "\r\n\r\n").encode("latin-1")
 
 
 def _answer(client: socket.socket, refusal: _Refused) -> None:

@@ -562,7 +562,7 @@ def _serve_egress(stack: contextlib.ExitStack, sandbox: Sandbox | None) -> Path 
         return None
 
     return stack.enter_context(
-        egress_proxy.serving(sandbox.egress, sandbox.refused, sandbox.cassette)
+        egress_proxy.serving(sandbox.egress, sandbox.refused, sandbox.cassette, sandbox.asked)
     )
 
 

@@ -73,6 +73,9 @@ class AgentRequest:
     # own context to be given again afterwards (backends.rules_hook); "" for a checker.
     rules: str = ""
     rules_marker: str = ""
+    # The loop declares a [scope]: a CLI that can print its event stream prints it, for the
+    # turn's footprint to be read from it (backends.stream_steps).
+    stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)

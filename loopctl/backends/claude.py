@@ -133,7 +133,10 @@ class ClaudeBackend(CliPreset):
         agent = request.agent
         # The prompt goes right after -p: --allowedTools takes a variable number of values and
         # would swallow a prompt placed after it.
-        argv = ["claude", "-p", positional(request.prompt), "--output-format", "json"]
+        # stream-json (with --verbose) when the turn's steps are measured: it ends with the
+        # same result line, after one event per message and tool call.
+        output = ["stream-json", "--verbose"] if request.stream else ["json"]
+        argv = ["claude", "-p", positional(request.prompt), "--output-format", *output]
         mode = agent.permission_mode or ("acceptEdits" if request.role == "maker" else "default")
         argv += ["--permission-mode", mode]
         if agent.model:

@@ -142,6 +142,13 @@ def status(json_out: JsonFlag = False) -> None:
         empty='no loops yet: `loopctl init`, or `loopctl goal "tests green"`',
     )
     _print_review(project)
+    drifting = [s for s in statuses if s.drift is not None and s.drift.scoped]
+    if drifting:
+        print("\ndrift (latest measured attempt; 0 = as declared and as usual):")
+        for s in drifting:
+            assert s.drift is not None
+            where = f"{s.drift.task} attempt {s.drift.attempt}"
+            print(f"  {s.loop}: {s.drift.describe()} ({where})")
     from loopctl.journal.state import describe_spend
     from loopctl.journal.warmth import WARM_COUNTS
 

@@ -30,6 +30,7 @@ from loopctl.delivery.gates import (
     follow_up,
 )
 from loopctl.delivery.pipeline import Checkpoint, DeliveryResult, complete, resume
+from loopctl.engine import drift_gate
 from loopctl.engine.runner import Engine, GoalOptions, RunOutcome
 from loopctl.errors import LockHeld
 from loopctl.journal.events import Event, EventLog, EventType
@@ -206,6 +207,8 @@ def approve(
             }
             hint = hints.get(item.kind, "dismiss it")
             raise InboxError(f"{item.id} is a {item.kind} item, not an approval: {hint}")
+        if drift_gate.is_drift(item):
+            return _approve_drift(rec, item, note)
         if not _is_gate(item):
             return _decide_plain(rec, item, "approved", note)
         held = held_by(events)
@@ -282,6 +285,25 @@ def approve(
     )
 
 
+def _approve_drift(rec: Recorder, item: InboxItem, note: str | None) -> ActionResult:
+    """Commit and deliver the out-of-scope work an item held back (engine.drift_gate), under
+    the task's runner lock, as a gate's delivery is."""
+    paths = rec.paths
+    runner = RunnerLock(paths.locks_dir, lock_name(item.loop or "", item.task))
+    try:
+        runner.acquire()
+    except LockHeld:
+        raise InboxError(
+            f"loop {item.loop!r} is working {item.task} ({_holder(paths, runner.name)}); approve"
+            f" {item.id} once it is done"
+        ) from None
+    try:
+        ok, message = drift_gate.approve(rec, item, note)
+    finally:
+        runner.release()
+    return ActionResult(item.id, "approve", message, ok=ok)
+
+
 def _delivery_message(item: InboxItem, result: DeliveryResult) -> str:
     action = item.evidence.get("action", "the action")
     status = str(result.status)
@@ -319,6 +341,8 @@ def reject(
                 f"{item.id} is a {item.kind} item; only approvals are rejected"
                 f" (use `loopctl inbox dismiss {item.id}`)"
             )
+        if drift_gate.is_drift(item):
+            return ActionResult(item.id, "reject", drift_gate.reject(rec, item, reason))
         if not _is_gate(item):
             return _decide_plain(rec, item, "rejected", reason)
         try:

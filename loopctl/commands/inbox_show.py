@@ -137,10 +137,13 @@ def show(project: Project, ref: str, *, with_patch: bool = False) -> ItemDetail:
     commit = evidence.get("commit") or (task.commit if task else None)
     branch = evidence.get("branch") or (task.branch if task else None)
     base_sha = plan.base_sha if plan else (task.base_sha if task else None)
+    # Work held back for being out of its scope is no commit yet: its checked tree is the diff.
+    held = evidence.get("tree") if isinstance(evidence.get("drift"), list) else None
+    shown = held or commit
     diff_stat = ""
-    if commit and base_sha and commit != base_sha:
+    if shown and base_sha and shown != base_sha:
         try:
-            diff_stat = git.diff_stat_between(project.root, base_sha, str(commit)).rstrip()
+            diff_stat = git.diff_stat_between(project.root, base_sha, str(shown)).rstrip()
         except LoopctlError as exc:
             diff_stat = f"(unavailable: {exc})"
     attempts = tuple(
@@ -182,7 +185,7 @@ def show(project: Project, ref: str, *, with_patch: bool = False) -> ItemDetail:
         question=evidence.get("question"),
         task_status=task.status if task else None,
         history=tuple(_item_history(events, item.id)),
-        patch=_patch_text(project, item, base_sha, commit) if with_patch else None,
+        patch=_patch_text(project, item, base_sha, shown) if with_patch else None,
         agent_output=last.agent_tail if last else "",
         agent_status=last.agent_status if last else None,
         attempt_dir=attempt_folder(item.run, item.task, last.number)
@@ -214,6 +217,9 @@ def patch(project: Project, ref: str) -> bytes:
         return _proposal_patch(project, item)
     if item.kind != ItemKind.APPROVAL:
         raise InboxError(f"inbox item {item.id} is {item.kind}, not an approval: it has no diff")
+    held = item.evidence.get("tree") if isinstance(item.evidence.get("drift"), list) else None
+    if held and detail.base_sha:  # out-of-scope work held back: its checked tree, uncommitted
+        return git.patch_between(project.root, detail.base_sha, str(held))
     if not detail.commit or not detail.base_sha:
         raise InboxError(
             f"approval {item.id} is bound to no commit (an agent asked to run a command): no diff"

@@ -10,6 +10,7 @@ from typing import Any
 
 from loopctl.definitions import Loop, Project
 from loopctl.journal import history, outcomes, overnight, pauses, proposals, schema
+from loopctl.journal.drift import LoopDrift, latest_by_loop, of_event
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import InboxItem, open_items
 from loopctl.journal.pauses import Pause
@@ -47,6 +48,7 @@ class LoopStatus:
     paused: str | None = None
     paused_until: str | None = None  # ISO time the pause ends
     last_outcome: str | None = None  # the last run's Outcome (journal.outcomes); None: running
+    drift: LoopDrift | None = None  # its latest measured attempt's drift (journal.drift)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +79,7 @@ class LoopStatus:
             "paused": self.paused,
             "paused_until": self.paused_until,
             "last_outcome": self.last_outcome,
+            "drift": self.drift.to_json() if self.drift is not None else None,
         }
 
     @property
@@ -113,6 +116,7 @@ def loop_statuses(
         if wait.pid is None or _alive(wait.pid)
     }
     held = pauses.holding(events, datetime.now(UTC))
+    drifts = latest_by_loop(events)
     statuses = []
     for name in names:
         loop = project.loops.get(name)
@@ -154,6 +158,7 @@ def loop_statuses(
                 paused=pause.describe() if pause else None,
                 paused_until=pause.until_text() if pause else None,
                 last_outcome=_outcome(last),
+                drift=drifts.get(name),
             )
         )
     return statuses
@@ -416,6 +421,9 @@ def _describe_more(event: Event, who: str) -> str | None:
         return f"{who}inbox {unsent.item} not sent to {unsent.channel}: {unsent.error}"
     if t == EventType.DIGEST_SENT:
         return f"digest sent ({read(schema.DigestSent, event).waiting} waiting)"
+    if t == EventType.ATTEMPT_FOOTPRINT:
+        measured = of_event(event)
+        return f"{who}attempt {measured.attempt} footprint: drift {measured.describe()}"
     return _describe_note(event, who) if t == EventType.NOTE else None
 
 

@@ -35,6 +35,7 @@ from loopctl.definitions.schema import (
     string,
     strings,
 )
+from loopctl.definitions.scope import ScopeSpec, read_scope
 from loopctl.definitions.source import Problems, parse_toml
 from loopctl.egress import HostPort, NetworkMode
 
@@ -148,6 +149,7 @@ class Loop:
     worktree: WorktreeSpec = field(default_factory=WorktreeSpec)
     budget: Budget = field(default_factory=Budget)
     deliver: DeliverSpec = field(default_factory=DeliverSpec)
+    scope: ScopeSpec = field(default_factory=ScopeSpec)  # [scope]: what its work may touch
     overlap: str = "skip"
     catch_up: str = "one"
     jitter_s: float | None = None
@@ -363,6 +365,7 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
     worktree = _read_worktree(table, config)
     budget = read_budget(table.table("budget"), config.budget)
     deliver = _read_deliver(table, tasks)
+    scope = read_scope(table)
     table.finish()
     if len(problems.errors) > errors_before:
         return None
@@ -377,6 +380,7 @@ def load_loop(path: Path, problems: Problems, config: Config) -> Loop | None:
         worktree=worktree,
         budget=budget,
         deliver=deliver,
+        scope=scope,
         **values,
     )
 

@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from loopctl.atomicfile import write_atomic
 from loopctl.backends import AgentRequest, AgentResult, AgentStatus, backend_for
 from loopctl.backends.base import checked
+from loopctl.backends.endpoints import model_endpoints
 from loopctl.backends.output_tail import agent_output_tail, last_line
 from loopctl.backends.pricing import priced
 from loopctl.backends.sessions import resumable
@@ -103,6 +104,7 @@ def run_agent(
         state_dir=state_dir,
         rules=rules.text if rules is not None else "",
         rules_marker=rules.marker if rules is not None else "",
+        stream=role == "maker" and ctx.loop.scope.declared,
         idle=idle_limit(ctx, workspace.path, sandbox, env, (state_dir,)),
         request_approval=lambda summary, evidence: open_item(
             ctx.rec,
@@ -124,6 +126,9 @@ def run_agent(
     turn = checked(sessions.interrupted_usage(ctx, agent, turn))  # read from session files
     result = priced(turn, agent, dict(ctx.project.config.prices))
     record_refused(ctx, spec.id, request.sandbox, attempt=number, role=role, agent=agent.name)
+    asked = _hosts_asked(request, env)
+    if asked:
+        result = replace(result, extra={**result.extra, "hosts_asked": asked})
     if request.sandbox is not None and request.sandbox.reached:
         result = limit_reached(result, request.sandbox.reached[0])
     if result.status is AgentStatus.STALLED and request.idle is not None:
@@ -466,3 +471,12 @@ def exec_failure(agent: Agent, result: AgentResult, checkout: Path) -> str | Non
     if "/" in named and program.endswith("/" + named.removeprefix("./")):
         program = named  # as the user wrote it, not the worktree's absolute path
     return f"agent {agent.name!r} cannot start: {program}: {why}{fix}"
+
+
+def _hosts_asked(request: AgentRequest, env: Mapping[str, str]) -> list[str]:
+    """What the proxy was asked for during the turn but the agent's own model: the hosts of
+    the turn's footprint (issue 31, engine.footprint)."""
+    if request.sandbox is None or not request.sandbox.asked:
+        return []
+    model = {str(target) for target in model_endpoints(request.agent, env).targets}
+    return [host for host in dict.fromkeys(request.sandbox.asked) if host not in model]

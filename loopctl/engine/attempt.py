@@ -7,8 +7,9 @@ from typing import Any
 
 from loopctl.backends.base import auth_failure
 from loopctl.checks import verdicts as checks
+from loopctl.definitions.scope import rule_lines
 from loopctl.delivery.gates import asked_question
-from loopctl.engine import sessions
+from loopctl.engine import footprint, sessions
 from loopctl.engine.agents import exec_failure, run_agent
 from loopctl.engine.context import (
     RunContext,
@@ -67,6 +68,7 @@ def maker_context(
         attempt_number=number,
         human=human_answer(ctx.rec, ctx.run_id, spec.id),
         changed=changed,
+        declared=rule_lines(footprint.task_scope(ctx, spec)),
     )
 
 
@@ -228,6 +230,9 @@ def run_attempt(
         if tampered(ctx, spec, number, before):
             # The checks and the checker agent ran after the maker: they are watched too.
             return None
+        # What the attempt touched, measured, against its scope (issue 31): before its
+        # verdict, which a passing delivery reads it after (engine.drift_gate).
+        footprint.record(ctx, spec, workspace, number, tree)
         ctx.record(
             spec.id,
             CheckFinished(

@@ -56,6 +56,8 @@ class MakerContext:
     # Files the worktree holds changed against the base as this attempt starts (attempts build
     # on each other; nothing is reset), e.g. "calc.py", "old.py (deleted)".
     changed: Sequence[str] = ()
+    # The task's declared [scope] as rule lines (definitions.scope.rule_lines), issue 31.
+    declared: Sequence[str] = ()
 
     def rules_block(self) -> RulesBlock:
         """The loop's rules for this maker, as one block with its hash (engine.rules)."""
@@ -65,6 +67,7 @@ class MakerContext:
             protected=self.protected,
             scope=self.scope,
             skills=self.skills,
+            declared=self.declared,
         )
 
 

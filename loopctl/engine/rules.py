@@ -93,9 +93,11 @@ def rules_block(
     protected: Sequence[str],
     scope: Sequence[str],
     skills: Sequence[Skill] = (),
+    declared: Sequence[str] = (),
 ) -> RulesBlock:
     """The block for a maker with these instructions under a loop with these rules, protected
-    paths, scope and skills; bounded in size like the prompt it goes into (invariant 6)."""
+    paths, scope, declared `[scope]` (its rule lines, definitions.scope.rule_lines) and skills;
+    bounded in size like the prompt it goes into (invariant 6)."""
     lines: list[str] = []
     if instructions.strip():
         lines.append(instructions.strip())
@@ -113,6 +115,7 @@ def rules_block(
         )
     if scope:
         lines.append("- Change only files matching: " + ", ".join(scope))
+    lines += declared
     lines.append("- Work only inside this worktree. Do not commit; loopctl commits what passes.")
     lines.append(
         '- If only a human can decide how to go on, end with one JSON line {"escalate": "…?"}.'

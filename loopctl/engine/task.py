@@ -6,7 +6,7 @@ from typing import Any
 
 from loopctl.checks import integrity
 from loopctl.checks.verdicts import Verdict as CheckVerdict
-from loopctl.engine import check_cache, review_gate
+from loopctl.engine import check_cache, drift_gate, review_gate
 from loopctl.engine.agents import cannot_start
 from loopctl.engine.attempt import run_attempt
 from loopctl.engine.commit import deliver
@@ -158,6 +158,12 @@ def work_task(ctx: RunContext, spec: TaskSpec) -> TaskOutcome:
         step = next_step(view, RunBudget(loop.budget, run_events), ctx.clock())
         attempts = view.attempts if view else []
         if step.do is Do.DELIVER:
+            found = drift_gate.held(ctx, spec, step.number)
+            if found:
+                # Outside the task's scope: a human decides before anything is committed.
+                return drift_gate.pause(
+                    ctx, spec, workspace, step.number, found, step.last, step.attempts
+                )
             return deliver(ctx, spec, workspace, step.number)
         if step.do is Do.ESCALATE:
             assert step.last is not None

@@ -71,6 +71,8 @@ class EventType(StrEnum):
     PROPOSAL_MADE = "proposal_made"
     PROPOSAL_APPLIED = "proposal_applied"
     PROPOSAL_REFUSED = "proposal_refused"
+    # Declared scope and drift (issue 31): what an attempt touched, held against its scope.
+    ATTEMPT_FOOTPRINT = "attempt_footprint"
 
 
 class LogCorrupt(LoopctlError):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.errors import UsageError
-from loopctl.journal import claimed, schema
+from loopctl.journal import claimed, drift, schema
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.statuses import RunStatus, TaskStatus
 
@@ -53,6 +53,7 @@ class AttemptView:
     agent_tail: str = ""  # the last readable lines the attempt's last agent printed
     agent_status: str | None = None  # how that agent's turn ended (ok, failed, timeout, …)
     claims: claimed.ClaimedView | None = None  # what the maker said beside what was measured
+    drift: str | None = None  # its drift score and steps out of scope, under a declared scope
 
 
 @dataclass(slots=True)
@@ -242,6 +243,12 @@ def _apply(run: RunView, event: Event) -> None:
             attempt.output_tail = ended.output_tail
             attempt.fatal = ended.fatal
             attempt.claims = claimed.read(data.get("claims"))
+    elif kind == EventType.ATTEMPT_FOOTPRINT:
+        task = _task(run, event)
+        measured = drift.of_event(event)
+        attempt = task.attempt(measured.attempt or 0)
+        if attempt is not None and (measured.scoped or measured.alarm):
+            attempt.drift = measured.describe()
     elif kind == EventType.COMMIT_CREATED:
         task = _task(run, event)
         task.commit = schema.read(schema.CommitCreated, event).sha

@@ -297,6 +297,18 @@ class AttemptFinished(Payload, frozen=True):
     extra: dict[str, Any] = field(default_factory=dict)  # the review (engine.review)
 
 
+class AttemptFootprint(Payload, frozen=True):
+    """What an attempt touched, measured (checks.footprint), the steps outside its scope and
+    its drift score (checks.drift), against the scope it ran under (definitions.scope)."""
+
+    TYPE: ClassVar[EventType] = EventType.ATTEMPT_FOOTPRINT
+    attempt: int | None = None
+    footprint: dict[str, Any] = field(default_factory=dict)
+    outside: tuple[dict[str, Any], ...] = ()
+    drift: dict[str, Any] = field(default_factory=dict)
+    scope: dict[str, Any] = field(default_factory=dict)
+
+
 class BaselineChecked(Payload, frozen=True):
     """The check commands ran on the base before the agent, to tell its failures from ours."""
 
@@ -580,6 +592,7 @@ PAYLOADS: tuple[type[Payload], ...] = (
     ProposalMade,
     ProposalApplied,
     ProposalRefused,
+    AttemptFootprint,
 )
 NOTES: tuple[type[NotePayload], ...] = (
     NetworkRefused,

@@ -99,7 +99,8 @@ def _task_lines(task: TaskView, ended: Outcome | None = None) -> list[str]:
         verdict = attempt.verdict or ("running" if task.status == "open" else "interrupted")
         fp = f" {_code(attempt.fingerprint)}" if attempt.fingerprint else ""
         reason = f": {_cell(attempt.reason, 160)}" if attempt.reason else ""
-        lines.append(f"- attempt {attempt.number}: {verdict}{fp}{reason}")
+        drift = f" (drift {_cell(attempt.drift, 200)})" if attempt.drift else ""
+        lines.append(f"- attempt {attempt.number}: {verdict}{fp}{reason}{drift}")
     said = next((a.claims for a in reversed(attempts) if a.claims), None)
     if said is not None:
         lines += claims_lines(said)

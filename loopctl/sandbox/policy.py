@@ -75,6 +75,8 @@ class Sandbox:
     # The turn's model cassette (loopctl.egress_cassette): what the proxy forwards is recorded
     # there, or (offline replay) answered from it. None: nothing is recorded.
     cassette: EgressTap | None = field(default=None, compare=False)
+    # Every `host:port` asked of the proxy, allowed or refused: the turn's hosts (issue 31).
+    asked: list[str] = field(default_factory=list, compare=False)
 
     def wrap(
         self,

@@ -38,6 +38,7 @@ pre { background:#fff; border:1px solid var(--line); padding:10px; overflow:auto
   max-height:70vh; white-space:pre; margin:0; max-width:100%; }
 pre.output { white-space:pre-wrap; word-break:break-word; }
 .muted { color:var(--muted); }
+.drift.bad { color:var(--bad); }
 .badge { display:inline-block; padding:1px 8px; border-radius:999px; font-size:12px;
   background:#e5e7eb; color:#374151; white-space:nowrap; }
 .badge.ok { background:#e6f4ea; color:var(--ok); }

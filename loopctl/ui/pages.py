@@ -13,6 +13,7 @@ from datetime import datetime
 from urllib.parse import quote
 
 from loopctl.journal.claimed import ClaimedView, measured_line, said_line
+from loopctl.journal.drift import LoopDrift
 from loopctl.journal.history import RunView
 from loopctl.journal.inbox import InboxItem, ItemKind
 from loopctl.journal.outcomes import of_run, of_task
@@ -174,7 +175,8 @@ def loops_page(view: LoopsView, project: str) -> str:
         )
         rows.append(
             f'<tr data-loop="{esc(s.loop)}"><td><b>{esc(s.loop)}</b></td>'
-            f"<td>{esc(s.trigger)}</td><td>{badge(state)} {outcome_badge(s.last_outcome)}</td>"
+            f"<td>{esc(s.trigger)}</td><td>{badge(state)} {outcome_badge(s.last_outcome)}"
+            f"{drift_note(s.drift)}</td>"
             f"<td>{_when(s.next_tick) if s.next_tick != 'on change' else 'on change'}</td>"
             f"<td class='runs wide'>{runs or '<span class=muted>none</span>'}</td>"
             f"<td class=wide>{chart(card.days, width=180, height=44)}</td>"
@@ -195,6 +197,14 @@ def loops_page(view: LoopsView, project: str) -> str:
         f"</section>{table}"
     )
     return layout("Loops", body, active="loops", project=project)
+
+
+def drift_note(drift: LoopDrift | None) -> str:
+    """The latest attempt's drift under the state, as `status` says it (issue 31)."""
+    if drift is None or not drift.scoped:
+        return ""
+    style = "bad" if drift.alarm else "muted"  # .drift.bad: red text, as a failed badge
+    return f'<br><small class="drift {style}">drift {esc(drift.describe())}</small>'
 
 
 def warm_cell(warm: Mapping[str, float | int]) -> str:

@@ -282,3 +282,63 @@ SCRIPTS: dict[str, Script] = {
     "peek_then_fix": peek_then_fix,
     "lost_after_first_tool": lost_after_first_tool,
 }
+
+
+# --- issue 31, item 1: a CSS fix that strays out of its scope ------------------------------------
+
+CSS_BUG, CSS_FIX = "color: red", "color: blue"
+SCHEMA_LINE = "ALTER TABLE users ADD COLUMN theme TEXT;"
+
+
+def _css_steps(request: Request, stray: list[Call]) -> Turn:
+    """Claude Code reads and fixes styles/site.css, then takes the `stray` calls, one a turn."""
+    cwd = request.cwd or "."
+    site = f"{cwd}/styles/site.css"
+    steps = [
+        Call("Read", {"file_path": site}),
+        Call("Edit", {"file_path": site, "old_string": CSS_BUG, "new_string": CSS_FIX}),
+        *stray,
+    ]
+    if family(request) == "claude" and request.tools and request.step < len(steps):
+        return Turn(calls=[steps[request.step]])
+    return Turn(text="Fixed the link colour.") if family(request) != "side" else Turn(text="CSS")
+
+
+def css_then_schema_by_bash(request: Request, server: ScriptedModelServer) -> Turn:
+    """The fix, then a shell command that appends to db/schema.sql: Claude Code's Bash, or
+    Codex's shell tool (the fix by `sed` first)."""
+    command = f"printf '%s\\n' '{SCHEMA_LINE}' >> db/schema.sql"
+    shells = [name for name in ("exec_command", "shell_command", "shell") if name in request.tools]
+    if family(request) == "codex" and shells:
+        fix_css = f"sed -i 's/{CSS_BUG}/{CSS_FIX}/' styles/site.css"
+        if request.step > 1:
+            return Turn(text="Fixed the link colour.")
+        line = [fix_css, command][request.step]
+        workdir = request.cwd or "."
+        args: dict[str, Any] = {
+            "exec_command": {"cmd": line, "workdir": workdir},
+            "shell_command": {"command": line, "workdir": workdir},
+            "shell": {"command": ["bash", "-lc", line], "workdir": workdir},
+        }[shells[0]]
+        return Turn(calls=[Call(shells[0], args)])
+    return _css_steps(request, [Call("Bash", {"command": command, "description": "migrate"})])
+
+
+def css_then_write_and_delete(request: Request, server: ScriptedModelServer) -> Turn:
+    """The fix, then db/scratch.sql written with Write and removed with Bash `rm`."""
+    scratch = f"{request.cwd or '.'}/db/scratch.sql"
+    return _css_steps(
+        request,
+        [
+            Call("Write", {"file_path": scratch, "content": SCHEMA_LINE + "\n"}),
+            Call("Bash", {"command": "rm db/scratch.sql", "description": "clean up"}),
+        ],
+    )
+
+
+SCRIPTS.update(
+    {
+        "css_then_schema_by_bash": css_then_schema_by_bash,
+        "css_then_write_and_delete": css_then_write_and_delete,
+    }
+)
