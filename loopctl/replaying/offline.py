@@ -35,6 +35,8 @@ from loopctl.errors import GitError, LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.outcomes import of_task
+from loopctl.journal.payload import read
+from loopctl.journal.schema import AgentFinished, AgentStarted, TickStarted, WorktreeCreated
 from loopctl.journal.state import render_state
 from loopctl.paths import LOOP_DIR, ProjectPaths, cache_home
 from loopctl.process import run as run_program
@@ -180,7 +182,12 @@ def recorded_turns(run: history.RunView) -> list[str]:
         turned = event.type in (EventType.AGENT_STARTED, EventType.AGENT_FINISHED)
         if not turned or not event.task:
             continue
-        turn = f"{event.task}/attempt-{event.data.get('attempt')}/{event.data.get('role')}"
+        who: AgentStarted | AgentFinished = (
+            read(AgentStarted, event)
+            if event.type == EventType.AGENT_STARTED
+            else read(AgentFinished, event)
+        )
+        turn = f"{event.task}/attempt-{who.attempt}/{who.role}"
         if turn not in turns:
             turns.append(turn)
     return turns
@@ -208,7 +215,8 @@ def _refuse_unreplayable(paths: ProjectPaths, run: history.RunView, turns: list[
 
 def _command(run: history.RunView) -> list[str]:
     """The arguments the run was started with (its `tick_started` command), after `loopctl`."""
-    command = run.data.get("command")
+    started = [read(TickStarted, e) for e in run.events if e.type == EventType.TICK_STARTED]
+    command = started[0].command if started else None
     words = shlex.split(command) if isinstance(command, str) else []
     if len(words) < 2 or words[0] != "loopctl" or words[1] not in ("run", "goal"):
         raise CassetteError(f"run {run.run} does not say how it was started: cannot replay it")
@@ -217,8 +225,10 @@ def _command(run: history.RunView) -> list[str]:
 
 def _base_commit(run: history.RunView) -> str:
     for event in run.events:
-        if event.type == EventType.WORKTREE_CREATED and event.data.get("base_sha"):
-            return str(event.data["base_sha"])
+        if event.type == EventType.WORKTREE_CREATED:
+            base = read(WorktreeCreated, event).base_sha
+            if base:
+                return base
     raise CassetteError(f"run {run.run} made no worktree: it has no base commit to replay from")
 
 
