@@ -140,6 +140,32 @@ def test_an_edit_hidden_from_git_is_still_undone(project: Path, tmp_path: Path) 
     assert git(target, "ls-files", "-v", "src/m4.py").startswith("H ")  # no flags
 
 
+@pytest.mark.parametrize("name", ["commondir", "gitdir", "HEAD"])
+def test_a_link_planted_as_an_admin_file_is_never_written_through(
+    project: Path, tmp_path: Path, name: str
+) -> None:
+    """The maker can write its worktree's git admin folder: a link it puts in place of a file
+    loopctl rewrites there (`commondir`, `gitdir`, `HEAD`) is removed, not followed, so the
+    file it points at keeps its content."""
+    root = tmp_path / "worktrees"
+    old = _ready(project, root, "task-a")
+    admin = worktree_pool.admin_folder(project, old)
+    assert admin is not None
+    assert worktree_pool.release(project, root, LOOP, old, capacity=1)
+    victim = tmp_path / "elsewhere" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("the user's own file\n")
+    (admin / name).unlink()
+    (admin / name).symlink_to(victim)
+    target = worktree_path(root, LOOP, "task-b")
+    head = git(project, "rev-parse", "HEAD").strip()
+
+    worktree_pool.acquire(project, root, LOOP, target, "loop/fix/task-b", head, [])
+
+    assert victim.read_text() == "the user's own file\n"
+    assert not (admin / name).is_symlink()
+
+
 def test_a_touched_preserved_folder_is_deleted_not_handed_on(project: Path, tmp_path: Path) -> None:
     root = tmp_path / "worktrees"
     old = _ready(project, root, "task-a")
