@@ -180,3 +180,22 @@ def served(repo: Path, sessions: Any) -> Iterator[str]:
         thread.join(timeout=15)
         board.workers.shutdown(wait=False, cancel_futures=True)
         sock.close()
+
+
+def act(
+    session: httpx.Client, base: str, item: str, action: str, headers: dict[str, str], **form: str
+) -> dict[str, Any]:
+    """An action as the page's script sends it: answered at once (202 and a job), then its
+    state, followed until it ends."""
+    started = session.post(
+        f"{base}/inbox/{item}/{action}",
+        headers={**headers, "Accept": "application/json"},
+        data=form,
+    )
+    assert started.status_code == 202, started.text
+    job = started.json()
+    assert (job["item"], job["action"]) == (item, action)
+    while True:
+        state: dict[str, Any] = session.get(f"{base}{job['state']}?wait=20").json()
+        if state["done"]:
+            return state

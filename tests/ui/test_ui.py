@@ -29,7 +29,7 @@ from support.repos import (
     write_agent,
     write_loop,
 )
-from support.ui import browser, dashboard, screenshot, served
+from support.ui import act, browser, dashboard, screenshot, served
 
 from loopctl.journal.events import EventLog
 from loopctl.paths import ProjectPaths
@@ -341,25 +341,6 @@ def test_without_the_ui_extra_it_says_how_to_install_it(repo: Path) -> None:
         " pip install 'starlette<2,>=0.41' 'uvicorn<1,>=0.30'"
         " (or pip install -e '.[ui]' in a clone)"
     )
-
-
-def act(
-    session: httpx.Client, base: str, item: str, action: str, headers: dict[str, str], **form: str
-) -> dict[str, Any]:
-    """An action as the page's script sends it: answered at once (202 and a job), then its
-    state, followed until it ends."""
-    started = session.post(
-        f"{base}/inbox/{item}/{action}",
-        headers={**headers, "Accept": "application/json"},
-        data=form,
-    )
-    assert started.status_code == 202, started.text
-    job = started.json()
-    assert (job["item"], job["action"]) == (item, action)
-    while True:
-        state: dict[str, Any] = session.get(f"{base}{job['state']}?wait=20").json()
-        if state["done"]:
-            return state
 
 
 def free_port() -> int:
