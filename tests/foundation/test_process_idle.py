@@ -110,6 +110,30 @@ def test_tree_watch_sees_writes_creations_and_removals(tmp_path: Path) -> None:
     assert not watch()
 
 
+def test_an_edit_deep_in_the_tree_is_progress(tmp_path: Path, env: dict[str, str]) -> None:
+    """A silent maker rewriting a file it already has, three folders down (no folder's own
+    time moves): that is work, not a hang."""
+    deep = tmp_path / "work" / "src" / "pkg" / "sub"
+    deep.mkdir(parents=True)
+    (deep / "mod.py").write_text("0")
+    code = (
+        "import time, pathlib\n"
+        "end = time.monotonic() + 4\n"
+        "path = pathlib.Path('src/pkg/sub/mod.py')\n"
+        "while time.monotonic() < end:\n"
+        "    path.write_text(path.read_text() + 'x'); time.sleep(0.05)\n"
+    )
+    work = tmp_path / "work"
+    watch = TreeWatch([work])
+    (deep / "mod.py").write_text("0 but longer")  # rewritten in place: only the file moved
+    assert watch()
+
+    done = run([PY, "-c", code], cwd=work, env=env, timeout=60, idle=IdleLimit(1.5, watch))
+
+    assert not done.stalled
+    assert done.ok
+
+
 def test_tree_watch_is_bounded(tmp_path: Path) -> None:
     for index in range(30):
         (tmp_path / f"f{index:02}").write_text("x")
