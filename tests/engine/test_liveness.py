@@ -157,6 +157,28 @@ def test_a_cli_whose_stream_stops_is_quoted_as_its_stream_renders(
     assert "it last printed: '$ npm test -- --watch'" in item
 
 
+def test_a_cli_writing_only_its_own_session_is_not_stalled(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Silent for 5 s against a max_idle of 2 s, its worktree untouched until the end: only its
+    session transcript, in the sandbox's private copy of ~/.claude, grows. That is progress."""
+    install_fake_clis(tmp_path / "bin", monkeypatch)
+    set_scenario("claude", mode="quiet_transcript", seconds=5)
+    make_project(repo, "fixer.py", config_extra='\n[budget]\nmax_idle = "2s"\n')
+    (repo / "agents" / "maker.toml").write_text(
+        'description = "claude"\nbackend = "claude"\ntimeout = "90s"\n'
+        '\n[sandbox]\nwrite = ["~/.fake-cli"]\n'
+    )
+    commit_all(repo, "claude maker")
+
+    done = run_loopctl(repo, "goal", "tests green", timeout=100)
+
+    assert_clean_exit(done, 0)
+    (finished,) = [task_finished(e) for e in events(repo, "task_finished", TASK)]
+    assert finished.status == "done"
+    assert _stalls(repo) == []
+
+
 def test_a_hung_checker_agent_is_ended_as_stalled(repo: Path) -> None:
     make_project(repo, "fixer.py")
     write_agent(repo, "judge", "stalls.py", "silent", timeout="90s")
