@@ -128,3 +128,22 @@ def test_a_turn_stopped_with_sigterm_resumes_its_session_and_keeps_its_spend(
         ("ok", 100, 20),
     ]
     assert {t["session_id"] for t in turns} == {session}
+
+
+def test_a_fresh_run_after_the_kill_starts_its_maker_cold(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--fresh` closes the dead run and starts another: its attempt 1 is not the lost turn's,
+    so the old session is not resumed into the new run (its task starts from its prompt)."""
+    claude_project(repo, tmp_path, monkeypatch)
+    set_scenario("claude", mode="lost_turn")
+    session = kill_loopctl_mid_turn(repo)
+
+    done = run_loopctl(repo, "goal", "tests green", "--fresh")
+
+    assert_clean_exit(done, 0)
+    _first, second = fake_calls("claude")
+    assert "--resume" not in second["argv"]
+    assert second["argv"][second["argv"].index("--session-id") + 1] != session
+    assert [e for e in events(repo, "note") if e.data.get("what") == SESSION_RESUMED] == []
+    assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "1"
