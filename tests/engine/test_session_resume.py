@@ -147,3 +147,28 @@ def test_a_fresh_run_after_the_kill_starts_its_maker_cold(
     assert second["argv"][second["argv"].index("--session-id") + 1] != session
     assert [e for e in events(repo, "note") if e.data.get("what") == SESSION_RESUMED] == []
     assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "1"
+
+
+def test_a_lost_turn_of_a_resumed_session_counts_only_its_own_calls(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attempt 1 is a whole turn (one call, recorded); attempt 2 resumes that session and is
+    lost with loopctl after one more call. The session's transcript holds both calls: the lost
+    turn is closed with the one the log does not count yet, so spend is each call once."""
+    install_fake_clis(tmp_path / "bin", monkeypatch)
+    make_project(repo)
+    (repo / "agents" / "maker.toml").write_text(MAKER + "resume = true\n" + GRANT)
+    commit_all(repo, "claude as the maker, resuming")
+    set_scenario("claude", mode="lost_turn", first_done=True)
+
+    session = kill_loopctl_mid_turn(repo)
+    done = run_loopctl(repo, "goal", "tests green")
+
+    assert_clean_exit(done, 0)
+    first, lost, resumed = maker_turns(repo)
+    assert {first["session_id"], lost["session_id"], resumed["session_id"]} == {session}
+    assert (first["attempt"], lost["attempt"], lost["status"]) == (1, 2, "interrupted")
+    assert (first["input_tokens"], first["output_tokens"]) == (100, 20)
+    assert (lost["input_tokens"], lost["output_tokens"]) == (100, 20)  # not 200/40
+    assert (resumed["input_tokens"], resumed["output_tokens"]) == (100, 20)
+    assert git(repo, "rev-list", "--count", f"main..{GOAL_BRANCH}").strip() == "1"
