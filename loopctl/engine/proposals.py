@@ -84,9 +84,14 @@ def harvest(ctx: RunContext, spec: TaskSpec, workspace: Workspace, number: int) 
     worktree, and return the ids of the inbox items opened."""
     if ctx.in_place:
         return []  # the worktree is the checkout itself: invariant 10's verdict stands there
-    changed = [
-        p for p in git.changed_paths(workspace.path, workspace.base_sha) if not p.endswith("/")
-    ]
+    try:
+        git.require_work_tree(workspace.path, "read the proposals of")
+        listed = git.changed_paths(workspace.path, workspace.base_sha)
+    except LoopctlError:
+        # Git there works on another tree (the agent replaced the worktree's `.git`): nothing
+        # is harvested from it, and the snapshot refuses it and stops the task (engine.verdict).
+        return []
+    changed = [p for p in listed if not p.endswith("/")]
     patterns = [] if ctx.loop.maker.allow_self_edit else self_edit_patterns(ctx)
     edits = [p for p in changed if _definition(p, patterns)]
     files = [p for p in changed if p == PROPOSAL_DIR or p.startswith(PROPOSAL_DIR + "/")]
