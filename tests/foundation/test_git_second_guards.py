@@ -130,3 +130,40 @@ def test_a_planted_receive_pack_for_the_url_never_runs(
 
     assert not marker.exists(), marker.read_text()
     assert plain(remote, "rev-parse", "refs/heads/main").strip() == head
+
+
+def test_git_speaks_english_to_loopctl_whatever_the_users_language(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills `LC_ALL=C` dropped from git's environment (or its name or value changed): with the
+    user's LANGUAGE=de, git answers in German, and loopctl, which reads some of git's words
+    (a bare repository's "must be run in a work tree"), would fail a plain read of a bare
+    repository (a remote) instead of reading it. Git's own messages stay English too."""
+    bare = tmp_path / "remote.git"
+    plain(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_MESSAGES", raising=False)
+    head = plain(repo, "rev-parse", "HEAD").strip()
+    assert lgit.git(["log", "-1", "--format=%H"], cwd=bare).stdout.strip() == head
+    with pytest.raises(GitError) as failed:
+        lgit.git(["log", "-1", "--format=%H", "no-such-branch"], cwd=bare)
+    assert "unknown revision" in str(failed.value), failed.value
+
+
+def test_an_argument_with_a_nul_byte_is_a_git_error_not_a_crash(repo: Path) -> None:
+    """Kills the NUL check of every hardened command turned off: text from outside (a task's
+    name, a path) with a NUL byte is refused as a GitError, which the CLI reports in one line
+    with its exit code, never as a ValueError from deep in subprocess (a traceback)."""
+    for args in (["log", "-1", "a\0b"], ["rev-parse", "--verify", "x\0"]):
+        with pytest.raises(GitError, match="NUL byte"):
+            lgit.git(args, cwd=repo, check=False)
+
+
+def test_a_branch_name_with_a_nul_byte_is_simply_not_valid(repo: Path) -> None:
+    """Kills valid_branch_name's own NUL check dropped: a name with a NUL byte (from a task's
+    title) is an invalid name, answered False like any other, not a GitError raised from the
+    command's guard."""
+    assert lgit.valid_branch_name(repo, "loop/ok")
+    assert not lgit.valid_branch_name(repo, "loop/a\0b")
