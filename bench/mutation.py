@@ -525,6 +525,7 @@ class Equivalent:
     line: str
     why: str
     replacement: str | None = None
+    occurrence: int | None = None  # which of the line's mutants of this operator, when needed
 
 
 _UNUSED_DEFAULT = (
@@ -1598,6 +1599,43 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for target in ("git", "git-hardening-runner")
     ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            'pins.append(("protocol.file.allow", "never"))',
+            "the file-transport pin's value emptied or changed: git accepts only always, never"
+            " and user, and dies on any other value ('unknown value for config"
+            " protocol.file.allow') exactly where `never` refuses, when the file transport is"
+            " used; every other command is untouched. The lazy fetch still fails and the planted"
+            " upload-pack never runs; only git's wording differs (the key changed or emptied is"
+            " killed)",
+            replacement=replacement,
+            occurrence=1,
+        )
+        for target in ("git-config", "git-hardening-config")
+        # The value's mutants are the line's second (occurrence 1): the key emptied, which
+        # has the same replacement text, is killed by
+        # test_a_repository_naming_its_remotes_upload_pack_still_works_locally.
+        for operator, replacement in (
+            ("ast/ChangeString", "'never-mutant'"),
+            ("ast/EmptyString", "''"),
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/ChangeString",
+            'pins = [(key, "") for key in keys if _DRIVER_KEY.match(key)]',
+            "each planted driver pinned to a command that does not exist ('-mutant') rather"
+            " than the empty one: the planted program never runs either way; git reports the"
+            " missing command and, as with an empty command, passes content through unfiltered"
+            " unless the filter is `required`, where both fail the command (only a program named"
+            " exactly like the new value, on PATH, would tell them apart)",
+            replacement="'-mutant'",
+        )
+        for target in ("git-config", "git-hardening-config")
+    ),
     # Issue 27, agent_context / ui security / delivery (the AST operators).
     Equivalent(
         "agent-context",
@@ -2250,7 +2288,7 @@ def _run_ast(
         if _killed(target, tree, {path: mutated}):
             tally.killed += 1
             outcome = "killed"
-        elif _is_equivalent(name, mutant.operator, key[3], mutant.replacement):
+        elif _is_equivalent(name, mutant.operator, key[3], mutant.replacement, key[2]):
             tally.equivalent += 1
             outcome = "equivalent"
         else:
@@ -2398,12 +2436,19 @@ def _record(results: dict[str, Tally], argv: Sequence[str]) -> None:
     _render(saved)
 
 
-def _is_equivalent(target: str, operator: str, text: str, replacement: str | None = None) -> bool:
+def _is_equivalent(
+    target: str,
+    operator: str,
+    text: str,
+    replacement: str | None = None,
+    occurrence: int | None = None,
+) -> bool:
     return any(
         e.target in (target, "*")
         and e.operator == operator
         and e.line in text
         and e.replacement in (None, replacement)
+        and e.occurrence in (None, occurrence)
         for e in EQUIVALENT
     )
 
@@ -2416,7 +2461,9 @@ def _reclassify(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     explained = 0
     for line in entry["survivors"]:
         match = _SURVIVOR.match(line)
-        if match and _is_equivalent(name, match.group(2), match.group(4), match.group(5)):
+        if match and _is_equivalent(
+            name, match.group(2), match.group(4), match.group(5), int(match.group(3))
+        ):
             explained += 1
         else:
             still.append(line)

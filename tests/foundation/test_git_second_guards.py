@@ -167,3 +167,16 @@ def test_a_branch_name_with_a_nul_byte_is_simply_not_valid(repo: Path) -> None:
     command's guard."""
     assert lgit.valid_branch_name(repo, "loop/ok")
     assert not lgit.valid_branch_name(repo, "loop/a\0b")
+
+
+def test_a_repository_naming_its_remotes_upload_pack_still_works_locally(repo: Path) -> None:
+    """A user's own `remote.origin.uploadpack` (a server with git installed off PATH) makes
+    loopctl refuse git's file transport (protocol.file.allow=never, against a planted one), and
+    nothing else: reading history and the working tree works as before. Kills that pin's key
+    emptied, which makes every content command fail ("empty config key")."""
+    plain(repo, "config", "remote.origin.uploadpack", "/opt/git/bin/git-upload-pack")
+    head = plain(repo, "rev-parse", "HEAD").strip()
+    (repo / "new.txt").write_text("new\n")
+    assert lgit.git(["log", "-1", "--format=%H"], cwd=repo).stdout.strip() == head
+    status = lgit.git(["status", "--porcelain", "--untracked-files=all"], cwd=repo).stdout
+    assert "?? new.txt" in status
