@@ -111,6 +111,9 @@ GIT_HARDENING = (
     ("git-hardening-refs", "refs", ("valid_branch_name",)),
 )
 GIT_HOSTILE_TESTS = (
+    # A linked worktree's own config cannot move loopctl's git to another working tree (a
+    # second each).
+    "tests/foundation/test_git_work_tree.py",
     "tests/foundation/test_git_mutants.py",
     "tests/foundation/test_git_second_guards.py",
 )
@@ -1635,6 +1638,21 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             replacement="'-mutant'",
         )
         for target in ("git-config", "git-hardening-config")
+    ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            'env["GIT_TERMINAL_PROMPT"] = "0"',
+            "GIT_TERMINAL_PROMPT's value emptied or changed: git reads it as a boolean only"
+            " where it would prompt, an empty value is false as 0 is, and any other text makes"
+            " git die there ('bad numeric config value'): no prompt either way, the command"
+            " fails as with 0 (the variable's name changed or emptied is killed)",
+            replacement=replacement,
+            occurrence=1,
+        )
+        for target in ("git", "git-hardening-runner")
+        for operator, replacement in (("ast/ChangeString", "'0-mutant'"), ("ast/EmptyString", "''"))
     ),
     # Issue 27, agent_context / ui security / delivery (the AST operators).
     Equivalent(

@@ -180,3 +180,34 @@ def test_a_repository_naming_its_remotes_upload_pack_still_works_locally(repo: P
     assert lgit.git(["log", "-1", "--format=%H"], cwd=repo).stdout.strip() == head
     status = lgit.git(["status", "--porcelain", "--untracked-files=all"], cwd=repo).stdout
     assert "?? new.txt" in status
+
+
+def test_git_variables_of_loopctls_caller_never_steer_its_git(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """loopctl started from a git hook (git sets GIT_DIR and GIT_INDEX_FILE there) or a shell
+    that exports GIT_DIR: its git still works on the repository it names by folder, never the
+    one the variable points at. Kills the GIT_ prefix changed in the filter of git's
+    environment."""
+    other = tmp_path / "other"
+    plain(tmp_path, "init", "-q", str(other))
+    plain(other, "commit", "-q", "--allow-empty", "-m", "other")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+    head = plain(repo, "--git-dir", str(repo / ".git"), "rev-parse", "HEAD").strip()
+    assert lgit.git(["rev-parse", "HEAD"], cwd=repo).stdout.strip() == head
+
+
+def test_git_still_reads_the_users_own_global_config(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only git's own variables and secrets are left out of git's environment: HOME stays, so
+    the user's ~/.gitconfig (their credential helper, their proxy, their identity) still
+    applies. Kills the filter emptied (every variable but two dropped)."""
+    home = tmp_path / "home-with-config"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada From Home\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+    name = lgit.git(["config", "user.name"], cwd=repo, check=False).stdout.strip()
+    assert name == "Ada From Home"
