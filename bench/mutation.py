@@ -15,7 +15,8 @@ rendered to bench/MUTATION.md; the exit code is 1 while a mutant survives.
 
 Each target is mutated in its own copy of the tree (under
 ~/.cache/loopctl-mutation/mutation-<pid>, or `--work DIR`; never under /tmp, whose private copy
-in the agent sandbox would hide it), never in this checkout, and each mutant runs only the
+in the agent sandbox would hide it, and as root somewhere `nobody` can enter), never in this
+checkout, and each mutant runs only the
 targeted tests that should kill it (`-x`: the first failure ends the run), one mutant at a time,
 without xdist. `PYTHONPATH` points at the copy, so the `loopctl` subprocesses the tests start
 run the mutant too.
@@ -110,6 +111,9 @@ GIT_HARDENING = (
     ("git-hardening-refs", "refs", ("valid_branch_name",)),
 )
 GIT_HOSTILE_TESTS = (
+    # A linked worktree's own config cannot move loopctl's git to another working tree (a
+    # second each).
+    "tests/foundation/test_git_work_tree.py",
     "tests/foundation/test_git_mutants.py",
     "tests/foundation/test_git_second_guards.py",
 )
@@ -344,6 +348,10 @@ TARGETS: dict[str, Target] = {
     "sandbox-binds": Target(
         "loopctl/sandbox/policy.py",
         (
+            # How `wrap` starts the program, what of /tmp it shows, and the egress bridge it
+            # puts in front of a proxied agent: seconds, first.
+            "tests/reliability/test_sandbox_launch.py",
+            "tests/reliability/test_egress.py",
             "tests/reliability/test_sandbox_mutants.py",
             "tests/reliability/test_sandbox_outside_tmp.py",
             "tests/foundation/test_sandbox_rules.py",
@@ -511,12 +519,16 @@ OPERATORS = frozenset(
 @dataclass(frozen=True)
 class Equivalent:
     """A surviving mutant no test can kill, and why: matched by target ("*": any), operator and
-    the source line it changes (stripped; a substring is enough). Only survivors are matched."""
+    the source line it changes (stripped; a substring is enough), and for an AST mutant, when
+    one line has several (one element dropped of many), by its replacement text too (exactly).
+    Only survivors are matched."""
 
     target: str
     operator: str
     line: str
     why: str
+    replacement: str | None = None
+    occurrence: int | None = None  # which of the line's mutants of this operator, when needed
 
 
 _UNUSED_DEFAULT = (
@@ -1462,7 +1474,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         Equivalent(
             target,
             "ast/IfFalse",
-            "if not _under_private_tmp(path):",
+            "if not under_private_tmp(path):",
             "the place check below asks _under_private_tmp again before it binds anything, so"
             " a path outside the private temp roots is still never stat'ed nor bound; only a"
             " link outside /tmp to a place under it is then bound read-only, a place the"
@@ -1480,6 +1492,167 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " test_an_account_without_a_passwd_entry_still_gets_a_sandbox)",
         )
         for target in ("sandbox", "sandbox-binds")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            'bridge = [sys.executable, "-I", "-S", str(EGRESS_BRIDGE), INSIDE_SOCKETS, *ports]',
+            "`-S` dropped from the egress bridge's interpreter: only its start-up cost changes."
+            " With `-I` the bridge reads no PYTHON* variable and no user site, and what `site`"
+            " then adds (site-packages, their .pth files) comes after the standard library the"
+            " bridge imports from; nothing the agent writes is read (`-I` dropped is killed by"
+            " test_a_module_planted_on_the_agents_pythonpath_never_runs_in_the_bridge)",
+            replacement="[sys.executable, '-I', str(EGRESS_BRIDGE), INSIDE_SOCKETS, *ports]",
+        )
+        for target in ("sandbox", "sandbox-binds")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/EmptyString",
+            'args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]',
+            "the root bind's destination emptied (`--ro-bind / ''`): bwrap resolves a"
+            " destination inside the new root, where '' and '/' are the same place, so the host"
+            " is still bound read-only at / (the source or the flag changed is killed: the"
+            " agent writes nothing of the host outside /tmp)",
+            replacement="''",
+        )
+        for target in ("sandbox", "sandbox-binds")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            line,
+            "the program's own folder named twice: visible.installed(executable) always yields"
+            " install_root(executable), which is that folder or an install folder above it (a"
+            " package, a virtualenv), and neither is bound when the folder is a temp root"
+            " itself; so dropping `Path(executable).parent`, or the executable from the files"
+            " the command line names, shows the same places (a program under /tmp is run by"
+            " test_a_package_with_its_manifest_at_the_top_runs_from_tmp and"
+            " test_a_linked_program_folder_under_tmp_runs_through_its_link)",
+            replacement=replacement,
+        )
+        for target in ("sandbox", "sandbox-binds")
+        for line, replacement in (
+            ("*visible.program_files([executable, *args_after]),", "[*args_after]"),
+            (
+                "shown = [",
+                "[self.root, home, *visible.program_files([executable, *args_after]),"
+                " *visible.installed(executable, env), *self.extra_visible, *([Path(sys.executable"
+                ").parent, EGRESS_BRIDGE.parent] if egress_dir else []), *(Path(p) for p in"
+                " env.get('PATH', '').split(os.pathsep) if p.startswith('/')), *declared]",
+            ),
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/ChangeString",
+            '*(Path(p) for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),',
+            "the default for an environment without PATH changed from '' to '-mutant': a"
+            " relative name, which the `startswith(\"/\")` filter drops as it drops ''",
+            replacement="'-mutant'",
+        )
+        for target in ("sandbox", "sandbox-binds")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            line,
+            "the egress bridge's interpreter and folder shown twice: make_sandbox, the one"
+            " place loopctl builds a Sandbox, puts sys.executable's folder, sys.prefix and"
+            " loopctl's own install (which holds egress_bridge.py) in extra_visible, shown for"
+            " every agent; so dropping them from the proxied agent's list, one or both, shows"
+            " the same places (extra_visible dropped is killed by"
+            " test_loopctl_installed_under_tmp_still_runs_inside)",
+            replacement=replacement,
+        )
+        for target in ("sandbox", "sandbox-binds")
+        for line, replacement in (
+            (
+                "*([Path(sys.executable).parent, EGRESS_BRIDGE.parent] if egress_dir else []),",
+                "[EGRESS_BRIDGE.parent]",
+            ),
+            (
+                "*([Path(sys.executable).parent, EGRESS_BRIDGE.parent] if egress_dir else []),",
+                "[Path(sys.executable).parent]",
+            ),
+            (
+                "shown = [",
+                "[self.root, home, Path(executable).parent, *visible.program_files([executable,"
+                " *args_after]), *visible.installed(executable, env), *self.extra_visible,"
+                " *(Path(p) for p in env.get('PATH', '').split(os.pathsep) if"
+                " p.startswith('/')), *declared]",
+            ),
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/ChangeString",
+            'env["LC_ALL"] = "C"',
+            "LC_ALL set to a locale that does not exist ('C-mutant'): setlocale fails and git"
+            " stays in the C locale, untranslated, as with 'C' (the variable dropped, renamed"
+            " or emptied, which lets LANGUAGE translate git, is killed by"
+            " test_git_speaks_english_to_loopctl_whatever_the_users_language)",
+            replacement="'C-mutant'",
+        )
+        for target in ("git", "git-hardening-runner")
+    ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            'pins.append(("protocol.file.allow", "never"))',
+            "the file-transport pin's value emptied or changed: git accepts only always, never"
+            " and user, and dies on any other value ('unknown value for config"
+            " protocol.file.allow') exactly where `never` refuses, when the file transport is"
+            " used; every other command is untouched. The lazy fetch still fails and the planted"
+            " upload-pack never runs; only git's wording differs (the key changed or emptied is"
+            " killed)",
+            replacement=replacement,
+            occurrence=1,
+        )
+        for target in ("git-config", "git-hardening-config")
+        # The value's mutants are the line's second (occurrence 1): the key emptied, which
+        # has the same replacement text, is killed by
+        # test_a_repository_naming_its_remotes_upload_pack_still_works_locally.
+        for operator, replacement in (
+            ("ast/ChangeString", "'never-mutant'"),
+            ("ast/EmptyString", "''"),
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/ChangeString",
+            'pins = [(key, "") for key in keys if _DRIVER_KEY.match(key)]',
+            "each planted driver pinned to a command that does not exist ('-mutant') rather"
+            " than the empty one: the planted program never runs either way; git reports the"
+            " missing command and, as with an empty command, passes content through unfiltered"
+            " unless the filter is `required`, where both fail the command (only a program named"
+            " exactly like the new value, on PATH, would tell them apart)",
+            replacement="'-mutant'",
+        )
+        for target in ("git-config", "git-hardening-config")
+    ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            'env["GIT_TERMINAL_PROMPT"] = "0"',
+            "GIT_TERMINAL_PROMPT's value emptied or changed: git reads it as a boolean only"
+            " where it would prompt, an empty value is false as 0 is, and any other text makes"
+            " git die there ('bad numeric config value'): no prompt either way, the command"
+            " fails as with 0 (the variable's name changed or emptied is killed)",
+            replacement=replacement,
+            occurrence=1,
+        )
+        for target in ("git", "git-hardening-runner")
+        for operator, replacement in (("ast/ChangeString", "'0-mutant'"), ("ast/EmptyString", "''"))
     ),
     # Issue 27, agent_context / ui security / delivery (the AST operators).
     Equivalent(
@@ -1898,10 +2071,13 @@ def _copy_tree(dest: Path) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".loop")
-    for name in ("loopctl", "tests", "agents", "skills"):
+    # docs/ and README.md too: some tests hold the code to what the docs promise (the sandbox's
+    # table of hidden stores).
+    for name in ("loopctl", "tests", "agents", "skills", "docs"):
         if (ROOT / name).exists():
             shutil.copytree(ROOT / name, dest / name, ignore=ignore, symlinks=True)
-    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, dest / name)
 
 
 def _test_command(target: Target) -> str:
@@ -1976,7 +2152,7 @@ def _prepare(
 
 
 # "module:row operator (occurrence n): `line`", and for an AST mutant " → `replacement`".
-_SURVIVOR = re.compile(r"\S+:(\d+) (\S+) \(occurrence (\d+)\): `(.*?)`(?: → `.*`)?$")
+_SURVIVOR = re.compile(r"\S+:(\d+) (\S+) \(occurrence (\d+)\): `(.*?)`(?: → `(.*)`)?$")
 
 
 def _survivor_key(line: str) -> tuple[int, str, int, str] | None:
@@ -2117,23 +2293,28 @@ def _run_ast(
     path = tree / target.module
     source = path.read_text(encoding="utf-8")
     done: set[str] = set()  # two mutants that give the same text are one
-    for key, mutant in _ast_keys(target):
-        if only is not None and key not in only:
-            continue
+    keys = [(k, m) for k, m in _ast_keys(target) if only is None or k in only]
+    for number, (key, mutant) in enumerate(keys, 1):
         mutated = apply_ast_mutant(source, mutant)
         if mutated in done:
             continue
         done.add(mutated)
+        line = (
+            f"{target.module}:{key[0]} {mutant.operator} (occurrence {key[2]}): `{key[3]}`"
+            f" → `{mutant.replacement}`"
+        )
         if _killed(target, tree, {path: mutated}):
             tally.killed += 1
-        elif _is_equivalent(name, mutant.operator, key[3]):
+            outcome = "killed"
+        elif _is_equivalent(name, mutant.operator, key[3], mutant.replacement, key[2]):
             tally.equivalent += 1
+            outcome = "equivalent"
         else:
             tally.survived += 1
-            tally.survivors.append(
-                f"{target.module}:{key[0]} {mutant.operator} (occurrence {key[2]}): `{key[3]}`"
-                f" → `{mutant.replacement}`"
-            )
+            tally.survivors.append(line)
+            outcome = "SURVIVED"
+        # A long run shows its survivors as they come: tests for them can be written meanwhile.
+        print(f"  {name} {number}/{len(keys)} {outcome}: {line}", flush=True)
 
 
 def check_hand_written() -> None:
@@ -2209,11 +2390,21 @@ def work_folder(chosen: Path | None) -> Path:
     # Beside loopctl's cache, not in it: the suite's guard against tests writing to the real
     # home watches ~/.cache/loopctl, and a mutation run beside a test run would trip it.
     folder = (chosen or cache / "loopctl-mutation").resolve() / f"mutation-{os.getpid()}"
-    hidden = [t for t in ("/tmp", "/var/tmp") if folder.is_relative_to(t)]
+    # /var and /run too: the host-socket test mounts an empty /var and /run of its own.
+    hidden = [t for t in ("/tmp", "/var", "/run") if folder.is_relative_to(t)]
     if hidden:
         raise SystemExit(
-            f"{folder} is under {hidden[0]}, which the agent sandbox hides: choose another"
+            f"{folder} is under {hidden[0]}, which the sandbox tests hide: choose another"
             " folder with --work"
+        )
+    # As root, the tests also run loopctl as `nobody` from the copy: in a folder it cannot
+    # enter (root's 0700 home), that account would import the unmutated install instead, and
+    # its half of each test could not kill anything.
+    closed = [p for p in folder.parents if p.is_dir() and not p.stat().st_mode & 0o001]
+    if os.geteuid() == 0 and closed:
+        raise SystemExit(
+            f"{closed[0]} is closed to other accounts, and the tests run loopctl as `nobody`"
+            " from the copy: choose a folder it can enter with --work (e.g. /srv/mutation)"
         )
     return folder
 
@@ -2263,9 +2454,20 @@ def _record(results: dict[str, Tally], argv: Sequence[str]) -> None:
     _render(saved)
 
 
-def _is_equivalent(target: str, operator: str, text: str) -> bool:
+def _is_equivalent(
+    target: str,
+    operator: str,
+    text: str,
+    replacement: str | None = None,
+    occurrence: int | None = None,
+) -> bool:
     return any(
-        e.target in (target, "*") and e.operator == operator and e.line in text for e in EQUIVALENT
+        e.target in (target, "*")
+        and e.operator == operator
+        and e.line in text
+        and e.replacement in (None, replacement)
+        and e.occurrence in (None, occurrence)
+        for e in EQUIVALENT
     )
 
 
@@ -2277,7 +2479,9 @@ def _reclassify(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     explained = 0
     for line in entry["survivors"]:
         match = _SURVIVOR.match(line)
-        if match and _is_equivalent(name, match.group(2), match.group(4)):
+        if match and _is_equivalent(
+            name, match.group(2), match.group(4), match.group(5), int(match.group(3))
+        ):
             explained += 1
         else:
             still.append(line)
@@ -2414,7 +2618,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         started = time.monotonic()
         results: dict[str, Tally] = {}
-        previous = _load() if args.recheck else {}
+        # Survivors explained in EQUIVALENT since they were recorded count as equivalent and
+        # are not run again: each would take the whole test list.
+        previous = {n: _reclassify(n, e) for n, e in _load().items()} if args.recheck else {}
         for name in names:
             only = None
             if args.recheck:

@@ -130,3 +130,84 @@ def test_a_planted_receive_pack_for_the_url_never_runs(
 
     assert not marker.exists(), marker.read_text()
     assert plain(remote, "rev-parse", "refs/heads/main").strip() == head
+
+
+def test_git_speaks_english_to_loopctl_whatever_the_users_language(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kills `LC_ALL=C` dropped from git's environment (or its name or value changed): with the
+    user's LANGUAGE=de, git answers in German, and loopctl, which reads some of git's words
+    (a bare repository's "must be run in a work tree"), would fail a plain read of a bare
+    repository (a remote) instead of reading it. Git's own messages stay English too."""
+    bare = tmp_path / "remote.git"
+    plain(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_MESSAGES", raising=False)
+    head = plain(repo, "rev-parse", "HEAD").strip()
+    assert lgit.git(["log", "-1", "--format=%H"], cwd=bare).stdout.strip() == head
+    with pytest.raises(GitError) as failed:
+        lgit.git(["log", "-1", "--format=%H", "no-such-branch"], cwd=bare)
+    assert "unknown revision" in str(failed.value), failed.value
+
+
+def test_an_argument_with_a_nul_byte_is_a_git_error_not_a_crash(repo: Path) -> None:
+    """Kills the NUL check of every hardened command turned off: text from outside (a task's
+    name, a path) with a NUL byte is refused as a GitError, which the CLI reports in one line
+    with its exit code, never as a ValueError from deep in subprocess (a traceback)."""
+    for args in (["log", "-1", "a\0b"], ["rev-parse", "--verify", "x\0"]):
+        with pytest.raises(GitError, match="NUL byte"):
+            lgit.git(args, cwd=repo, check=False)
+
+
+def test_a_branch_name_with_a_nul_byte_is_simply_not_valid(repo: Path) -> None:
+    """Kills valid_branch_name's own NUL check dropped: a name with a NUL byte (from a task's
+    title) is an invalid name, answered False like any other, not a GitError raised from the
+    command's guard."""
+    assert lgit.valid_branch_name(repo, "loop/ok")
+    assert not lgit.valid_branch_name(repo, "loop/a\0b")
+
+
+def test_a_repository_naming_its_remotes_upload_pack_still_works_locally(repo: Path) -> None:
+    """A user's own `remote.origin.uploadpack` (a server with git installed off PATH) makes
+    loopctl refuse git's file transport (protocol.file.allow=never, against a planted one), and
+    nothing else: reading history and the working tree works as before. Kills that pin's key
+    emptied, which makes every content command fail ("empty config key")."""
+    plain(repo, "config", "remote.origin.uploadpack", "/opt/git/bin/git-upload-pack")
+    head = plain(repo, "rev-parse", "HEAD").strip()
+    (repo / "new.txt").write_text("new\n")
+    assert lgit.git(["log", "-1", "--format=%H"], cwd=repo).stdout.strip() == head
+    status = lgit.git(["status", "--porcelain", "--untracked-files=all"], cwd=repo).stdout
+    assert "?? new.txt" in status
+
+
+def test_git_variables_of_loopctls_caller_never_steer_its_git(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """loopctl started from a git hook (git sets GIT_DIR and GIT_INDEX_FILE there) or a shell
+    that exports GIT_DIR: its git still works on the repository it names by folder, never the
+    one the variable points at. Kills the GIT_ prefix changed in the filter of git's
+    environment."""
+    other = tmp_path / "other"
+    plain(tmp_path, "init", "-q", str(other))
+    plain(other, "commit", "-q", "--allow-empty", "-m", "other")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+    head = plain(repo, "--git-dir", str(repo / ".git"), "rev-parse", "HEAD").strip()
+    assert lgit.git(["rev-parse", "HEAD"], cwd=repo).stdout.strip() == head
+
+
+def test_git_still_reads_the_users_own_global_config(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only git's own variables and secrets are left out of git's environment: HOME stays, so
+    the user's ~/.gitconfig (their credential helper, their proxy, their identity) still
+    applies. Kills the filter emptied (every variable but two dropped)."""
+    home = tmp_path / "home-with-config"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ada From Home\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+    name = lgit.git(["config", "user.name"], cwd=repo, check=False).stdout.strip()
+    assert name == "Ada From Home"

@@ -309,6 +309,11 @@ def test_worktree_git_pointers_are_pinned_and_the_object_store_is_layered(
     # ...but outside every object is where it was.
     assert sorted(str(p.relative_to(objects)) for p in objects.rglob("*")) == before
     assert git(repo, "fsck", "--no-progress", "--no-dangling", "--strict").strip() == ""
+    # After the turn the overlay's scratch folder, which the kernel leaves mode 000 (an
+    # unprivileged user's `rm -r` of the run folder would stop there), is gone: only the new
+    # objects stay, as evidence.
+    box.discard_scratch()
+    assert sorted(os.listdir(layer)) == ["upper"]
 
 
 def test_a_program_the_argv_names_under_tmp_stays_readable(tmp_path: Path) -> None:

@@ -331,6 +331,27 @@ def test_exit_codes_and_signals_pass_through_the_bridge(base: Path, code: str) -
     assert bridged.exit_code not in (0, None)
 
 
+def test_a_module_planted_on_the_agents_pythonpath_never_runs_in_the_bridge(base: Path) -> None:
+    """The bridge runs isolated (`python -I`): a `select.py` the agent writes into its worktree,
+    with the loop's environment passing PYTHONPATH=. (a common setting for Python projects), is
+    not what the bridge imports, so the agent's own program still starts behind it. The
+    extension modules the bridge imports (select, _socket) come after PYTHONPATH in sys.path."""
+    worktree = base / "work"
+    (worktree / "select.py").write_text(
+        "import os\nopen(os.path.join(os.path.dirname(__file__), 'planted-ran'), 'w').close()\n"
+        "raise SystemExit(9)\n"
+    )
+    box = sandbox.make_sandbox(
+        root=worktree, worktree=worktree, egress=EgressPolicy(mode=NetworkMode.PROXY)
+    )
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(worktree)}
+    code = "open('agent-ran', 'w').close()"
+    done = process.run([PY, "-I", "-c", code], cwd=worktree, env=env, timeout=60, sandbox=box)
+    assert done.exit_code == 0, done.output_tail()
+    assert (worktree / "agent-ran").exists()
+    assert not (worktree / "planted-ran").exists()
+
+
 READY_THEN_WAIT = """
 import signal, sys
 if sys.argv[1] == "handle":
