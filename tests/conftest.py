@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,12 @@ REAL_HOME = Path.home()
 # Fixtures every test module may use without importing them: `place` (checkouts and HOME under
 # /tmp and outside it) and `hook` (a webhook receiver on 127.0.0.1).
 pytest_plugins = ("support.outside_tmp", "support.webhook")
+
+# A suite started in the background by a shell without job control (`pytest … &` in a script)
+# inherits SIGINT ignored, and so would every loopctl and program it starts: the tests of Ctrl-C
+# would see a run finish instead of stop. Ctrl-C is given back, as a terminal would have it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
