@@ -7,10 +7,13 @@ needs — the checked snapshot's tree, the base, the branch and the commit messa
 commits exactly that tree on the task's branch and delivers it as the loop's `[deliver]` says
 (its own gates still wait); rejecting it ends the task `rejected` with nothing committed. Until
 then the task rests: the loop's next tick finds its open item (engine.finish.waiting_item).
+The held tree is reachable from no commit, so a ref (git.hold_object) keeps it from git's gc
+until the item is approved or rejected.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,7 @@ from loopctl.tasks.spec import TaskSpec
 from loopctl.worktrees import Workspace
 
 ACTION = "commit work outside the task's scope"
+logger = logging.getLogger(__name__)
 
 
 def held(ctx: RunContext, spec: TaskSpec, number: int) -> tuple[Excursion, ...]:
@@ -94,6 +98,8 @@ def pause(
         f"{spec.id}: out of scope: {named}"[:300],
         evidence,
     )
+    if tree is not None:
+        _hold(ctx.paths.root, item, tree)
     reason = (
         f"out of scope: {named}; nothing was committed (`loopctl inbox approve {item}` commits"
         f" it, `loopctl inbox reject {item}` discards it)"
@@ -183,6 +189,7 @@ def approve(rec: Recorder, item: InboxItem, note: str | None) -> tuple[bool, str
         task=task,
         keep=("reason",),
     )
+    _release(root, item.id)  # the branch holds the tree now
     result = delivery.deliver_task(
         rec,
         loop,
@@ -226,6 +233,7 @@ def reject(rec: Recorder, item: InboxItem, reason: str | None) -> str:
         task=task,
         keep=("reason",),
     )
+    _release(rec.paths.root, item.id)
     end_task(
         rec,
         Ending(
@@ -239,3 +247,18 @@ def reject(rec: Recorder, item: InboxItem, reason: str | None) -> str:
         None,
     )
     return f"rejected {item.id}: nothing was committed"
+
+
+def _hold(root: Path, item: str, tree: str) -> None:
+    """Keep the held tree from git's gc while the item is open: approving may come weeks later."""
+    try:
+        git.hold_object(root, item, tree)
+    except LoopctlError as exc:  # the item stands; only a gc weeks from now could take the tree
+        logger.warning("could not keep the held snapshot %s of item %s: %s", tree[:12], item, exc)
+
+
+def _release(root: Path, item: str) -> None:
+    try:
+        git.release_object(root, item)
+    except LoopctlError as exc:  # a leftover ref keeps one tree; nothing else depends on it
+        logger.warning("could not release the held snapshot of item %s: %s", item, exc)

@@ -182,3 +182,20 @@ def commits_between(repo: Path, old: str, new: str, *, limit: int = 100) -> list
 
 def _require_sha(repo: Path, ref: str) -> str:
     return ref if _FULL_SHA.match(ref) else resolve_commit(repo, ref)
+
+
+# Objects an open inbox item will need (a held snapshot's tree) are reachable from nothing else:
+# git's own gc prunes such objects after two weeks, and an approval may come later than that.
+HELD = "refs/loopctl/held/"
+
+
+def hold_object(repo: Path, name: str, sha: str) -> None:
+    """Keep object `sha` from git's gc, as `refs/loopctl/held/<name>`, until `release_object`."""
+    if not _FULL_SHA.match(sha):
+        raise GitError(f"not an object id: {sha!r}")
+    git(["update-ref", "--no-deref", "--", HELD + name, sha], cwd=repo)
+
+
+def release_object(repo: Path, name: str) -> None:
+    """Let git's gc have what `hold_object(name)` kept (nothing held: nothing to do)."""
+    git(["update-ref", "--no-deref", "-d", "--", HELD + name], cwd=repo)

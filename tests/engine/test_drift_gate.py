@@ -269,3 +269,35 @@ def test_an_approval_killed_after_its_commit_is_finished_by_approving_again(
     assert git(repo, "rev-parse", commit.data["branch"]).strip() == commit.data["sha"]
     last = [e for e in events(repo, "task_finished") if e.loop == "css"][-1]
     assert last.data["status"] == "done"
+
+
+def test_held_work_outlives_a_git_gc_that_prunes_everything_unreachable(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Approving may come weeks later, after git's own gc (which prunes unreachable objects two
+    weeks old): `--prune=now` stands for that, and the held tree is still there to commit."""
+    item = held_item(repo, monkeypatch)
+    (held,) = [e for e in events(repo, "inbox_opened") if e.data["id"] == item]
+    tree = held.data["evidence"]["tree"]
+
+    git(repo, "gc", "--quiet", "--prune=now")
+    git(repo, "cat-file", "-e", f"{tree}^{{tree}}")
+    approved = invoke(monkeypatch, repo, "inbox", "approve", item)
+
+    assert approved.exit_code == 0, approved.output
+    (commit,) = events(repo, "commit_created")
+    assert commit.data["tree"] == tree
+    assert git(repo, "for-each-ref", "refs/loopctl/held/") == ""  # the branch holds it now
+
+
+def test_a_rejected_items_held_work_is_left_to_git_gc(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = held_item(repo, monkeypatch)
+    assert git(repo, "for-each-ref", "--format=%(refname)", "refs/loopctl/held/").split() == [
+        f"refs/loopctl/held/{item}"
+    ]
+
+    invoke(monkeypatch, repo, "inbox", "reject", item)
+
+    assert git(repo, "for-each-ref", "refs/loopctl/held/") == ""
