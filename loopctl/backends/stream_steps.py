@@ -4,13 +4,16 @@ Read from the stream the CLI printed (the turn's `maker.out`), not from anything
 says about itself: Claude Code's `stream-json` (each `tool_use` block of an assistant message:
 `Bash`'s command, `Write`/`Edit`/`MultiEdit`'s file, `NotebookEdit`'s notebook) and `codex exec
 --json` (`command_execution` items and their command, `file_change` items and their paths, MCP
-tool calls). Another backend's output is not a stream of steps: `read` says so (None), and the
-footprint is measured from the diff and the proxy alone (engine.footprint).
+tool calls) and `opencode run --format json` (its `tool_use` events: `bash`'s command,
+`write`/`edit`/`multiedit`'s file, the files a `patch` names). Another backend's output is not a
+stream of steps (aider's, goose's): `read` says so (None), and the footprint is measured from the
+diff and the proxy alone (engine.footprint).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +27,10 @@ _CLAUDE_WRITES = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
+# opencode's tools that write a file (each names it `filePath`), and its patch's file headers.
+_OPENCODE_WRITES = frozenset({"write", "edit", "multiedit"})
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$", re.M)
+_OPENCODE_EVENTS = frozenset({"step_start", "text", "reasoning", "tool_use", "step_finish"})
 # A shell wrapping one command line: `bash -lc "…"` runs the `…`.
 _SHELLS = {"bash", "sh", "zsh", "dash"}
 
@@ -83,6 +90,8 @@ def read(backend: str, text: str, worktree: Path) -> StreamSteps | None:
         return _claude(text, worktree)
     if backend == "codex":
         return _codex(text, worktree)
+    if backend == "opencode":
+        return _opencode(text, worktree)
     return None
 
 
@@ -133,4 +142,28 @@ def _codex(text: str, worktree: Path) -> StreamSteps | None:
             steps.add("tools", f"mcp:{item.get('server')}/{item.get('tool')}")
         elif typ == "web_search":
             steps.add("tools", "web_search")
+    return steps if streamed else None
+
+
+def _opencode(text: str, worktree: Path) -> StreamSteps | None:
+    steps, streamed = StreamSteps(), False
+    for event in _events(text):
+        if event.get("type") not in _OPENCODE_EVENTS:
+            continue
+        streamed = True
+        part = event.get("part")
+        if event.get("type") != "tool_use" or not isinstance(part, dict):
+            continue
+        name = str(part.get("tool") or "?")
+        steps.add("tools", name)
+        state = part.get("state")
+        raw = state.get("input") if isinstance(state, dict) else None
+        given: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if name == "bash" and isinstance(given.get("command"), str):
+            steps.add("commands", given["command"].strip())
+        if name in _OPENCODE_WRITES and isinstance(given.get("filePath"), str):
+            steps.add("written", relative(given["filePath"], worktree))
+        if name == "patch" and isinstance(given.get("patchText"), str):
+            for match in _PATCH_FILE.finditer(given["patchText"]):
+                steps.add("written", relative((match[1] or match[2]).strip(), worktree))
     return steps if streamed else None

@@ -7,7 +7,7 @@ declares `[scope] paths = ["styles/**"]`, so loopctl asks Claude Code for its `s
 reads each tool call from it, pauses the task naming the step, and commits nothing. The CLI runs
 in loopctl's sandbox with a temporary HOME, sealed in a loopback-only namespace where possible
 (tests/support/real_clis.py). Codex (`exec --json`) is given the Bash variant through its shell
-tool.
+tool; opencode (`run --format json`) both, through its own `bash`, `write` and `edit` tools.
 """
 
 from __future__ import annotations
@@ -106,6 +106,43 @@ def test_the_real_codex_straying_out_of_scope_is_paused_from_its_stream(repo: Pa
     found = {(e["kind"], e["what"]) for e in footprint.data["outside"]}
     assert ("path", "db/schema.sql") in found, (found, run.done.stdout[-3000:])
     assert ("command", f"{APPEND} >> db/schema.sql") in found, found
+    (finished,) = [e for e in events(repo, "task_finished") if e.loop == "css"]
+    assert (finished.data["status"], finished.data["outcome"]) == ("paused", "needs-approval")
+    assert events(repo, "commit_created") == []
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        (
+            "css_then_schema_by_bash",
+            [("path", "db/schema.sql"), ("command", f"{APPEND} >> db/schema.sql")],
+        ),
+        (
+            "css_then_write_and_delete",
+            [("path", "db/scratch.sql"), ("command", "rm db/scratch.sql")],
+        ),
+    ],
+)
+def test_the_real_opencode_straying_out_of_scope_is_paused_from_its_stream(
+    repo: Path, script: str, named: list[tuple[str, str]]
+) -> None:
+    """opencode's `run --format json` stream: its `bash` tool's commands and the files its
+    `write` and `edit` tools name, even one written and removed again."""
+    box = make_sandbox()
+    css_site(repo, "opencode", box)
+    env = cli_environment("opencode", box)
+
+    run = run_sealed(repo, box, env, "run", "css", "--once", script=script)
+
+    assert run.posts(), run.done.stderr
+    (footprint,) = events(repo, "attempt_footprint")
+    measured = footprint.data["footprint"]
+    assert measured["stream"] is True, run.done.stdout[-3000:]
+    assert {"read", "edit", "bash"} <= set(measured["tools"]), measured
+    found = {(e["kind"], e["what"]) for e in footprint.data["outside"]}
+    for step in named:
+        assert step in found, (found, run.done.stdout[-3000:])
     (finished,) = [e for e in events(repo, "task_finished") if e.loop == "css"]
     assert (finished.data["status"], finished.data["outcome"]) == ("paused", "needs-approval")
     assert events(repo, "commit_created") == []

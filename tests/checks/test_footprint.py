@@ -209,6 +209,33 @@ def test_codex_json_gives_its_commands_unwrapped_and_its_file_changes(tmp_path: 
     assert stream_steps.read("command", "anything", tmp_path) is None
 
 
+def test_opencode_json_gives_its_tools_commands_and_written_files(tmp_path: Path) -> None:
+    """opencode's `run --format json` events (the shape the real CLI prints): a tool's input is
+    under `part.state.input`; `patch` names its files in the patch text."""
+
+    def tool(name: str, given: dict[str, str]) -> dict[str, object]:
+        state = {"status": "completed", "input": given, "output": "ok"}
+        return {"type": "tool_use", "sessionID": "ses_1", "part": {"tool": name, "state": state}}
+
+    patch = "*** Begin Patch\n*** Add File: db/new.sql\n+x\n*** Update File: a.py\n*** End Patch"
+    events = [
+        {"type": "step_start", "part": {}},
+        tool("read", {"filePath": str(tmp_path / "styles/site.css")}),
+        tool("edit", {"filePath": str(tmp_path / "styles/site.css"), "oldString": "r"}),
+        tool("bash", {"command": " rm db/scratch.sql ", "description": "clean"}),
+        tool("write", {"filePath": "db/scratch.sql", "content": "x"}),
+        tool("patch", {"patchText": patch}),
+        {"type": "step_finish", "part": {"tokens": {}}},
+    ]
+    steps = stream_steps.read("opencode", "\n".join(json.dumps(e) for e in events), tmp_path)
+
+    assert steps is not None
+    assert steps.tools == ["read", "edit", "bash", "write", "patch"]
+    assert steps.commands == ["rm db/scratch.sql"]
+    assert steps.written == ["styles/site.css", "db/scratch.sql", "db/new.sql", "a.py"]
+    assert stream_steps.read("opencode", "opencode: not logged in\n", tmp_path) is None
+
+
 def test_links_are_read_from_the_diff_with_where_they_point() -> None:
     patch = (
         "diff --git a/styles/x.css b/styles/x.css\nnew file mode 120000\nindex 0..1\n"

@@ -301,7 +301,16 @@ def _css_steps(request: Request, stray: list[Call]) -> Turn:
     ]
     if family(request) == "claude" and request.tools and request.step < len(steps):
         return Turn(calls=[steps[request.step]])
+    if family(request) == "opencode" and request.step < len(steps):
+        return Turn(calls=[_for_opencode(steps[request.step])])
     return Turn(text="Fixed the link colour.") if family(request) != "side" else Turn(text="CSS")
+
+
+def _for_opencode(call: Call) -> Call:
+    """Claude Code's call as opencode's own tool takes it (`read`, `edit`, `write`, `bash`)."""
+    keys = {"file_path": "filePath", "old_string": "oldString", "new_string": "newString"}
+    assert isinstance(call.args, dict)
+    return Call(call.name.lower(), {keys.get(k, k): v for k, v in call.args.items()})
 
 
 def css_then_schema_by_bash(request: Request, server: ScriptedModelServer) -> Turn:
