@@ -60,7 +60,7 @@ def run_agent(
     *,
     rules: RulesBlock | None = None,
 ) -> AgentResult:
-    """One turn of `agent` as `role`; `rules`, the maker's rules block, is what a CLI that
+    """One turn of `agent` as `role`; `rules`, the task's rules block, is what a CLI that
     compacts its context is given again after a compaction (backends.rules_hook)."""
 
     folder = attempt_dir(ctx, spec.id, number)

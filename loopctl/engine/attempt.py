@@ -23,6 +23,7 @@ from loopctl.engine.proposals import harvest
 from loopctl.engine.review import attempt_review
 from loopctl.engine.rules import RulesBlock
 from loopctl.engine.snapshot import integrity_baseline, tampered, watched_turn
+from loopctl.engine.task_rules import task_rules
 from loopctl.engine.verdict import check_turn
 from loopctl.engine.workspace import earlier_changes, reattach
 from loopctl.journal import history
@@ -90,7 +91,9 @@ def run_attempt(
     changed = earlier_changes(ctx, spec, workspace) if earlier else ()
     context = maker_context(ctx, spec, number, summaries, changed)
     prompt = maker_prompt(context)
-    block = context.rules_block()
+    # The same block the checker's prompt carries: were the two ever to differ, the maker's
+    # prompt would not carry it and every attempt would refuse to start.
+    block = task_rules(ctx, spec)
     # Which rules this attempt runs under, on record before its turn (issue 31).
     ctx.record(
         spec.id,

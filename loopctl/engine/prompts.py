@@ -236,9 +236,11 @@ def judge_prompt(
     instructions: str,
     diff: str,
     check_output: str,
+    rules: str = "",
     max_bytes: int = MAX_PROMPT_BYTES,
 ) -> str:
-    """The checker agent's prompt: condition, evidence, and the JSON answer it must give."""
+    """The checker agent's prompt: condition, evidence, and the JSON answer it must give;
+    `rules`, the block the maker's prompt carried (engine.task_rules), whole."""
     head = "\n".join(
         [
             "# You are the checker",
@@ -250,6 +252,7 @@ def judge_prompt(
             "",
             "# The task the maker was given",
             _clip(task_prompt, 800),
+            *(["", "# The rules the maker worked under", rules.rstrip("\n")] if rules else []),
             "",
             "# Answer",
             'End with one line of JSON: {"met": true or false, "reason": "one sentence"}',

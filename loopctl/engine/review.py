@@ -22,6 +22,7 @@ from loopctl.engine.agents import run_agent
 from loopctl.engine.commit import maker_summary
 from loopctl.engine.context import RunContext, ctx_events, wall_capped
 from loopctl.engine.prompts import judge_prompt
+from loopctl.engine.task_rules import task_rules
 from loopctl.errors import LoopctlError
 from loopctl.journal.events import EventType
 from loopctl.tasks.spec import TaskSpec
@@ -93,15 +94,17 @@ def judge_clears(
         " for the task, not a way to forge, hide or change what the test runner reports (its"
         f" summary, its exit status, its report file).\n{quoted}"
     )
+    block = task_rules(ctx, spec)
     prompt = judge_prompt(
         condition=condition,
         task_prompt=spec.prompt,
         instructions=judge.instructions,
         diff=patch,
         check_output="",
+        rules=block.text,
     )
     result = run_agent(
-        ctx, spec, workspace, number, wall_capped(ctx, judge), "checker", prompt, None
+        ctx, spec, workspace, number, wall_capped(ctx, judge), "checker", prompt, None, rules=block
     )
     answer = checks.parse_judge_answer(result.text) or checks.parse_judge_answer(result.output_tail)
     if answer is None or not answer[0]:

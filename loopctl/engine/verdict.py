@@ -39,6 +39,7 @@ from loopctl.engine.liveness import STALLED_SOURCE, idle_limit, record_stall
 from loopctl.engine.pausing import CheckerPaused, pause_on_limit
 from loopctl.engine.prompts import judge_prompt
 from loopctl.engine.snapshot import take_snapshot
+from loopctl.engine.task_rules import task_rules
 from loopctl.engine.workspace import changed_in_place, placed_unchanged
 from loopctl.errors import ForeignWorkTree, LoopctlError
 from loopctl.journal.events import EventType
@@ -362,15 +363,17 @@ def ask_judge(
     assert judge is not None
     condition = ctx.condition.text if ctx.condition else (ctx.loop.goal or spec.prompt)
     diff = git.diff_text(workspace.path, workspace.base_sha, 40_000)
+    block = task_rules(ctx, spec)
     prompt = judge_prompt(
         condition=condition,
         task_prompt=spec.prompt,
         instructions=judge.instructions,
         diff=diff,
         check_output=check_output,
+        rules=block.text,
     )
     limited = wall_capped(ctx, judge)
-    result = run_agent(ctx, spec, workspace, number, limited, "checker", prompt, None)
+    result = run_agent(ctx, spec, workspace, number, limited, "checker", prompt, None, rules=block)
     if result.status == "timeout" and limited.timeout_s < judge.timeout_s:
         why = out_of_wall(ctx, spec, f"the checker {judge.name!r}'s turn")
         return checks.Verdict(False, why, None, None, result.output_tail, "budget", fatal=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support.cli import invoke
 from support.journal import events
-from support.repos import make_project
+from support.repos import make_project, write_agent
 
 from loopctl.definitions.skills import Skill
 from loopctl.engine.prompts import MAX_PROMPT_BYTES, AttemptSummary, MakerContext, maker_prompt
@@ -140,3 +140,29 @@ def test_an_attempt_whose_prompt_lacks_the_rules_refuses_to_start(
     assert "lacks the loop's current rules (loopctl-rules v1 sha256:" in finished.data["reason"]
     inbox = (repo / ".loop" / "INBOX.md").read_text()
     assert "lacks the loop's current rules" in inbox
+
+
+def test_a_checker_agents_prompt_carries_the_block_its_maker_was_given(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checker agent is a CLI that calls tools and compacts too: its prompt carries the same
+    block, so each of the task's turns names the current rules hash."""
+    make_project(
+        repo, "fixer.py", config_extra="", agent_extra='developer_instructions = "Be brief."\n'
+    )
+    write_agent(repo, "judge", "judge.py")
+    config = repo / ".loop" / "config.toml"
+    config.write_text(
+        config.read_text().replace('maker = "maker"', 'maker = "maker"\nchecker = "judge"')
+    )
+
+    result = invoke(monkeypatch, repo, "goal", "add really adds")
+
+    assert result.exit_code == 0, result.output
+    (note,) = [e for e in events(repo, "note", "add-really-adds") if e.data.get("what") == "rules"]
+    marker = f"loopctl-rules v{RULES_VERSION} sha256:{note.data['sha256']}"
+    (maker,) = (repo / ".loop" / "runs").rglob("maker-prompt.md")
+    (checker,) = (repo / ".loop" / "runs").rglob("checker-prompt.md")
+    assert marker in maker.read_text()
+    assert marker in checker.read_text()
+    assert "Be brief." in checker.read_text().split("# The rules the maker worked under")[1]
