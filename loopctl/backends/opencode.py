@@ -4,12 +4,14 @@ There is no aggregate result event (README.md, "Tested against the real CLIs"): 
 cost are the sums over the `step_finish` lines, the final text is the `text` parts of the last
 step, and any line carries the session id. A cost of 0 with tokens spent means the model has no
 price in opencode's config, so it is treated as unknown (and priced from loopctl's table if it
-can be).
+can be). A session lost with loopctl (`kill -9`) is resumed with `run -s ID`; what its model
+calls spent is read from opencode's database (backends.sessions.opencode_usage).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from loopctl.backend_registry import BackendSpec, register
@@ -31,6 +33,11 @@ from loopctl.backends.presets import (
     stdout_text,
     with_instructions,
 )
+from loopctl.backends.sessions import SessionUsage, opencode_usage
+from loopctl.text import strip_controls
+
+# What `opencode run -s ID` prints on stderr (exit 1) when it has no session ID (seen with 1.18).
+_SESSION_GONE = "Session not found"
 
 
 class OpencodeBackend(CliPreset):
@@ -54,6 +61,9 @@ class OpencodeBackend(CliPreset):
         "generativelanguage.googleapis.com",
         "api.groq.com",
     )
+
+    names_sessions = False  # opencode names its sessions: read from its events' `sessionID`
+    reports_session_totals = False  # `run -s` streams only its own steps' usage
 
     def invocation(self, request: AgentRequest) -> Invocation:
         agent = request.agent
@@ -126,6 +136,25 @@ class OpencodeBackend(CliPreset):
             output_tail=done.output_tail(4000),
             extra=extra,
         )
+
+    def session_in_output(self, text: str) -> str | None:
+        for event in json_lines(text):
+            if isinstance(event.get("sessionID"), str):
+                return safe_session_id(event["sessionID"])
+        return None
+
+    def session_usage(self, session: str, places: Sequence[Path]) -> SessionUsage | None:
+        if safe_session_id(session) is None:
+            return None
+        for place in places:
+            found = opencode_usage(place, session)
+            if found is not None:
+                return found
+        return None
+
+    def session_gone(self, result: AgentResult) -> bool:
+        said = strip_controls(f"{result.extra.get('error') or ''}\n{result.output_tail}")
+        return result.status.value == "error" and _SESSION_GONE in said
 
 
 def _error_message(error: object) -> str:

@@ -2,16 +2,20 @@
 
 A `kill -9` of loopctl leaves no `agent_finished` for the turn it was running. The CLI's own
 session, though, is on disk in its private state (`sandbox.cli_state`): Claude Code keeps the
-conversation up to its last tool result, Codex its rollout. A backend that implements
-`Resumable` lets the engine find that session (named before the turn ran, or read from the turn's
-own output), count what the lost turn spent from the CLI's session files, and tell a session
-the CLI no longer has from any other failure, so the next attempt continues the conversation
-instead of starting it again.
+conversation up to its last tool result, Codex its rollout, opencode its database. A backend
+that implements `Resumable` lets the engine find that session (named before the turn ran, or
+read from the turn's own output), count what the lost turn spent from the CLI's session files,
+and tell a session the CLI no longer has from any other failure, so the next attempt continues
+the conversation instead of starting it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,3 +129,67 @@ def codex_usage(path: Path) -> SessionUsage:
         int_or_none(total.get("cached_input_tokens")) or 0,
         model,
     )
+
+
+# opencode (1.x) keeps its sessions in one SQLite database, written with a write-ahead log.
+OPENCODE_DB = "opencode.db"
+_DB_FILES = (OPENCODE_DB, f"{OPENCODE_DB}-wal", f"{OPENCODE_DB}-shm")
+
+
+def opencode_usage(folder: Path, session: str) -> SessionUsage | None:
+    """The total usage of opencode session `session`, from `folder`'s opencode.db: each
+    assistant message's tokens (its cache reads and writes counted as input, as the turn's
+    stream is). The agent wrote that database: it is read from a private copy (no link
+    followed, each file size-capped), its schema not trusted, queried read-only."""
+    if not (folder / OPENCODE_DB).is_file():
+        return None
+    with tempfile.TemporaryDirectory(prefix="loopctl-opencode-") as private:
+        for name in _DB_FILES:
+            source = folder / name
+            if source.is_symlink():
+                return None
+            try:
+                if source.stat().st_size > MAX_SESSION_BYTES:
+                    return None
+                shutil.copyfile(source, Path(private) / name, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return None
+        return _opencode_rows(Path(private) / OPENCODE_DB, session)
+
+
+def _opencode_rows(db: Path, session: str) -> SessionUsage | None:
+    tokens = {"input": 0, "cached": 0, "output": 0}
+    model: str | None = None
+    try:
+        with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as connection:
+            connection.execute("PRAGMA trusted_schema = OFF")
+            kind = connection.execute(
+                "SELECT type FROM sqlite_master WHERE name = 'message'"
+            ).fetchone()
+            if kind != ("table",):  # a view could run what its author chose
+                return None
+            connection.execute("PRAGMA query_only = ON")
+            rows = connection.execute(
+                "SELECT data FROM message WHERE session_id = ? ORDER BY time_created", (session,)
+            ).fetchall()
+    except sqlite3.Error:
+        return None
+    for (data,) in rows:
+        try:
+            message = json.loads(data) if isinstance(data, str) else None
+        except ValueError:
+            continue
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        used = as_dict(message.get("tokens"))
+        cache = as_dict(used.get("cache"))
+        read = int_or_none(cache.get("read")) or 0
+        tokens["input"] += (int_or_none(used.get("input")) or 0) + read
+        tokens["input"] += int_or_none(cache.get("write")) or 0
+        tokens["cached"] += read
+        tokens["output"] += int_or_none(used.get("output")) or 0
+        if isinstance(message.get("modelID"), str):
+            model = message["modelID"]
+    return SessionUsage(tokens["input"], tokens["output"], tokens["cached"], model)

@@ -1,11 +1,12 @@
-"""The real Claude Code and Codex, killed with loopctl between two model calls, resume.
+"""The real Claude Code, Codex and opencode, killed with loopctl between two model calls, resume.
 
 Judged on the wire (issue 31, item 4): the scripted model server holds the request that follows
-the CLI's first tool call (Claude's second tool call, Codex's closing message), and loopctl is
-killed with SIGKILL then; the rerun resumes the same session (`--resume`, `exec resume`), so the
-server's next request carries the earlier tool result and the resume prompt, one commit
-results, and the spend loopctl journals is the sum of the usage the server's log says it
-answered with. See tests/support/real_clis.py for the sealed set-up.
+the CLI's first tool call (Claude's and opencode's second tool call, Codex's closing message),
+and loopctl is killed with SIGKILL then; the rerun resumes the same session (`--resume`, `exec
+resume`, `run -s`), so the server's next request carries the earlier tool result and the resume
+prompt, one commit results, and the spend loopctl journals is the sum of the usage the server's
+log says it answered with (opencode's read back from its SQLite database). See
+tests/support/real_clis.py for the sealed set-up.
 """
 
 from __future__ import annotations
@@ -27,12 +28,25 @@ from loopctl.engine.sessions import RESUME_PROMPT
 PRICES = '\n[prices."gpt-5.5"]\ninput = 3.0\noutput = 15.0\n'
 KILL_RERUN = Path(__file__).resolve().parents[1] / "support" / "kill_rerun.py"
 # The request headers that name the CLI's session.
-SESSION_HEADER = {"claude": "x-claude-code-session-id", "codex": "session-id"}
-# The agent's model requests of the golden path: claude Read, Edit, done; codex patch, done.
-REQUESTS = {"claude": 3, "codex": 2}
+SESSION_HEADER = {
+    "claude": "x-claude-code-session-id",
+    "codex": "session-id",
+    "opencode": "x-session-id",
+}
+# The agent's model requests of the golden path: claude and opencode read, edit, done; codex
+# patch, done.
+REQUESTS = {"claude": 3, "codex": 2, "opencode": 3}
 # Where each CLI keeps a session, and what it holds once the first tool call's result is in.
-SESSION_FILES = {"claude": "projects/*/*.jsonl", "codex": "sessions/**/rollout-*.jsonl"}
-RESULT = {"claude": '"tool_result"', "codex": "custom_tool_call_output"}
+SESSION_FILES = {
+    "claude": "projects/*/*.jsonl",
+    "codex": "sessions/**/rollout-*.jsonl",
+    "opencode": "opencode/opencode.db*",  # SQLite, its write-ahead log holds the newest rows
+}
+RESULT = {
+    "claude": '"tool_result"',
+    "codex": "custom_tool_call_output",
+    "opencode": '"status":"completed"',
+}
 
 
 def session_of(name: str, post: dict[str, Any]) -> str | None:
@@ -40,7 +54,7 @@ def session_of(name: str, post: dict[str, Any]) -> str | None:
     return headers.get(SESSION_HEADER[name])
 
 
-@pytest.mark.parametrize("name", ["claude", "codex"])
+@pytest.mark.parametrize("name", ["claude", "codex", "opencode"])
 def test_the_real_cli_killed_with_loopctl_mid_turn_resumes_its_session(
     repo: Path, name: str
 ) -> None:
