@@ -521,3 +521,21 @@ def test_a_failing_git_command_reports_gits_error_not_the_graft_hint(repo: Path)
     assert "no-such-branch" in message
     assert "hint" not in message
     assert "graft" not in message.lower()
+
+
+def test_a_held_object_outlives_gc_until_released(repo: Path) -> None:
+    (repo / "held.txt").write_text("work nobody committed\n")
+    blob = repos.git(repo, "hash-object", "-w", "held.txt").strip()
+    (repo / "held.txt").unlink()
+
+    git.hold_object(repo, "abc123", blob)
+    repos.git(repo, "gc", "--quiet", "--prune=now")
+    kept = repos.git_succeeds(repo, "cat-file", "-e", blob)
+    git.release_object(repo, "abc123")
+    git.release_object(repo, "abc123")  # released twice: nothing to do
+    repos.git(repo, "gc", "--quiet", "--prune=now")
+
+    assert kept
+    assert not repos.git_succeeds(repo, "cat-file", "-e", blob)
+    with pytest.raises(GitError, match="not an object id"):
+        git.hold_object(repo, "abc123", "--stdin")
