@@ -44,6 +44,11 @@ def css_site(repo: Path, name: str = "claude", box: Sandbox | None = None) -> No
     commit_all(repo, "a site with a red link, and a schema")
 
 
+# The tools each CLI's stream shows for the read, the edit and the shell command.
+TOOLS = {"claude": {"Read", "Edit", "Bash"}, "opencode": {"read", "edit", "bash"}}
+
+
+@pytest.mark.parametrize("name", ["claude", "opencode"])
 @pytest.mark.parametrize(
     ("script", "named", "on_disk"),
     [
@@ -59,20 +64,22 @@ def css_site(repo: Path, name: str = "claude", box: Sandbox | None = None) -> No
         ),
     ],
 )
-def test_the_real_claude_straying_out_of_scope_is_paused_from_its_stream(
-    repo: Path, script: str, named: list[tuple[str, str]], on_disk: bool
+def test_the_real_cli_straying_out_of_scope_is_paused_from_its_stream(
+    repo: Path, name: str, script: str, named: list[tuple[str, str]], on_disk: bool
 ) -> None:
+    """Claude Code's stream-json and opencode's `run --format json`: the tools each called, the
+    commands its shell tool ran and the files its write and edit tools named."""
     box = make_sandbox()
-    css_site(repo, "claude", box)
-    env = cli_environment("claude", box)
+    css_site(repo, name, box)
+    env = cli_environment(name, box)
 
     run = run_sealed(repo, box, env, "run", "css", "--once", script=script)
 
     assert run.posts(), run.done.stderr
     (footprint,) = events(repo, "attempt_footprint")
     measured = footprint.data["footprint"]
-    assert measured["stream"] is True  # read from Claude Code's own stream-json
-    assert {"Read", "Edit", "Bash"} <= set(measured["tools"])
+    assert measured["stream"] is True, run.done.stdout[-3000:]  # read from the CLI's own stream
+    assert TOOLS[name] <= set(measured["tools"]), measured
     found = {(e["kind"], e["what"]) for e in footprint.data["outside"]}
     for step in named:
         assert step in found, (found, run.done.stdout[-3000:])
@@ -106,43 +113,6 @@ def test_the_real_codex_straying_out_of_scope_is_paused_from_its_stream(repo: Pa
     found = {(e["kind"], e["what"]) for e in footprint.data["outside"]}
     assert ("path", "db/schema.sql") in found, (found, run.done.stdout[-3000:])
     assert ("command", f"{APPEND} >> db/schema.sql") in found, found
-    (finished,) = [e for e in events(repo, "task_finished") if e.loop == "css"]
-    assert (finished.data["status"], finished.data["outcome"]) == ("paused", "needs-approval")
-    assert events(repo, "commit_created") == []
-
-
-@pytest.mark.parametrize(
-    ("script", "named"),
-    [
-        (
-            "css_then_schema_by_bash",
-            [("path", "db/schema.sql"), ("command", f"{APPEND} >> db/schema.sql")],
-        ),
-        (
-            "css_then_write_and_delete",
-            [("path", "db/scratch.sql"), ("command", "rm db/scratch.sql")],
-        ),
-    ],
-)
-def test_the_real_opencode_straying_out_of_scope_is_paused_from_its_stream(
-    repo: Path, script: str, named: list[tuple[str, str]]
-) -> None:
-    """opencode's `run --format json` stream: its `bash` tool's commands and the files its
-    `write` and `edit` tools name, even one written and removed again."""
-    box = make_sandbox()
-    css_site(repo, "opencode", box)
-    env = cli_environment("opencode", box)
-
-    run = run_sealed(repo, box, env, "run", "css", "--once", script=script)
-
-    assert run.posts(), run.done.stderr
-    (footprint,) = events(repo, "attempt_footprint")
-    measured = footprint.data["footprint"]
-    assert measured["stream"] is True, run.done.stdout[-3000:]
-    assert {"read", "edit", "bash"} <= set(measured["tools"]), measured
-    found = {(e["kind"], e["what"]) for e in footprint.data["outside"]}
-    for step in named:
-        assert step in found, (found, run.done.stdout[-3000:])
     (finished,) = [e for e in events(repo, "task_finished") if e.loop == "css"]
     assert (finished.data["status"], finished.data["outcome"]) == ("paused", "needs-approval")
     assert events(repo, "commit_created") == []
