@@ -12,7 +12,6 @@ event log. Prints medians; the ratio is loopctl's whole goal against the bare CL
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT / "tests"))  # `support`, the real-CLI harness the tests use
 from results import Row, print_rows  # noqa: E402
+from scratch_home import isolate  # noqa: E402
 
 CALC = "def add(a, b):\n    return a - b\n"
 
@@ -59,17 +59,7 @@ def one_run(name: str, through_loopctl: bool) -> float:
     try:
         home = scratch / "home"
         home.mkdir()
-        os.environ.update(
-            HOME=str(home),
-            LOOPCTL_HOME=str(home / ".loopctl"),
-            GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
-            GIT_AUTHOR_NAME="b",
-            GIT_AUTHOR_EMAIL="b@b",
-            GIT_COMMITTER_NAME="b",
-            GIT_COMMITTER_EMAIL="b@b",
-        )
-        for xdg in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
-            os.environ[xdg] = str(home / xdg.lower())
+        isolate(home)
         repo = scratch / "repo"
         repo.mkdir()
         git(repo, "init", "-q", "-b", "main")

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT / "tests"))  # `support`, the real-CLI harness the tests use
 from results import Row, print_rows  # noqa: E402
+from scratch_home import isolate  # noqa: E402
 
 STREAM = 'args = ["--output-format", "stream-json", "--verbose"]\nresume = true\n'
 CODEX_PRICES = '\n[prices."gpt-5.5"]\ninput = 3.0\noutput = 15.0\n'
@@ -53,21 +54,6 @@ class Tally:
     failures: list[str] = field(default_factory=list)
 
 
-def _isolate(home: Path) -> None:
-    """This process and the loopctl it starts see a scratch home, never the user's."""
-    os.environ.update(
-        HOME=str(home),
-        LOOPCTL_HOME=str(home / ".loopctl"),
-        GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
-        GIT_AUTHOR_NAME="b",
-        GIT_AUTHOR_EMAIL="b@b",
-        GIT_COMMITTER_NAME="b",
-        GIT_COMMITTER_EMAIL="b@b",
-    )
-    for xdg in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
-        os.environ[xdg] = str(home / xdg.lower())
-
-
 def one_run(name: str, script: str, tally: Tally) -> None:
     from support import real_cli_scripts, real_clis
     from support.journal import events
@@ -79,7 +65,7 @@ def one_run(name: str, script: str, tally: Tally) -> None:
     try:
         home = scratch / "home"
         home.mkdir()
-        _isolate(home)
+        isolate(home)
         repo = make_repo(scratch / "repo")
         make_project(repo)
         box = real_clis.make_sandbox()
