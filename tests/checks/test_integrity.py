@@ -321,6 +321,19 @@ def test_a_head_that_cannot_be_read_is_a_change_not_a_crash(project: Path) -> No
     assert findings == Findings(refs=(Change("HEAD", "deleted (was 'ref: refs/heads/main')"),))
 
 
+def test_a_head_rewritten_with_bytes_that_are_not_text_is_a_change_not_a_crash(
+    project: Path,
+) -> None:
+    def garble(repo: Path) -> None:
+        (repo / ".git" / "HEAD").write_bytes(b"ref: refs/heads/\xff\xfe\n")
+
+    findings = turn(project, garble)
+
+    (change,) = findings.refs
+    assert change.name == "HEAD"
+    assert change.how.startswith("moved from 'ref: refs/heads/main' to 'ref: refs/heads/\ufffd")
+
+
 def test_loopctls_own_refs_may_move_but_a_lookalike_may_not(project: Path) -> None:
     sha = head(project)
 
