@@ -203,6 +203,13 @@ FILE_ATTACKS = [
         "added",
     ),
     (
+        # Its target is bytes that are not UTF-8: digested as they are, not a crash.
+        "a hook linked to a name that is not text",
+        lambda repo: os.symlink(b"/\xff\xfe/hook", bytes(repo / ".git" / "hooks" / "pre-push")),
+        ".git/hooks/pre-push",
+        "added",
+    ),
+    (
         # A pipe would hang whoever reads it: it is recorded, never opened.
         "a named pipe as a hook",
         lambda repo: os.mkfifo(repo / ".git" / "hooks" / "pre-commit"),
