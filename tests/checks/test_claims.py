@@ -57,6 +57,22 @@ def measured(
             measured(GREEN, files=("src/calc.py", "setup.py"), scope=("src/**",)),
             "changed files outside its scope: setup.py",
         ),
+        # Each pattern's last alternative, and one sentence per line.
+        ("No failures.", measured(RED), "counted 1 failed"),
+        ("Completed.", measured(GREEN, check_passed=False), "the work is done, but the check"),
+        (
+            "I created lib/new.py",
+            measured(GREEN),
+            "says it changed lib/new.py, which the change does not touch",
+        ),
+        ("All tests pass\nThe linter still fails", measured(RED), "counted 1 failed"),
+        ("Updated src/calc.py.", measured(GREEN, files=()), "but the change is empty"),
+        # A name the change has only as the end of a longer name is not that file.
+        (
+            "Updated calc.py.",
+            measured(GREEN, files=("src/mycalc.py",)),
+            "says it changed calc.py, which the change does not touch",
+        ),
     ],
 )
 def test_a_claim_the_measurements_contradict_is_called_out(
@@ -79,6 +95,13 @@ def test_a_claim_the_measurements_contradict_is_called_out(
         ("Tests don't pass yet.", measured(None)),
         ("", measured(RED, check_passed=False)),
         ("I read tests/test_calc.py, then looked at the code.", measured(GREEN)),
+        # A success claim in a sentence that denies it is no claim.
+        ("Not all tests pass.", measured(RED, check_passed=False)),
+        ("3 passed, 2 still failing.", measured(RED, check_passed=False)),
+        ("The bug is not fixed.", measured(RED, check_passed=False)),
+        ("I can't say all tests pass.", measured(RED, check_passed=False)),
+        # No claim at all beside a failed check.
+        ("I looked at add() in src/calc.py.", measured(RED, check_passed=False)),
     ],
 )
 def test_agreeing_or_silent_summaries_raise_nothing(said: str, facts: Measured) -> None:
@@ -97,6 +120,46 @@ def test_the_record_keeps_a_short_summary_and_the_measurements() -> None:
     assert record["measured"]["tests"] == {"passed": 2, "failed": 1, "skipped": 0}
     assert record["measured"]["base"] == {"passed": 2, "failed": 1, "skipped": 0}
     assert record["measured"]["files"] == ["src/calc.py"]
+
+
+def test_the_record_says_every_measurement_by_name() -> None:
+    """What the inbox, the report and `--json` read of a comparison: every measurement under
+    its own key, a missing count as null, and a cut summary marked as cut."""
+    facts = Measured(
+        check_passed=False,
+        tests=Counts(passed=4, failed=2, skipped=1),
+        base=None,
+        files=("src/calc.py", "setup.py"),
+        added=7,
+        removed=3,
+        out_of_scope=("setup.py",),
+    )
+    record = compare("All tests pass.", facts).to_json()
+    assert record == {
+        "said": "All tests pass.",
+        "measured": {
+            "check_passed": False,
+            "tests": {"passed": 4, "failed": 2, "skipped": 1},
+            "base": None,
+            "files": ["src/calc.py", "setup.py"],
+            "added": 7,
+            "removed": 3,
+            "out_of_scope": ["setup.py"],
+        },
+        "disagree": [
+            "says the tests pass, but loopctl counted 2 failed",
+            "changed files outside its scope: setup.py",
+        ],
+    }
+    cut = compare("word " * 200, facts).said
+    assert len(cut) == 600
+    assert cut.endswith("…")
+    assert cut[:-1] == ("word " * 200)[:599]
+
+
+def test_counts_read_as_a_human_writes_them() -> None:
+    assert Counts(passed=3, failed=0).describe() == "3 passed, 0 failed"
+    assert Counts(passed=3, failed=1, skipped=2).describe() == "3 passed, 1 failed, 2 skipped"
 
 
 def test_diff_size_counts_added_and_removed_lines_not_headers() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import invoke, run_loopctl
-from support.delivery import action, ledger_entries, ship_loop, the_approval
+from support.delivery import action, inbox_items, ledger_entries, ship_loop, the_approval
 from support.journal import events
 from support.repos import PY, add_remote, git, make_project, remote_refs
 
@@ -173,7 +173,9 @@ def test_an_approved_deploy_that_exits_0_delivers_and_the_next_step_runs(
     """Kills, in `_custom`, the success branch turned off (a deploy that ran and exited 0 would
     be recorded as failed, the task as failed, and the step after it never run) and each entry
     of the environment a deploy is told what it deploys by dropped or renamed: the approved
-    commit, its branch, task, run, loop, the step's name and the worktree it runs in."""
+    commit, its branch, task, run, loop, the step's name and the worktree it runs in; and, in
+    `advance`, the empty reason of a delivery with no step left changed (the task would end
+    with that text instead of "delivered")."""
     make_project(repo, "fixer.py")
     ledger, seen = tmp_path / "ledger.jsonl", tmp_path / "seen.json"
     deploy = '{ name = "deploy", argv = ' + json.dumps([PY, "-c", SEES, str(seen)]) + " }"
@@ -191,7 +193,9 @@ def test_an_approved_deploy_that_exits_0_delivers_and_the_next_step_runs(
     assert finished == [("deploy", True), ("notify", True)]
     # It printed nothing: its outcome says only that it exited 0.
     assert events(repo, "action_finished", "main")[0].data["detail"] == "`deploy` exited 0"
-    assert events(repo, "task_finished", "main")[-1].data["status"] == "done"
+    ended = events(repo, "task_finished", "main")[-1].data
+    # What `loopctl status` and the report say of the task: delivered, nothing else.
+    assert (ended["status"], ended["reason"]) == ("done", "delivered")
     told = json.loads(seen.read_text())
     # Variables the test process itself carries (its loopctl home, CI's switches) pass through
     # as they are; the assertion is about what loopctl adds.
@@ -210,3 +214,52 @@ def test_an_approved_deploy_that_exits_0_delivers_and_the_next_step_runs(
         "cwd": worktree,
         "bytecode": "1",
     }
+
+
+def test_a_deploy_that_fails_silently_says_how_it_exited_and_nothing_more(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deploy that exits 3 without a word: its outcome, which a human reads in the inbox and
+    the log to decide what to check, is its exit status alone, and the task fails with it.
+    Kills, in `Custom.run`, the empty suffix of a failure with no output changed."""
+    make_project(repo, "fixer.py")
+    deploy = '{ name = "deploy", argv = ' + json.dumps([PY, "-c", "raise SystemExit(3)"]) + " }"
+    ship_loop(repo, f'actions = ["commit", {deploy}]\napprove = ["deploy"]')
+    assert invoke(monkeypatch, repo, "run", "ship", "--once").exit_code == 0
+    item = the_approval(monkeypatch, repo)
+
+    invoke(monkeypatch, repo, "inbox", "approve", item["id"])
+
+    (finished,) = [e.data for e in events(repo, "action_finished", "main")]
+    assert (finished["action"], finished["ok"]) == ("deploy", False)
+    assert finished["detail"] == "`deploy` exited 3"
+    ended = events(repo, "task_finished", "main")[-1].data
+    assert ended["status"] == "failed"
+    assert ended["reason"].endswith("`deploy` exited 3"), ended
+
+
+def test_an_approval_whose_deploy_finished_just_before_a_crash_is_closed_on_resume(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """loopctl dies right after it recorded the approved deploy's outcome, before it closed the
+    approval. The next run closes it as approved (a person must not find it still open, as if
+    the deploy waited for them) and does not run the deploy again. Kills, in `advance`, the
+    closing of finished steps' approvals dropped."""
+    make_project(repo, "fixer.py")
+    ledger = tmp_path / "ledger.jsonl"
+    ship_loop(repo, f'actions = ["commit", {action(ledger, "deploy")}]\napprove = ["deploy"]')
+    assert invoke(monkeypatch, repo, "run", "ship", "--once").exit_code == 0
+    item = the_approval(monkeypatch, repo)
+
+    killed = run_loopctl(repo, "inbox", "approve", item["id"], kill_at_seq="action_finished")
+    assert killed.returncode == -9, killed.stderr
+    assert [entry["name"] for entry in ledger_entries(ledger)] == ["deploy"]
+    resumed = run_loopctl(repo, "run", "ship", "--once")
+    assert resumed.returncode in (0, 1), resumed.stderr
+    assert "Traceback" not in resumed.stderr
+
+    assert [entry["name"] for entry in ledger_entries(ledger)] == ["deploy"]  # not again
+    closed = [e.data for e in events(repo, "inbox_closed") if e.data["id"] == item["id"]]
+    assert [c["resolution"] for c in closed] == ["approved"]
+    # (The run's own new tick may ask anew; this item is no longer among the open ones.)
+    assert item["id"] not in [i["id"] for i in inbox_items(monkeypatch, repo)]
