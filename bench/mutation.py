@@ -111,6 +111,8 @@ GIT_HARDENING = (
     ("git-hardening-refs", "refs", ("valid_branch_name",)),
 )
 GIT_HOSTILE_TESTS = (
+    # commit_snapshot's commit is exactly the object its arguments name (seconds).
+    "tests/foundation/test_git_snapshot_commit.py",
     # A linked worktree's own config cannot move loopctl's git to another working tree (a
     # second each).
     "tests/foundation/test_git_work_tree.py",
@@ -1365,6 +1367,31 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             ("git-worktrees", '["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)'),
             ("git-worktrees", 'git(["worktree", "unlock", "--", str(path)], cwd=repo)'),
         )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            '["update-ref", "--no-deref", "--", f"refs/heads/{branch}", sha, old],',
+            "dropping `--` before `refs/heads/<branch>`, which never begins with `-`; dropping"
+            " `--no-deref` is killed by test_a_snapshot_commit_moves_the_task_branch_never_what"
+            "_it_was_linked_to, the old value by test_a_snapshot_commit_never_moves_a_branch_that"
+            "_moved, the rest fail the command",
+            "['update-ref', '--no-deref', f'refs/heads/{branch}', sha, old]",
+        )
+        for target in ("git-snapshot", "git-hardening-snapshot")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/EmptyString",
+            'old = expect if expect is not None else "0" * len(sha)',
+            "the old value `update-ref` gets when the branch must not exist yet: git reads an"
+            ' empty old value as it reads the all-zero one, "the ref must not exist"'
+            " (builtin/update-ref.c; an existing branch is refused either way, checked on git"
+            ' 2.39); "0-mutant" * 40, not a sha, fails the command and is killed',
+        )
+        for target in ("git-snapshot", "git-hardening-snapshot")
     ),
     Equivalent(
         "git-refs",
