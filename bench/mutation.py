@@ -445,7 +445,7 @@ TARGETS: dict[str, Target] = {
     # submodule's own config: its drivers are blanked like the superproject's.
     "git-submodules": Target(
         "loopctl/git/neutralise.py",
-        ("tests/foundation/test_git_mutants.py",),
+        ("tests/foundation/test_git_submodule_config.py", "tests/foundation/test_git_mutants.py"),
         only=("_submodule_config_keys", "_gitlink_folders"),
         timeout=300.0,
         why="invariant 8: no driver a submodule's own config names runs in loopctl's git",
@@ -1392,6 +1392,17 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             ' 2.39); "0-mutant" * 40, not a sha, fails the command and is killed',
         )
         for target in ("git-snapshot", "git-hardening-snapshot")
+    ),
+    Equivalent(
+        "git-submodules",
+        "ast/IfFalse",
+        "if staged.returncode != 0:",
+        "_gitlink_folders' failure check on `ls-files` (after `rev-parse --show-toplevel` found"
+        " a working tree): an index git cannot read is one every command that asks a submodule"
+        " (add, status, commit, a diff against the index or the files) must read first, so that"
+        " command fails before any submodule's driver could run; only commands that read no"
+        " index (tree-to-tree diffs, cat-file) still run with the check off, and those ask no"
+        " submodule (git 2.39, diff-lib.c and submodule.c)",
     ),
     Equivalent(
         "git-refs",
