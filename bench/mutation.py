@@ -111,6 +111,10 @@ GIT_HARDENING = (
     ("git-hardening-refs", "refs", ("valid_branch_name",)),
 )
 GIT_HOSTILE_TESTS = (
+    # commit_snapshot's commit is exactly the object its arguments name (seconds).
+    "tests/foundation/test_git_snapshot_commit.py",
+    # Where recycle_checkout and fast_forward leave branches and files (seconds).
+    "tests/foundation/test_git_worktree_moves.py",
     # A linked worktree's own config cannot move loopctl's git to another working tree (a
     # second each).
     "tests/foundation/test_git_work_tree.py",
@@ -443,7 +447,7 @@ TARGETS: dict[str, Target] = {
     # submodule's own config: its drivers are blanked like the superproject's.
     "git-submodules": Target(
         "loopctl/git/neutralise.py",
-        ("tests/foundation/test_git_mutants.py",),
+        ("tests/foundation/test_git_submodule_config.py", "tests/foundation/test_git_mutants.py"),
         only=("_submodule_config_keys", "_gitlink_folders"),
         timeout=300.0,
         why="invariant 8: no driver a submodule's own config names runs in loopctl's git",
@@ -1362,8 +1366,137 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         for target, line in (
             ("git-refs", '["for-each-ref", "--format=%(refname)", "--", wanted]'),
             ("git-refs", '["update-ref", "--", f"refs/heads/{branch}", sha], cwd=repo)'),
-            ("git-worktrees", '["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)'),
+            *(
+                (target, '["update-ref", "--", f"refs/heads/{branch}", sha, head], cwd=repo)')
+                for target in ("git-worktrees", "git-hardening-worktrees")
+            ),
             ("git-worktrees", 'git(["worktree", "unlock", "--", str(path)], cwd=repo)'),
+        )
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropElement",
+            '["update-ref", "--no-deref", "--", f"refs/heads/{branch}", sha, old],',
+            "dropping `--` before `refs/heads/<branch>`, which never begins with `-`; dropping"
+            " `--no-deref` is killed by test_a_snapshot_commit_moves_the_task_branch_never_what"
+            "_it_was_linked_to, the old value by test_a_snapshot_commit_never_moves_a_branch_that"
+            "_moved, the rest fail the command",
+            "['update-ref', '--no-deref', f'refs/heads/{branch}', sha, old]",
+        )
+        for target in ("git-snapshot", "git-hardening-snapshot")
+    ),
+    *(
+        Equivalent(
+            target,
+            "ast/EmptyString",
+            'old = expect if expect is not None else "0" * len(sha)',
+            "the old value `update-ref` gets when the branch must not exist yet: git reads an"
+            ' empty old value as it reads the all-zero one, "the ref must not exist"'
+            " (builtin/update-ref.c; an existing branch is refused either way, checked on git"
+            ' 2.39); "0-mutant" * 40, not a sha, fails the command and is killed',
+        )
+        for target in ("git-snapshot", "git-hardening-snapshot")
+    ),
+    Equivalent(
+        "git-submodules",
+        "ast/IfFalse",
+        "if staged.returncode != 0:",
+        "_gitlink_folders' failure check on `ls-files` (after `rev-parse --show-toplevel` found"
+        " a working tree): an index git cannot read is one every command that asks a submodule"
+        " (add, status, commit, a diff against the index or the files) must read first, so that"
+        " command fails before any submodule's driver could run; only commands that read no"
+        " index (tree-to-tree diffs, cat-file) still run with the check off, and those ask no"
+        " submodule (git 2.39, diff-lib.c and submodule.c)",
+    ),
+    *(
+        Equivalent(
+            target,
+            operator,
+            line,
+            why,
+            replacement,
+            # "0", the fourth string of the update-ref line (the others emptied are killed).
+            3 if operator == "ast/EmptyString" else None,
+        )
+        for target in ("git-worktrees", "git-hardening-worktrees")
+        for operator, line, replacement, why in (
+            (
+                "ast/DropElement",
+                'git(["update-ref", "--no-deref", "--", ref, sha, "0" * len(sha)], cwd=worktree)',
+                "['update-ref', '--no-deref', ref, sha, '0' * len(sha)]",
+                "recycle_checkout's new branch: dropping `--` before `refs/heads/<branch>`, which"
+                " never begins with `-` (`--no-deref` dropped is killed by test_a_new_branch"
+                "_planted_as_a_link_to_another_branch_moves_only_itself)",
+            ),
+            (
+                "ast/EmptyString",
+                'git(["update-ref", "--no-deref", "--", ref, sha, "0" * len(sha)], cwd=worktree)',
+                "''",
+                "recycle_checkout's new branch: git reads an empty old value as it reads the"
+                ' all-zero one, "the ref must not exist" (builtin/update-ref.c, checked on git'
+                " 2.39); killed by the all-zero value dropped: test_a_recycled_branch_made_by"
+                "_someone_else_meanwhile_is_not_overwritten",
+            ),
+            (
+                "ast/DropElement",
+                '["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],',
+                "['rev-parse', '--verify', '--end-of-options', f'{ref}^{{commit}}']",
+                "`--quiet` only silences the message of a missing branch: the command fails"
+                " either way (GitError), and its message is not a promise",
+            ),
+            (
+                "ast/ChangeString",
+                '["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],',
+                "'--quiet-mutant'",
+                "rev-parse --verify ignores an option it does not know (it would print it with"
+                " --flags only), so this is `--quiet` dropped: the message of a missing branch"
+                " only",
+            ),
+            (
+                "ast/DropElement",
+                '["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],',
+                "['rev-parse', '--verify', '--quiet', f'{ref}^{{commit}}']",
+                "dropping `--end-of-options` before `refs/heads/<branch>^{commit}`, which never"
+                " begins with `-`",
+            ),
+            (
+                "ast/ChangeString",
+                '["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],',
+                "'--end-of-options-mutant'",
+                "rev-parse --verify ignores an option it does not know: `--end-of-options`"
+                " dropped, before an argument that never begins with `-`",
+            ),
+            (
+                "ast/DropElement",
+                "[",
+                "[*_FULL_STAT, 'reset', '--hard', '--quiet', _require_sha(worktree, target)]",
+                "checkout.workers only spreads writing the files over several processes: the"
+                " files written are the same (git's parallel checkout), only the time differs",
+            ),
+            (
+                "ast/DropElement",
+                "[",
+                "[*_FULL_STAT, *_PARALLEL_CHECKOUT, 'reset', '--hard', _require_sha(worktree,"
+                " target)]",
+                '`--quiet` dropped from `reset --hard`: git then prints "HEAD is now at ..."'
+                " to an output loopctl captures and never reads",
+            ),
+            (
+                "ast/DropElement",
+                "[",
+                "[*_FULL_STAT, *_PARALLEL_CHECKOUT, 'reset', '--hard', '--quiet']",
+                "`reset --hard` without a commit resets to HEAD, which the line before pointed"
+                " at `refs/heads/<branch>`, itself at `target` (made there, or read from it"
+                " just before): the same commit, replace refs ignored either way",
+            ),
+            (
+                "ast/DropElement",
+                'git(["merge", "--ff-only", "--quiet", sha], cwd=entry.path)',
+                "['merge', '--ff-only', sha]",
+                "`--quiet` dropped from fast_forward's merge: git then prints what it updated"
+                " to an output loopctl captures and never reads",
+            ),
         )
     ),
     Equivalent(
