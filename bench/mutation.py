@@ -539,7 +539,63 @@ _UNUSED_DEFAULT = (
     "a default of budgets.Spend: its one constructor, budgets.spend, passes every field"
 )
 
+_PINNED_PREFIXES = (
+    "every diff the scan reads is loopctl's own, made with --src-prefix=a/ --dst-prefix=b/"
+    " (git/diff.py, git/patches.py): only b/, on a `+++` header, names a scanned file (its drop"
+    " and its emptying are killed); a/ heads the `---` header, which names no added line; c/,"
+    " i/, o/ and w/ never appear"
+)
+_DELETED_FILE = (
+    "`+++ /dev/null` heads a deleted file, whose hunks add no line: read as a file named"
+    " /dev/null it still yields none (test_deleted_lines_and_deleted_files_are_not_scanned)"
+)
+
 EQUIVALENT: tuple[Equivalent, ...] = (
+    Equivalent(
+        "sabotage",
+        "ast/DropElement",
+        'return field[2:] if field.startswith(("a/", "b/", "c/", "i/", "o/", "w/")) else field',
+        _PINNED_PREFIXES,
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/ChangeString",
+        'return field[2:] if field.startswith(("a/", "b/", "c/", "i/", "o/", "w/")) else field',
+        _PINNED_PREFIXES,
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/EmptyString",
+        'return field[2:] if field.startswith(("a/", "b/", "c/", "i/", "o/", "w/")) else field',
+        _PINNED_PREFIXES,
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/IfFalse",
+        'if field == "/dev/null":',
+        _DELETED_FILE,
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/ChangeString",
+        'if field == "/dev/null":',
+        _DELETED_FILE,
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/EmptyString",
+        'if field == "/dev/null":',
+        _DELETED_FILE,
+    ),
+    Equivalent(
+        "sabotage",
+        "ast/DropElement",
+        "{",
+        "noxfile.py ends in .py: languages() reads it as Python by its suffix before it asks the"
+        " runner-config table",
+        replacement="{'package.json', 'pytest.ini', 'tox.ini', 'setup.cfg', 'pyproject.toml',"
+        " 'makefile', 'justfile'}",
+    ),
     Equivalent(
         "atomicfile",
         "ast/IfFalse",

@@ -36,6 +36,14 @@ HOSTILE: list[tuple[str, str, tuple[str, ...]]] = [
     ("exit-handler", "pkg/__init__.py", ("import weakref", "weakref.finalize(obj, done)")),
     ("exit-handler", "src/calc.py", ("atexit . register(_f)",)),
     ("hard-exit", "src/calc.py", ("os._exit(0)",)),
+    ("exit-status", "src/calc.py", ("session._exitcode = 0",)),
+    (
+        "exit-in-handler",
+        "src/calc.py",
+        ("def pytest_unconfigure(config):", "    raise SystemExit(0)"),
+    ),
+    ("pytest-internals", "src/calc.py", ('sys.modules["pluggy"] = fake',)),
+    ("pytest-internals", "src/calc.py", ("hooks.pytest_runtest_makereport = f",)),
     ("exit-handler", "src/calc.py", ("__import__('atexit').register(f)",)),
     ("exit-handler", "src/calc.py", ('importlib.import_module("atexit").register(f)',)),
     ("hard-exit", "src/calc.py", ("getattr(os, '_exit')(0)",)),
@@ -255,6 +263,69 @@ def test_a_real_git_diff_names_the_new_path_and_line(tmp_path: Path) -> None:
     assert "src/calc.py:7 `atexit.register(" in line
 
 
+def committed(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    for name, content in files.items():
+        (repo / name).write_bytes(content)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "base")
+    return repo
+
+
+def test_lines_added_after_a_file_that_had_no_final_newline_are_read(tmp_path: Path) -> None:
+    """git marks the old last line `\\ No newline at end of file` between the lines it takes
+    away and those it adds: the reader goes on past the mark, to the hostile line."""
+    repo = committed(tmp_path, {"calc.py": b"x = 1"})
+    (repo / "calc.py").write_bytes(b"x = 2\nos._exit(0)\n")
+
+    diff = git(repo, "diff", "HEAD")
+
+    assert "\\ No newline at end of file\n+x = 2" in diff
+    assert [(f.path, f.line, f.rule) for f in scan_diff(diff)] == [("calc.py", 2, "hard-exit")]
+
+
+def test_a_file_whose_name_is_not_text_is_read_not_a_crash(tmp_path: Path) -> None:
+    """git quotes a name's bytes in octal; one that is not UTF-8 is read with its bad bytes
+    replaced, and its hostile line is still found."""
+    repo = committed(tmp_path, {"calc.py": b"x = 1\n"})
+    (repo / "calc.py").write_bytes(b"x = 2\n")
+    with open(bytes(repo) + b"/bad\xff.py", "wb") as planted:
+        planted.write(b"os._exit(0)\n")
+    git(repo, "add", "-A")
+
+    diff = git(repo, "diff", "--cached", "HEAD")
+
+    assert '"b/bad\\377.py"' in diff
+    assert [(f.path, f.rule) for f in scan_diff(diff)] == [("bad\ufffd.py", "hard-exit")]
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        ("src/index.js", "// args.push('--test-reporter-destination=x')"),
+        ("src/index.js", "/* args.push('--test-reporter-destination=x') */"),
+        ("src/index.js", " * args.push('--test-reporter-destination=x')"),
+        ("run.sh", "# unset LOOPCTL_TEST_REPORT"),
+        ("main.go", '// os.Unsetenv("LOOPCTL_TEST_REPORT")'),
+    ],
+)
+def test_a_comment_in_each_language_is_not_code(path: str, line: str) -> None:
+    """The same text uncommented is flagged: the comment is what spares it."""
+    uncommented = line.lstrip(" /*#").rstrip(" */")
+
+    assert rules_hit(path, line) == []
+    assert rules_hit(path, uncommented) == ["report-path"]
+
+
+def test_a_summary_names_three_findings_and_counts_the_rest() -> None:
+    found = [Finding("hard-exit", "a.py", n, "os._exit(0)", "why") for n in range(1, 6)]
+
+    assert summary(found[:3]).endswith("a.py:3 `os._exit(0)`")
+    assert summary(found).endswith("a.py:3 `os._exit(0)` and 2 more")
+
+
 def test_deleted_lines_and_deleted_files_are_not_scanned() -> None:
     diff = (
         "diff --git a/x.py b/x.py\n--- a/x.py\n+++ /dev/null\n@@ -1,1 +0,0 @@\n-os._exit(0)\n"
@@ -266,6 +337,29 @@ def test_deleted_lines_and_deleted_files_are_not_scanned() -> None:
 def test_findings_round_trip_through_json() -> None:
     finding = Finding("hard-exit", "a.py", 3, "os._exit(0)", "why")
     assert Finding.from_json(finding.to_json()) == finding
+    assert Finding.from_json({}) == Finding("", "", 0, "", "")  # a record with no fields
+
+
+def test_a_context_line_stripped_to_nothing_still_counts() -> None:
+    """A diff passed through a tool that strips trailing blanks has "" for an empty context
+    line: it is a line of the file, and the line numbers after it stay right."""
+    diff = (
+        "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n"
+        "@@ -1,2 +1,3 @@\n a = 1\n\n+os._exit(0)\n"
+    )
+
+    assert [(f.line, f.rule) for f in scan_diff(diff)] == [(3, "hard-exit")]
+
+
+def test_a_file_whose_name_holds_a_tab_is_read_by_its_name(tmp_path: Path) -> None:
+    repo = committed(tmp_path, {"calc.py": b"x = 1\n"})
+    (repo / "a\tb.py").write_bytes(b"os._exit(0)\n")
+    git(repo, "add", "-A")
+
+    diff = git(repo, "diff", "--cached", "HEAD")
+
+    assert '"b/a\\tb.py"' in diff
+    assert [(f.path, f.rule) for f in scan_diff(diff)] == [("a\tb.py", "hard-exit")]
 
 
 def test_a_long_line_is_quoted_cut() -> None:
