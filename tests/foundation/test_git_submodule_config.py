@@ -28,6 +28,7 @@ from support.accounts import give_to
 from support.outside_tmp import Place
 
 from loopctl import git as lgit
+from loopctl.git import neutralise
 
 # git for the test's own set-up, as a user runs it (planted traps live).
 plain = functools.partial(repos.git, plain=True)
@@ -219,3 +220,39 @@ def test_git_runs_where_there_is_no_working_tree(scene: Scene) -> None:
     assert lgit.tree_changes(bare, base, head) == ["lib"]
     blob = lgit.write_blob(bare, "kept\n")
     assert plain(bare, "cat-file", "blob", blob) == "kept\n"
+
+
+def test_a_submodule_that_links_back_to_its_superproject_is_read_once(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent gave the submodule a gitlink `up` of its own and made that folder a link to
+    the superproject: following gitlinks from `lib` leads back to the repository itself, a
+    cycle. loopctl's walk reads each repository once and the work is committed. Kills
+    `seen.add(folder)` dropped in git.neutralise._submodule_config_keys: the walk would go
+    round the cycle for ever (here a walk longer than the cycle fails the test at once)."""
+    lib = scene.repo / "lib"
+    lib_head = nested_library(lib)
+    repos.commit_all(scene.repo, "the library")
+    plain(lib, "update-index", "--add", "--cacheinfo", f"160000,{lib_head},up")
+    (lib / "up").symlink_to("..")
+    walks: list[list[str]] = []
+    walk, listed = neutralise._submodule_config_keys, neutralise._gitlink_folders
+
+    def walked(cwd: Path, index: str | None) -> set[str]:
+        walks.append([])
+        return walk(cwd, index)
+
+    def counted(cwd: Path, env: dict[str, str], index: str | None) -> list[Path]:
+        walks[-1].append(os.path.realpath(cwd))
+        assert len(walks[-1]) <= 3, f"the submodules' walk went round: {walks[-1]}"
+        return listed(cwd, env, index)
+
+    monkeypatch.setattr(neutralise, "_submodule_config_keys", walked)
+    monkeypatch.setattr(neutralise, "_gitlink_folders", counted)
+    changed = commit_the_work(scene, scene.repo)
+    assert changed == ["README.md"]
+    # The superproject's gitlinks, then lib's, then the superproject's again as `up`: there the
+    # walk finds `lib` already read and ends.
+    here, sub = os.path.realpath(scene.repo), os.path.realpath(lib)
+    assert walks
+    assert all(one == [here, sub, here] for one in walks), walks
