@@ -1996,6 +1996,10 @@ class HandWritten:
     bug: str
     # Edits of other modules made together with this one: (module, old, new).
     also: tuple[tuple[str, str, str], ...] = ()
+    # The tests that kill it. --fast (inside the README's test command) runs these alone, as
+    # pytest node ids: seconds, where the target's whole test list took minutes per mutant. A
+    # full run still runs the whole list. An id that names no test fails the unmutated run.
+    killers: tuple[str, ...] = ()
 
     def edits(self) -> tuple[tuple[str, str, str], ...]:
         return ((TARGETS[self.target].module, self.old, self.new), *self.also)
@@ -2010,48 +2014,70 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         '["diff", "--name-only", "-z", "--no-renames",',
         '["diff", "--name-only", "-z",',
         "a renamed pytest.ini lists only its new name (changed_paths)",
+        killers=(
+            "tests/checks/test_protected_paths.py::test_a_renamed_file_is_listed_under_its_old_name_too",
+        ),
     ),
     HandWritten(
         "events",
         "if event.seq != prev_seq + 1:",
         "if event.seq <= prev_seq:",
         "a record deleted from the middle of the log is accepted",
+        killers=(
+            "tests/journal/test_events.py::test_a_record_deleted_from_the_middle_is_corruption",
+        ),
     ),
     HandWritten(
         "budgets",
         "return (event.task, agent_finished(event).attempt or 0)",
         "return agent_finished(event).attempt or 0",
         "the mean-cost forecast merges attempt 1 of two tasks",
+        killers=(
+            "tests/journal/test_budgets.py::test_the_mean_attempt_cost_keeps_the_attempts_of_two_tasks_apart",
+        ),
     ),
     HandWritten(
         "secrets",
         "MIN_SECRET_LENGTH = 6",
         "MIN_SECRET_LENGTH = 7",
         "the 6-character minimum for redaction moves",
+        killers=(
+            "tests/foundation/test_secrets.py::test_six_characters_is_the_shortest_value_withheld_and_redacted",
+        ),
     ),
     HandWritten(
         "secrets",
         'forms = {quote(secret, safe=""), quote_plus(secret)}',
         "forms = set()",
         "URL-encoded secrets are no longer redacted",
+        killers=("tests/foundation/test_secrets.py::test_a_url_encoded_secret_is_redacted",),
     ),
     HandWritten(
         "secrets",
         "        if len(fragment) >= 8:",
         "        if False:",
         "base64-encoded secrets are no longer redacted",
+        killers=(
+            "tests/foundation/test_secrets.py::test_a_secret_inside_any_base64_text_is_redacted",
+        ),
     ),
     HandWritten(
         "protected",
         "elif scope and first_match(path, scope) is None:",
         "elif False:",
         "the maker's scope is not enforced",
+        killers=(
+            "tests/checks/test_protected_paths.py::test_a_path_outside_the_scope_is_a_violation_and_one_inside_is_not",
+        ),
     ),
     HandWritten(
         "gates",
         "if approved_sha != plan.commit:",
         "if False:",
         "an approval of another sha is accepted (gates)",
+        killers=(
+            "tests/delivery/test_approval_binding.py::test_an_approval_of_another_sha_does_not_apply_even_on_an_unmoved_branch",
+        ),
     ),
     # The delivery's own check alone is redundant by design: it runs only on a gate whose sha
     # is the plan's commit, where "approved sha != the item's sha" is exactly the policy's
@@ -2063,18 +2089,27 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         "            os.fsync(handle.fileno())\n",
         "",
         "an atomic write renames a file whose data was never fsynced",
+        killers=(
+            "tests/reliability/test_durable_on_disk.py::test_each_append_and_atomic_write_is_fsynced_before_it_is_reported",
+        ),
     ),
     HandWritten(
         "atomicfile",
         "        os.fsync(dfd)\n",
         "        pass\n",
         "a renamed or new file's folder entry is never fsynced",
+        killers=(
+            "tests/reliability/test_durable_on_disk.py::test_each_append_and_atomic_write_is_fsynced_before_it_is_reported",
+        ),
     ),
     HandWritten(
         "events",
         "                    os.fsync(fd)\n",
         "",
         "an appended event is reported before it is fsynced",
+        killers=(
+            "tests/reliability/test_durable_on_disk.py::test_each_append_and_atomic_write_is_fsynced_before_it_is_reported",
+        ),
     ),
     HandWritten(
         "pipeline",
@@ -2082,28 +2117,56 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         "if False:",
         "an approval of another sha is accepted at delivery (both checks removed)",
         also=(("loopctl/delivery/gates.py", "if approved_sha != plan.commit:", "if False:"),),
+        killers=(
+            "tests/delivery/test_approval_binding.py::"
+            "test_an_approval_of_another_sha_does_not_apply_even_on_an_unmoved_branch",
+        ),
     ),
     # Issue 27, git/: one-line mutants no cosmic-ray or AST operator makes (a `-c` pair dropped
     # whole); tests/foundation/test_git_mutants.py kills each with a hostile repository.
     *(
-        HandWritten("git-hardening-runner", f'    "-c", "{entry}",\n', "", bug)
-        for entry, bug in (
-            ("protocol.ext.allow=never", "origin repointed to `ext::<command>` runs the command"),
-            ("push.gpgSign=false", "a push runs the repository's gpg.program to sign"),
-            ("submodule.recurse=false", "a checkout runs a submodule's planted smudge filter"),
+        HandWritten(
+            "git-hardening-runner",
+            f'    "-c", "{entry}",\n',
+            "",
+            bug,
+            killers=(f"tests/foundation/test_git_mutants.py::{killer}",),
+        )
+        for entry, bug, killer in (
+            (
+                "protocol.ext.allow=never",
+                "origin repointed to `ext::<command>` runs the command",
+                "test_a_remote_repointed_to_the_ext_transport_runs_nothing",
+            ),
+            (
+                "push.gpgSign=false",
+                "a push runs the repository's gpg.program to sign",
+                "test_a_push_signs_no_certificate",
+            ),
+            (
+                "submodule.recurse=false",
+                "a checkout runs a submodule's planted smudge filter",
+                "test_a_checkout_never_recurses_into_a_submodule",
+            ),
         )
     ),
     HandWritten(
         "git-hardening-config",
         '        pins.append(("protocol.file.allow", "never"))\n',
-        "",
+        "        pass\n",
         "a lazy fetch runs the upload-pack program a repository's config names",
+        killers=(
+            "tests/foundation/test_git_mutants.py::test_a_lazy_fetch_runs_no_upload_pack_the_config_names",
+        ),
     ),
     HandWritten(
         "git-hardening",
         '_RECEIVE_PACK, lease, "--", url,',
         '_RECEIVE_PACK, "--", url,',
         "a push replaces a branch someone pushed after loopctl looked",
+        killers=(
+            "tests/foundation/test_git_mutants.py::test_a_push_never_replaces_a_branch_it_did_not_expect",
+        ),
     ),
     # Issue 28 item 4: the approval path's old bugs, on the one routine both paths now share.
     HandWritten(
@@ -2111,12 +2174,18 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
         "    with worktree_lock(rec.paths.locks_dir):\n",
         "    if True:\n",
         "a finished task's worktree is parked or removed without the worktree lock",
+        killers=(
+            "tests/delivery/test_approval_parks_worktree.py::test_an_approved_tasks_worktree_is_parked_under_the_lock_and_reused",
+        ),
     ),
     HandWritten(
         "ending",
         "                worktree.capacity,\n",
         "                0,\n",
         "a finished task's worktree is removed, never parked in the loop's pool",
+        killers=(
+            "tests/delivery/test_task_ending.py::test_a_worktree_that_cannot_be_parked_stays_and_the_debug_log_says_why",
+        ),
     ),
 )
 
@@ -2462,8 +2531,16 @@ def _killed(target: Target, tree: Path, edits: dict[Path, str]) -> bool:
             path.write_text(original, encoding="utf-8")
 
 
-def _hand_written(name: str, target: Target, tree: Path, tally: Tally) -> None:
+def _killers_only(name: str, target: Target) -> Target:
+    """The target with only its hand-written mutants' killers as tests (--fast)."""
+    named = [t for m in HAND_WRITTEN if m.target == name for t in m.killers]
+    return replace(target, tests=tuple(dict.fromkeys(named))) if named else target
+
+
+def _hand_written(name: str, target: Target, tree: Path, tally: Tally, *, fast: bool) -> None:
     for mutant in (m for m in HAND_WRITTEN if m.target == name):
+        if fast and mutant.killers:
+            target = replace(target, tests=mutant.killers)
         edits: dict[Path, str] = {}
         for module, old, new in mutant.edits():
             path = tree / module
@@ -2517,14 +2594,24 @@ def _run_ast(
 
 
 def check_hand_written() -> None:
-    """Every hand-written mutant still applies to exactly one place (the code moves on)."""
+    """Every hand-written mutant still applies to exactly one place (the code moves on), and
+    gives code Python can load: a mutant that does not compile fails every test, so it would
+    count as killed whatever the tests check."""
     for mutant in HAND_WRITTEN:
-        for module, old, _new in mutant.edits():
-            if (ROOT / module).read_text(encoding="utf-8").count(old) != 1:
+        for module, old, new in mutant.edits():
+            source = (ROOT / module).read_text(encoding="utf-8")
+            if source.count(old) != 1:
                 raise SystemExit(
                     f"{module}: hand-written mutant ({mutant.bug}) no longer applies once:"
                     f" {old!r}; update HAND_WRITTEN in bench/mutation.py"
                 )
+            try:
+                compile(source.replace(old, new), module, "exec")
+            except SyntaxError as error:
+                raise SystemExit(
+                    f"{module}:{error.lineno}: hand-written mutant ({mutant.bug}) is not"
+                    " Python; update HAND_WRITTEN in bench/mutation.py"
+                ) from None
 
 
 def run_target(
@@ -2536,9 +2623,10 @@ def run_target(
     engine: str = "all",
     whole: bool = False,
 ) -> Tally:
-    """Mutate one target; `operators` False: only its hand-written mutants; `only`: only these
-    mutants (--recheck); `engine`: cosmic-ray's operators, the AST ones or both; `whole`: the
-    whole module, not only the target's functions (--full)."""
+    """Mutate one target; `operators` False: only its hand-written mutants, each against its
+    `killers` alone (--fast); `only`: only these mutants (--recheck); `engine`: cosmic-ray's
+    operators, the AST ones or both; `whole`: the whole module, not only the target's
+    functions (--full)."""
     target = TARGETS[name]
     if whole:
         target = replace(target, only=())
@@ -2551,6 +2639,10 @@ def run_target(
     else:
         tree = work / name
         _copy_tree(tree)
+    # The CI subset's hand-written mutants run only the tests that kill them (`killers`).
+    killers_only = not operators and only is None
+    if killers_only:
+        target = _killers_only(name, target)
     # The unmutated tree must pass, or every mutant would look killed.
     baseline = subprocess.run(
         _test_command(target).split(), cwd=tree, env=_env(tree), capture_output=True, text=True
@@ -2563,7 +2655,7 @@ def run_target(
         _counts(name, target, session, tree, tally)
     if operators and engine in ("all", "ast"):
         _run_ast(name, target, tree, tally, only)
-    _hand_written(name, target, tree, tally)
+    _hand_written(name, target, tree, tally, fast=killers_only)
     tally.seconds = time.monotonic() - started
     shutil.rmtree(tree, ignore_errors=True)
     return tally
