@@ -2575,6 +2575,11 @@ def _run_ast(
         if mutated in done:
             continue
         done.add(mutated)
+        try:  # a mutant that is not Python would fail every test: killed for nothing
+            compile(mutated, str(path), "exec")
+        except SyntaxError:
+            tally.skipped += 1
+            continue
         line = (
             f"{target.module}:{key[0]} {mutant.operator} (occurrence {key[2]}): `{key[3]}`"
             f" → `{mutant.replacement}`"
