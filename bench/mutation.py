@@ -443,6 +443,42 @@ TARGETS: dict[str, Target] = {
         timeout=120.0,
         why="each definition key is read as its one spec says: kind, default, choices, check",
     ),
+    # Issue 19: a check imports the worktree's code, not the main checkout's editable install.
+    "import-roots": Target(
+        "loopctl/checks/import_roots.py",
+        ("tests/checks/test_editable_backends.py", "tests/checks/test_editable_installs.py"),
+        timeout=300.0,
+        why="issue 19: a check in a worktree imports the worktree's code, whatever installed it",
+    ),
+    # The verdicts whole (`protected` above is one function): hidden changes, the baseline a
+    # check is held to, the judge's answer, the maker's edits to its own checks.
+    "verdicts": Target(
+        "loopctl/checks/verdicts.py",
+        (
+            "tests/checks/test_protected_paths.py",
+            "tests/checks/test_conditions.py",
+            "tests/checks/test_checks_mutants.py",
+            "tests/reliability/test_verdicts_hostile.py",
+        ),
+        timeout=300.0,
+        why="invariant 12: a verdict comes from what loopctl measured, never the maker's word",
+    ),
+    "conditions": Target(
+        "loopctl/checks/conditions.py",
+        ("tests/checks/test_conditions.py", "tests/checks/test_checks_mutants.py"),
+        timeout=300.0,
+        why="a goal's check and the files that would change its meaning, protected",
+    ),
+    "counts": Target(
+        "loopctl/checks/counts.py",
+        (
+            "tests/checks/test_checks_mutants.py",
+            "tests/checks/test_runners.py",
+            "tests/checks/test_test_runners.py",
+        ),
+        timeout=300.0,
+        why="a pass proven by counted tests: fewer tests, or none, is not a pass",
+    ),
     # git runs `git status` inside each populated submodule (`git add -A` always does), with the
     # submodule's own config: its drivers are blanked like the superproject's.
     "git-submodules": Target(
@@ -478,6 +514,10 @@ GUARANTEES = (
     "fingerprint",
     "events",
     "secrets",
+    "import-roots",
+    "verdicts",
+    "conditions",
+    "counts",
 )
 
 # Operators kept: each is a plausible one-line bug (a negated or dropped condition, an
