@@ -121,8 +121,11 @@ class ClaudeBackend(CliPreset):
         merged.setdefault("MCP_TIMEOUT", str(connectors.MCP_STARTUP_TIMEOUT_S * 1000))
         # Headless Claude may send its first request before its MCP servers have connected,
         # and that turn then runs without their tools (seen on a busy CI machine); "0" makes it
-        # wait for them first (Claude Code 2.1 reads this variable).
+        # wait for them first (Claude Code 2.1 reads this variable) — but only for
+        # MCP_CONNECT_TIMEOUT_MS, 5 s by default, after which it proceeds without them (seen
+        # with 3 test workers on 2 cores): the same wait as MCP_TIMEOUT.
         merged.setdefault("MCP_CONNECTION_NONBLOCKING", "0")
+        merged.setdefault("MCP_CONNECT_TIMEOUT_MS", str(connectors.MCP_STARTUP_TIMEOUT_S * 1000))
         return merged
 
     def agent_env(self, agent: Agent) -> dict[str, str]:

@@ -292,6 +292,7 @@ def test_claude_gets_a_strict_mcp_config_that_names_a_launcher_not_the_secret(
     # A slow sandboxed server keeps its tools: Claude waits for it, and longer than 30 s.
     assert call["env"]["MCP_TIMEOUT"] == "120000"
     assert call["env"]["MCP_CONNECTION_NONBLOCKING"] == "0"
+    assert call["env"]["MCP_CONNECT_TIMEOUT_MS"] == "120000"  # not Claude's 5 s
     assert config_path.is_relative_to(repo / ".loop" / "runs")  # not in the worktree
     assert not Path(call["cwd"]).resolve().is_relative_to(config_path.parent.resolve())
     (config,) = [json.loads(line) for line in (fake_home() / "claude.mcp.jsonl").open()]

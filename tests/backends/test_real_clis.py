@@ -540,8 +540,9 @@ def test_real_claude_calls_a_declared_mcp_connector_without_seeing_its_secret(
     repo: Path, tmp_path: Path
 ) -> None:
     # A server slow to start (as a sandboxed one is on a busy machine): headless Claude would
-    # send its first request without the server's tools unless loopctl asks it to wait.
-    box, env = connector_project(repo, tmp_path, "claude", slow_start=4)
+    # send its first request without the server's tools unless loopctl asks it to wait, and
+    # asked, it waits 5 s (MCP_CONNECT_TIMEOUT_MS) unless told longer: this one takes 7.
+    box, env = connector_project(repo, tmp_path, "claude", slow_start=7)
 
     run = run_sealed(repo, box, env, "goal", "tests green", script="lookup_then_fix")
 
