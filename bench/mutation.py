@@ -198,8 +198,8 @@ TARGETS: dict[str, Target] = {
         timeout=60.0,  # the tests take seconds; a mutant that hangs `follow` waits this long
         why="the append-only log: torn tails, seq gaps, one writer",
     ),
-    # The sandbox's policy (the Sandbox and its bwrap arguments); since sandbox.py became the
-    # sandbox/ package, its other modules (hidden, cli_state, host, visible) are not targets yet.
+    # The sandbox's policy (the Sandbox and its bwrap arguments); its constant tables and helpers
+    # are the sandbox-hidden, -git-admin, -visible, -cli-state and -host targets below.
     "sandbox": Target(
         "loopctl/sandbox/policy.py",
         ("tests/foundation/test_sandbox_rules.py", "tests/foundation/test_sandbox.py"),
@@ -365,6 +365,115 @@ TARGETS: dict[str, Target] = {
         timeout=300.0,
         why="what a confined agent reads, writes, reaches and keeps running",
     ),
+    # The sandbox package's other modules, each whole, against the tests that attack it as a
+    # confined process (issue 27): the in-process ones first, then each attack as the caller
+    # and as `nobody`, with the checkout and HOME under /tmp and outside it.
+    "sandbox-hidden": Target(
+        "loopctl/sandbox/hidden.py",
+        (
+            "tests/reliability/test_sandbox_outside_tmp.py::"
+            "test_every_credential_store_the_constant_or_the_readme_names_is_unreadable",
+            "tests/foundation/test_sandbox_histories.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_no_history_or_browser_profile_is_readable",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_store_in_loopctls_own_home_stays_hidden_when_the_agents_home_differs",
+            "tests/reliability/test_sandbox_outside_tmp.py::"
+            "test_a_store_in_the_accounts_own_home_stays_hidden_when_home_points_elsewhere",
+            "tests/reliability/test_sandbox_mutants.py::test_no_host_socket_is_reachable",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_linked_credential_store_hides_what_it_leads_to",
+            "tests/foundation/test_sandbox_rules.py::"
+            "test_every_credential_store_is_hidden_not_only_the_first_ones",
+        ),
+        timeout=300.0,
+        why="invariant 11: no credential store, browser profile, history or host socket is"
+        " seen, under any home the agent could look in",
+    ),
+    "sandbox-git-admin": Target(
+        "loopctl/sandbox/git_admin.py",
+        (
+            "tests/foundation/test_sandbox_rules.py::"
+            "test_a_worktree_whose_git_file_is_relative_is_resolved",
+            "tests/foundation/test_sandbox_rules.py::"
+            "test_the_object_store_is_the_one_commondir_names",
+            "tests/foundation/test_sandbox.py::"
+            "test_a_sandboxed_process_sees_only_its_tree_and_writes_only_its_worktree",
+            "tests/foundation/test_sandbox.py::"
+            "test_loop_definitions_stay_write_protected_when_working_in_place",
+            "tests/foundation/test_sandbox.py::"
+            "test_worktree_git_pointers_are_pinned_and_the_object_store_is_layered",
+            "tests/reliability/test_sandbox_git_admin.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_worktrees_git_pointers_stay_as_they_are",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_in_place_every_protected_folder_stays_as_it_was",
+            "tests/reliability/test_sandbox_outside_tmp.py::"
+            "test_an_agent_in_place_cannot_touch_the_repositorys_objects_index_or_refs",
+            "tests/reliability/test_git_admin_files.py",
+        ),
+        timeout=300.0,
+        why="the checkout's rules and git folder, a worktree's git pointers: never written by"
+        " an agent",
+    ),
+    "sandbox-visible": Target(
+        "loopctl/sandbox/visible.py",
+        (
+            "tests/foundation/test_sandbox_rules.py",
+            "tests/foundation/test_sandbox.py::"
+            "test_a_program_the_argv_names_under_tmp_stays_readable",
+            "tests/foundation/test_sandbox_tmp_home.py",
+            "tests/reliability/test_sandbox_launch.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_package_with_its_manifest_at_the_top_runs_from_tmp",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_linked_program_folder_under_tmp_runs_through_its_link",
+            "tests/reliability/test_sandbox_mutants.py::test_a_link_to_tmp_never_reopens_the_hosts_tmp",
+        ),
+        timeout=300.0,
+        why="what of the host's /tmp an agent sees: its own program and its install, nothing else",
+    ),
+    "sandbox-cli-state": Target(
+        "loopctl/sandbox/cli_state.py",
+        (
+            *(
+                f"tests/foundation/test_sandbox_rules.py::{name}"
+                for name in (
+                    "test_claude_state_is_made_writable_and_seeded",
+                    "test_a_settings_file_in_a_missing_folder_is_not_made",
+                    "test_cli_state_follows_the_agents_environment",
+                    "test_a_sandboxed_claude_writes_a_private_copy_of_its_state_and_nothing_in_home",
+                    "test_without_a_private_layer_the_cli_state_is_read_only",
+                )
+            ),
+            "tests/foundation/test_cli_state_copy.py",
+            "tests/backends/test_backend_registry.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_users_own_cli_transcripts_never_reach_the_private_copy",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_private_copy_of_a_cli_state_is_the_callers_alone",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_as_root_a_cli_that_nests_its_own_sandbox_can_start_it",
+            "tests/reliability/test_cli_state_private.py",
+        ),
+        timeout=600.0,
+        why="an agent CLI writes a private copy of its state, never the user's own",
+    ),
+    "sandbox-host": Target(
+        "loopctl/sandbox/host.py",
+        (
+            "tests/foundation/test_sandbox_rules.py",
+            "tests/reliability/test_no_capability.py",
+            "tests/reliability/test_sandbox_mutants.py::test_the_agent_holds_no_capability",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_agent_is_told_it_is_confined_and_leads_a_session_of_its_own",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_without_the_syscall_filter_the_agent_still_makes_no_user_namespace",
+        ),
+        timeout=300.0,
+        why="every sandbox drops every capability, leads its own session, and is probed"
+        " before any worktree exists",
+    ),
     "ending": Target(
         "loopctl/delivery/ending.py",
         ("tests/delivery/test_task_ending.py", "tests/delivery/test_approval_parks_worktree.py"),
@@ -464,6 +573,11 @@ FAST = ("protected", "changed-paths")
 # integrity and fingerprint; the delivery is gates, pipeline and the push and custom steps.
 GUARANTEES = (
     "sandbox",
+    "sandbox-hidden",
+    "sandbox-git-admin",
+    "sandbox-visible",
+    "sandbox-cli-state",
+    "sandbox-host",
     *(name for name, _, _ in GIT_MODULES),
     "gates",
     "pipeline",
@@ -1984,6 +2098,25 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "the text for an approval_refused without a reason: both writers (pipeline._gate_check,"
         " commands.inbox.approve) always give one, and any text refuses the gate alike (the"
         " key changed, which loses the reason shown, and the empty default are killed)",
+    ),
+    Equivalent(
+        "sandbox-git-admin",
+        "ast/IfFalse",
+        "if not dot_git.is_file():",
+        "a `.git` that is no regular file fails the read below with OSError (missing:"
+        " FileNotFoundError, a folder: IsADirectoryError), which gives the same empty answer;"
+        " a fifo or device there would be the one difference, and no agent can put one: every"
+        " linked worktree's `.git` is a file git made, pinned read-only (a mount point, which"
+        " cannot be removed or replaced)",
+    ),
+    Equivalent(
+        "sandbox-git-admin",
+        "ast/IfFalse",
+        "if common_file.is_file():",
+        "a `commondir` that is no regular file fails its read with OSError (missing, or a"
+        " folder), which the suppress around it turns into the same fallback"
+        " (`admin.parent.parent`); git writes commondir in every linked worktree's admin"
+        " folder, and it is pinned read-only there, so no agent swaps in a fifo",
     ),
 )
 
