@@ -419,6 +419,7 @@ TARGETS: dict[str, Target] = {
     "sandbox-visible": Target(
         "loopctl/sandbox/visible.py",
         (
+            "tests/reliability/test_sandbox_visible.py",
             "tests/foundation/test_sandbox_rules.py",
             "tests/foundation/test_sandbox.py::"
             "test_a_program_the_argv_names_under_tmp_stays_readable",
@@ -2111,12 +2112,53 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         "sandbox-git-admin",
+        "ast/EmptyString",
+        'return writable, pinned, (common / "objects" if (common / "objects").is_dir() else None)',
+        "the check that the object store exists asked of the common git folder itself: loopctl's"
+        " worktrees are linked ones, whose admin folder's `commondir` (pinned read-only) names"
+        " the repository's git folder, and that always holds `objects/` (the store's own path,"
+        " emptied or changed, is killed)",
+        occurrence=1,
+    ),
+    Equivalent(
+        "sandbox-cli-state",
         "ast/IfFalse",
-        "if common_file.is_file():",
-        "a `commondir` that is no regular file fails its read with OSError (missing, or a"
-        " folder), which the suppress around it turns into the same fallback"
-        " (`admin.parent.parent`); git writes commondir in every linked worktree's admin"
-        " folder, and it is pinned read-only there, so no agent swaps in a fifo",
+        "if not place.exists():",
+        "a place that does not exist (a backup file not written yet) fails its copy with"
+        " FileNotFoundError, which the `except OSError` below turns into the same None; its"
+        " copy's parent folder, made first, is the layer's `home`, there already",
+    ),
+    *(
+        Equivalent(
+            "sandbox-cli-state",
+            operator,
+            'return layer / "root" / place.relative_to(place.anchor)',
+            "the folder inside loopctl's private layer for state places outside the home: each"
+            " reader (the sandbox's binds, engine.sessions) takes it from private_copy, so any"
+            " name keeps the copies apart, and without one a place outside the home meets a"
+            " home place's copy (`layer/home/…`) only if it sits at `/home/` plus that place's"
+            " path in the home, which no backend declares",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    Equivalent(
+        "sandbox-visible",
+        "ast/IfFalse",
+        "if not hops[-1].is_symlink():",
+        "without the check, readlink of a path that is no link raises OSError (EINVAL), which"
+        " the suppress around the loop turns into the same end of the walk",
+    ),
+    Equivalent(
+        "sandbox-visible",
+        "ast/ChangeString",
+        'words = head[2:].split(b"\\n", 1)[0].decode("utf-8", "replace").split()',
+        "reading past the first line changes the answer only when that line names no program:"
+        " a bare `#!` (the kernel refuses to run it) or `env` with nothing but options or"
+        " assignments (env then executes the script itself, whose first line starts env again:"
+        " no code of the program ever runs to read what was shown); for every first line that"
+        " starts a program, its words come first either way (the separator emptied, which"
+        " raises, is killed)",
+        replacement="b'\\n-mutant'",
     ),
 )
 
