@@ -2128,19 +2128,6 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " FileNotFoundError, which the `except OSError` below turns into the same None; its"
         " copy's parent folder, made first, is the layer's `home`, there already",
     ),
-    *(
-        Equivalent(
-            "sandbox-cli-state",
-            operator,
-            'return layer / "root" / place.relative_to(place.anchor)',
-            "the folder inside loopctl's private layer for state places outside the home: each"
-            " reader (the sandbox's binds, engine.sessions) takes it from private_copy, so any"
-            " name keeps the copies apart, and without one a place outside the home meets a"
-            " home place's copy (`layer/home/…`) only if it sits at `/home/` plus that place's"
-            " path in the home, which no backend declares",
-        )
-        for operator in ("ast/ChangeString", "ast/EmptyString")
-    ),
     Equivalent(
         "sandbox-visible",
         "ast/IfFalse",
