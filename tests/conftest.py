@@ -22,6 +22,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.hookimpl(optionalhook=True)  # without xdist (`-p no:xdist`) nobody calls it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (the README's test command) starts one worker more than there are cores.
 
