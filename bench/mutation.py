@@ -1100,7 +1100,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     Equivalent(
         "sandbox",
         "core/NumberReplacer",
-        'done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)',
+        'done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=PROBE_TIMEOUT_S)',
         "19 or 21 s for a probe that takes about 10 ms where bwrap works",
     ),
     Equivalent(
@@ -2224,7 +2224,11 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for line, occurrence in (
             ('done = process.run([program, "--version"], cwd=Path("/"), env={}, timeout=20)', 1),
-            ('done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)', 0),
+            (
+                'done = process.run(argv, cwd=Path("/"), env=dict(os.environ),'
+                " timeout=PROBE_TIMEOUT_S)",
+                0,
+            ),
         )
     ),
     *(

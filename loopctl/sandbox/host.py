@@ -44,6 +44,11 @@ def find_bwrap() -> str | None:
     return system[0] if system else None
 
 
+# How long the probe's empty sandbox may take to start: a bwrap still running then is stuck (a
+# mount that hangs, a user namespace that never comes) and is no sandbox.
+PROBE_TIMEOUT_S: float = 20
+
+
 @functools.lru_cache(maxsize=8)
 def bwrap_version(program: str) -> tuple[int, ...] | None:
     """`bwrap --version` as numbers (`bubblewrap 0.11.0` is (0, 11, 0)); None when unknown."""
@@ -91,11 +96,15 @@ def probe() -> tuple[str | None, str | None, str]:
     argv += ["--disable-userns"] if knows_disable_userns(bwrap) else []
     argv += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"]
     try:
-        done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=20)
+        done = process.run(argv, cwd=Path("/"), env=dict(os.environ), timeout=PROBE_TIMEOUT_S)
     except (OSError, process.ProgramNotFound) as exc:
         return None, bwrap, f"{bwrap} could not start: {exc}"
     if done.timed_out:
-        return None, bwrap, f"{bwrap} could not start: it did not finish within 20s"
+        return (
+            None,
+            bwrap,
+            f"{bwrap} could not start: it did not finish within {PROBE_TIMEOUT_S:g}s",
+        )
     if done.ok:
         return "bwrap", bwrap, ""
     return None, bwrap, _explain_failure(bwrap, done.stderr_tail)
