@@ -434,6 +434,17 @@ TARGETS: dict[str, Target] = {
         timeout=300.0,
         why="what of the host's /tmp an agent sees: its own program and its install, nothing else",
     ),
+    "sandbox-places": Target(
+        "loopctl/sandbox/places.py",
+        (
+            "tests/foundation/test_sandbox_rules.py",
+            "tests/reliability/test_sandbox_outside_tmp.py",
+            "tests/reliability/test_sandbox_mutants.py",
+        ),
+        timeout=300.0,
+        why="invariant 11: `~` and `$NAME|default` read as the agent's environment says, private"
+        " temporary folders, the account's own home",
+    ),
     "sandbox-cli-state": Target(
         "loopctl/sandbox/cli_state.py",
         (
@@ -626,6 +637,7 @@ GUARANTEES = (
     "sandbox-visible",
     "sandbox-cli-state",
     "sandbox-host",
+    "sandbox-places",
     *(name for name, _, _ in GIT_MODULES),
     "gates",
     "pipeline",
