@@ -445,6 +445,18 @@ TARGETS: dict[str, Target] = {
         why="invariant 11: `~` and `$NAME|default` read as the agent's environment says, private"
         " temporary folders, the account's own home",
     ),
+    "sandbox-build": Target(
+        "loopctl/sandbox/build.py",
+        (
+            "tests/foundation/test_sandbox_rules.py",
+            "tests/foundation/test_sandbox.py",
+            "tests/reliability/test_cli_state_private.py",
+            "tests/reliability/test_sandbox_mutants.py",
+        ),
+        timeout=300.0,
+        why="invariant 11: the sandbox made from what the machine offers; a private layer an"
+        " agent could write into is refused",
+    ),
     "sandbox-cli-state": Target(
         "loopctl/sandbox/cli_state.py",
         (
@@ -638,6 +650,7 @@ GUARANTEES = (
     "sandbox-cli-state",
     "sandbox-host",
     "sandbox-places",
+    "sandbox-build",
     *(name for name, _, _ in GIT_MODULES),
     "gates",
     "pipeline",
