@@ -478,9 +478,12 @@ TARGETS: dict[str, Target] = {
     "counts": Target(
         "loopctl/checks/counts.py",
         (
-            "tests/checks/test_checks_mutants.py",
+            # counts' own tests (parse_test_counts, weakened, unproven_pass) and the report's,
+            # seconds each; the whole verdict calls with real runs last.
+            "tests/checks/test_conditions.py",
             "tests/checks/test_runners.py",
             "tests/checks/test_test_runners.py",
+            "tests/checks/test_checks_mutants.py",
         ),
         timeout=300.0,
         why="a pass proven by counted tests: fewer tests, or none, is not a pass",

@@ -276,4 +276,6 @@ def test_the_report_decides_with_the_printed_summary(
         assert found is None
     else:
         assert found is not None
+        # The verdict's source in the log: what the counts showed, not a weakened run.
+        assert found[0] == "counts"
         assert reason in found[1]
