@@ -590,7 +590,13 @@ TARGETS: dict[str, Target] = {
     # Issue 19: a check imports the worktree's code, not the main checkout's editable install.
     "import-roots": Target(
         "loopctl/checks/import_roots.py",
-        ("tests/checks/test_editable_backends.py", "tests/checks/test_editable_installs.py"),
+        (
+            # Hand-made installs and real venvs, seconds: each mutant's first stop.
+            "tests/checks/test_import_roots_reading.py",
+            # Real installs (setuptools, hatchling), then whole runs of loopctl (~100 s).
+            "tests/checks/test_editable_backends.py",
+            "tests/checks/test_editable_installs.py",
+        ),
         timeout=300.0,
         why="issue 19: a check in a worktree imports the worktree's code, whatever installed it",
     ),
@@ -616,9 +622,12 @@ TARGETS: dict[str, Target] = {
     "counts": Target(
         "loopctl/checks/counts.py",
         (
-            "tests/checks/test_checks_mutants.py",
+            # counts' own tests (parse_test_counts, weakened, unproven_pass) and the report's,
+            # seconds each; the whole verdict calls with real runs last.
+            "tests/checks/test_conditions.py",
             "tests/checks/test_runners.py",
             "tests/checks/test_test_runners.py",
+            "tests/checks/test_checks_mutants.py",
         ),
         timeout=300.0,
         why="a pass proven by counted tests: fewer tests, or none, is not a pass",
@@ -2302,6 +2311,25 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "the probe's root bind made onto `''` instead of `/`: bwrap joins the destination to"
         " its new root, and both name the new root itself, the same mount",
         occurrence=2,
+    ),
+    Equivalent(
+        "import-roots",
+        "ast/DropElement",
+        "except (SyntaxError, ValueError):",
+        "ast.parse raised ValueError only for a NUL byte in the source, on 3.11 releases"
+        " older than this one (requires-python is >=3.11): on 3.11.7 a NUL byte is a"
+        " SyntaxError, as is every other text that is not Python (read with errors='replace',"
+        " no surrogate reaches it); both finders are tested, dropping SyntaxError is killed",
+        replacement="(SyntaxError,)",
+    ),
+    Equivalent(
+        "import-roots",
+        "ast/IfFalse",
+        "if worktree.resolve() == checkout.resolve():",
+        "agent_env's shortcut for an in-place turn: without it, checkout_program leaves each"
+        " argv as it is (the worktree is the checkout) and import_roots gives no twins when the"
+        " worktree is the checkout (its own guard, killed by"
+        " test_an_in_place_check_imports_the_checkout_as_it_is), so env comes back unchanged",
     ),
 )
 

@@ -106,7 +106,8 @@ def checkout_import_roots(site: Path, checkout: Path) -> list[Path]:
             for line in _lines(entry):
                 if line and not line.startswith(("#", "import ", "import\t")):
                     keep(Path(line) if os.path.isabs(line) else (site / line).resolve())
-        elif name.endswith(".py") and ("editable" in name or name.startswith("__editable__")):
+        elif name.endswith(".py") and "editable" in name:
+            # setuptools' `__editable___<name>_finder.py`, editables' `_editable_impl_<name>.py`
             for package_dir in _finder_package_dirs(entry):
                 keep(package_dir.parent)
         elif name.endswith(".dist-info"):
@@ -139,8 +140,10 @@ def _read(path: Path) -> str | None:
 
 
 def _finder_package_dirs(path: Path) -> list[Path]:
-    """Package folders an editable finder module maps names to: every string literal that is
-    an absolute path, read from its syntax tree (never imported)."""
+    """What an editable finder module maps names to (a package's folder or its `__init__.py`,
+    a module's file): every string literal that is an absolute path, read from its syntax tree
+    (never imported), a package's `__init__.py` as its folder. The caller keeps each one's
+    parent: for a module file that is already its import root."""
     text = _read(path)
     if text is None:
         return []
@@ -154,11 +157,7 @@ def _finder_package_dirs(path: Path) -> list[Path]:
             value = node.value
             if os.path.isabs(value) and "\n" not in value:
                 target = Path(value)
-                if target.name == "__init__.py":
-                    target = target.parent
-                elif target.suffix == ".py":
-                    target = target.with_suffix("")
-                found.append(target)
+                found.append(target.parent if target.name == "__init__.py" else target)
     return found
 
 
@@ -188,6 +187,11 @@ def _inside(path: Path, folder: Path) -> bool:
     return True
 
 
+def _pythonpath(env: Mapping[str, str]) -> list[str]:
+    """The folders `env`'s PYTHONPATH names, its empty entries left out."""
+    return [value for value in env.get("PYTHONPATH", "").split(os.pathsep) if value]
+
+
 def _twin(path: Path, checkout: Path, worktree: Path) -> Path:
     return worktree / path.resolve().relative_to(checkout.resolve())
 
@@ -202,8 +206,8 @@ def import_roots(
     if interpreter is not None:
         for site in site_folders(interpreter):
             entries += [e for e in checkout_import_roots(site, checkout) if e not in entries]
-    for value in env.get("PYTHONPATH", "").split(os.pathsep):
-        inside = value and os.path.isabs(value) and _inside(Path(value), checkout)
+    for value in _pythonpath(env):
+        inside = os.path.isabs(value) and _inside(Path(value), checkout)
         if inside and Path(value) not in entries:
             entries.append(Path(value))
     if worktree.resolve() == checkout:
@@ -221,8 +225,8 @@ def redirected_env(roots: ImportRoots, env: Mapping[str, str], checkout: Path) -
     checkout = checkout.resolve()
     kept = [
         value
-        for value in env.get("PYTHONPATH", "").split(os.pathsep)
-        if value and not (os.path.isabs(value) and _inside(Path(value), checkout))
+        for value in _pythonpath(env)
+        if not (os.path.isabs(value) and _inside(Path(value), checkout))
     ]
     out["PYTHONPATH"] = os.pathsep.join([*map(str, roots.worktree_entries), *kept])
     return out
@@ -247,7 +251,7 @@ def describe(roots: ImportRoots, checkout: Path, worktree: Path) -> str | None:
     if not roots.checkout_entries:
         return None
     shown = ", ".join(
-        str(entry.resolve().relative_to(checkout.resolve())) or "."
+        str(entry.resolve().relative_to(checkout.resolve()))  # the checkout itself: "."
         for entry in roots.checkout_entries
     )
     if roots.redirected:

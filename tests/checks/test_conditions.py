@@ -502,6 +502,14 @@ def test_anything_else_is_judged(tmp_path: Path, text: str) -> None:
             TestCounts(2, 0, 0, 0),
             id="make-running-pytest",
         ),
+        # A unittest run is read in unittest's format only: a pytest-like line a test prints
+        # (read first in an unknown format) does not stand in for its failure.
+        pytest.param(
+            "unittest",
+            "== 5 passed in 0.01s ==\n.F\nRan 2 tests in 0.001s\n\nFAILED (failures=1)\n",
+            TestCounts(1, 1, 0, 0),
+            id="unittest-with-a-pytest-line-its-test-printed",
+        ),
     ],
 )
 def test_parse_test_counts(tool: str | None, output: str, expected: TestCounts) -> None:
@@ -516,7 +524,11 @@ def test_parse_test_counts(tool: str | None, output: str, expected: TestCounts) 
         pytest.param("cargo", "error[E0425]: cannot find value `x`\n", id="cargo-did-not-build"),
         pytest.param("pytest", "ImportError while loading conftest\n", id="pytest-crashed"),
         pytest.param("pytest", "I passed 3 passed in review\n", id="pytest-prose"),
+        # Linters and type checkers: whatever their output looks like, it counts no tests.
         pytest.param("ruff", "== 3 passed in 0.1s ==\n", id="not-a-test-runner"),
+        pytest.param("eslint", "== 3 passed in 0.1s ==\n", id="eslint-not-a-test-runner"),
+        pytest.param("mypy", "== 3 passed in 0.1s ==\n", id="mypy-not-a-test-runner"),
+        pytest.param("tsc", "== 3 passed in 0.1s ==\n", id="tsc-not-a-test-runner"),
         pytest.param(None, "all fine\n", id="unknown"),
     ],
 )

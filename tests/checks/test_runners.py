@@ -276,4 +276,39 @@ def test_the_report_decides_with_the_printed_summary(
         assert found is None
     else:
         assert found is not None
+        # The verdict's source in the log: what the counts showed, not a weakened run.
+        assert found[0] == "counts"
         assert reason in found[1]
+
+
+def test_a_forged_summary_is_quoted_beside_what_the_report_counts(tmp_path: Path) -> None:
+    # The code under test printed a green line after pytest's own; the report has the truth.
+    output = "1 failed, 1 error in 0.1s\n1 passed in 0.01s\n"
+    report = runners.Report("ok", {"failed": 1, "error": 1})
+
+    found = unproven_pass(ARGV, output, None, baselined=False, repo=tmp_path, report=report)
+
+    assert found is not None
+    assert found[1].endswith(
+        "printed a summary of 1 passed, 0 failed, 0 skipped, 0 errors, but loopctl's report of"
+        " the run counts 0 passed, 1 failed, 0 skipped, 1 error"
+    ), found
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        # unittest's counters: errors and expected failures count, not only failures.
+        (
+            {"run": 6, "failures": 1, "errors": 1, "skipped": 1, "expected failures": 1},
+            TestCounts(passed=2, failed=1, skipped=2, errors=1),
+        ),
+        # pytest's words: an xfailed test proves nothing, it counts as skipped.
+        ({"passed": 1, "xfailed": 2, "skipped": 1}, TestCounts(1, 0, 3, 0)),
+        # jest's words: a `test.todo` ran nothing either.
+        ({"passed": 1, "todo": 2, "failed": 1}, TestCounts(1, 1, 2, 0)),
+    ],
+)
+def test_what_a_finished_report_counts(counts: dict[str, int], expected: TestCounts) -> None:
+    assert report_counts(runners.Report("ok", counts)) == expected
+    assert report_counts(runners.Report("unfinished", counts)) is None
