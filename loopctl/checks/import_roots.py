@@ -96,7 +96,10 @@ def checkout_import_roots(site: Path, checkout: Path) -> list[Path]:
     roots: list[Path] = []
 
     def keep(path: Path) -> None:
-        path = path.resolve()
+        try:
+            path = path.resolve()
+        except (OSError, RuntimeError):  # a link loop (RuntimeError on 3.11): names no root
+            return
         if _inside(path, checkout) and path not in roots:
             roots.append(path)
 
@@ -105,7 +108,7 @@ def checkout_import_roots(site: Path, checkout: Path) -> list[Path]:
         if name.endswith(".pth"):
             for line in _lines(entry):
                 if line and not line.startswith(("#", "import ", "import\t")):
-                    keep(Path(line) if os.path.isabs(line) else (site / line).resolve())
+                    keep(Path(line) if os.path.isabs(line) else site / line)
         elif name.endswith(".py") and "editable" in name:
             # setuptools' `__editable___<name>_finder.py`, editables' `_editable_impl_<name>.py`
             for package_dir in _finder_package_dirs(entry):
@@ -182,7 +185,7 @@ def _editable_project(direct_url: Path) -> Path | None:
 def _inside(path: Path, folder: Path) -> bool:
     try:
         path.resolve().relative_to(folder)
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):
         return False
     return True
 

@@ -120,6 +120,26 @@ def test_a_pth_file_is_read_as_python_reads_it(place: Place) -> None:
     assert imported(argv, redirected, p.worktree) == p.worktree / "src" / "pkg" / "__init__.py"
 
 
+def test_a_link_loop_an_install_file_names_is_passed_over(tmp_path: Path) -> None:
+    """A .pth line, relative or absolute, a finder's folder and an editable project that lead
+    into a loop of links name no import root, and the check still runs (on 3.11 resolving a
+    loop raised RuntimeError, which ended loopctl with a traceback)."""
+    p = project(tmp_path, editable=False)
+    (p.checkout / "loop-a").symlink_to(p.checkout / "loop-b")
+    (p.checkout / "loop-b").symlink_to(p.checkout / "loop-a")
+    relative = os.path.relpath(p.checkout / "loop-a", p.site)
+    (p.site / "loops.pth").write_text(
+        f"{p.checkout / 'loop-a'}\n{relative}\n{p.checkout / 'src'}\n"
+    )
+    (p.site / "__editable___loop_finder.py").write_text(
+        f"MAPPING = {{'x': {str(p.checkout / 'loop-b' / 'x')!r}}}\n"
+    )
+
+    roots = import_roots([str(p.python)], p.checkout, p.worktree, ENV)
+
+    assert roots.checkout_entries == (p.checkout / "src",)
+
+
 def test_files_that_are_not_utf8_too_large_or_not_python_are_passed_over(tmp_path: Path) -> None:
     p = project(tmp_path, editable=False)
     # A Latin-1 comment does not hide the line after it.
