@@ -448,6 +448,7 @@ TARGETS: dict[str, Target] = {
     "sandbox-build": Target(
         "loopctl/sandbox/build.py",
         (
+            "tests/foundation/test_sandbox_layer_refused.py",
             "tests/foundation/test_sandbox_rules.py",
             "tests/foundation/test_sandbox.py",
             "tests/reliability/test_cli_state_private.py",
