@@ -9,44 +9,20 @@ test names the one-line mutants of git_admin.py it kills.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from support.accounts import as_user, give_to, runtime
+from support.accounts import give_to
+from support.confined import tries
 from support.outside_tmp import Place
 from support.repos import git, make_repo
 
 from loopctl import process, sandbox
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
-
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
 )
-
-
-def tries(user: str | None, root: Path, worktree: Path, home: Path, **wanted: Any) -> Any:
-    """tests/programs/tries_paths.py, run by confined_run.py as `user` in the sandbox loopctl
-    builds for `root`/`worktree`: what it could write, remove, read and see."""
-    python, pythonpath = runtime(user)
-    paths = {key: [str(p) for p in value] for key, value in wanted.items()}
-    agent_env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    spec = {"root": str(root), "worktree": str(worktree), "env": agent_env}
-    spec["argv"] = [python, str(PROGRAMS / "tries_paths.py"), json.dumps(paths)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", **pythonpath}
-    done = subprocess.run(
-        [python, str(PROGRAMS / "confined_run.py"), json.dumps(spec)],
-        env=env, cwd="/", capture_output=True, text=True, timeout=180, check=False,
-        stdin=subprocess.DEVNULL, **as_user(user),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    ran = json.loads(done.stdout)
-    assert ran["code"] == 0, ran
-    return json.loads(ran["stdout"].strip().splitlines()[-1])
 
 
 def project(base: Path) -> tuple[Path, Path, Path]:

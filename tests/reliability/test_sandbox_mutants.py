@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from support.accounts import as_user, give_to, nobody_runtime, runtime
+from support.confined import confined, last_json, tries
 from support.outside_tmp import Place, outside_tmp, under_tmp
 from support.repos import git, make_repo
 
@@ -41,46 +42,6 @@ SECRET = "credential-material-2727"
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
 )
-
-
-def confined(
-    user: str | None,
-    root: Path,
-    worktree: Path,
-    home: Path,
-    argv: list[str],
-    *,
-    loopctl_home: Path | None = None,
-    path: str = "/usr/bin:/bin",
-) -> dict[str, Any]:
-    """Run `argv` (`{python}`: the account's interpreter) in the sandbox loopctl builds for
-    `root`/`worktree`, with HOME=`home` and PATH=`path` in the agent's environment and
-    `loopctl_home` (default `home`) as loopctl's own HOME. The program's exit code and output."""
-    python, pythonpath = runtime(user)
-    agent_env = {"HOME": str(home), "PATH": path, "LANG": "C.UTF-8"}
-    spec = {"root": str(root), "worktree": str(worktree), "env": agent_env}
-    spec["argv"] = [python if word == "{python}" else word for word in argv]
-    own_home = str(loopctl_home or home)
-    env = {"PATH": "/usr/bin:/bin", "HOME": own_home, "LANG": "C.UTF-8", **pythonpath}
-    done = subprocess.run(
-        [python, str(PROGRAMS / "confined_run.py"), json.dumps(spec)],
-        env=env, cwd="/", capture_output=True, text=True, timeout=180, check=False,
-        stdin=subprocess.DEVNULL, **as_user(user),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
-
-
-def last_json(ran: dict[str, Any]) -> Any:
-    assert ran["code"] == 0, ran
-    return json.loads(ran["stdout"].strip().splitlines()[-1])
-
-
-def tries(user: str | None, root: Path, worktree: Path, home: Path, **wanted: Any) -> Any:
-    """tests/programs/tries_paths.py, confined: what it could write, remove, read and see."""
-    paths = {key: [str(p) for p in value] for key, value in wanted.items()}
-    argv = ["{python}", str(PROGRAMS / "tries_paths.py"), json.dumps(paths)]
-    return last_json(confined(user, root, worktree, home, argv))
 
 
 def project(base: Path) -> tuple[Path, Path]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import pwd
 import re
@@ -24,17 +23,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from support.accounts import as_user, give_to, runtime
+from support.accounts import give_to
+from support.confined import driver, tries
 from support.outside_tmp import Place
 from support.repos import git, make_repo
 
 from loopctl import sandbox
 
 PY = sys.executable
-PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 # The guide's sandbox page, where README.md's sandbox table moved (issue 29).
 README = Path(__file__).resolve().parents[2] / "docs" / "sandbox.md"
 USERS = pytest.mark.parametrize("user", [None, "nobody"], ids=["caller", "nobody"])
@@ -43,39 +41,6 @@ SECRET = "credential-material-2727"
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
 )
-
-
-def driver(
-    user: str | None, root: Path, worktree: Path, home: Path, argv: list[str], **extra: Any
-) -> tuple[list[str], dict[str, str], dict[str, Any]]:
-    """The command line, environment and Popen options of loopctl's side: confined_run.py,
-    which builds the sandbox for `root`/`worktree` and runs `argv` in it with HOME=`home`."""
-    python, pythonpath = runtime(user)
-    agent_env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    spec = {"root": str(root), "worktree": str(worktree), "env": agent_env, **extra}
-    spec["argv"] = [python if word == "{python}" else word for word in argv]
-    # loopctl's own HOME is the test's too: only the account's passwd entry names another.
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", **pythonpath}
-    command = [python, str(PROGRAMS / "confined_run.py"), json.dumps(spec)]
-    return command, env, as_user(user)
-
-
-def tries(
-    user: str | None, root: Path, worktree: Path, home: Path, **wanted: Any
-) -> dict[str, dict[str, Any]]:
-    """Run tries_paths.py confined; what it could write, remove, read and see."""
-    paths = {key: [str(p) for p in value] for key, value in wanted.items() if key != "readable"}
-    argv = ["{python}", str(PROGRAMS / "tries_paths.py"), json.dumps(paths)]
-    extra = {"readable": wanted["readable"]} if "readable" in wanted else {}
-    command, env, who = driver(user, root, worktree, home, argv, **extra)
-    done = subprocess.run(
-        command, env=env, cwd="/", capture_output=True, text=True, timeout=180, check=False,
-        stdin=subprocess.DEVNULL, **who,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    ran = json.loads(done.stdout)
-    assert ran["code"] == 0, ran
-    return json.loads(ran["stdout"].strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def worktree_of(root: Path, folder: Path) -> Path:
