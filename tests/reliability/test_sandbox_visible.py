@@ -163,16 +163,22 @@ print(open(os.path.join(here, "..", "lib", "words.txt")).read().strip())
 """
 
 
+def node_package(package: Path, words: str) -> Path:
+    """A package folder with its manifest at the top (`package.json`), an empty `bin/` and
+    `lib/words.txt` holding `words`, as a tool installed by npm is laid out."""
+    (package / "bin").mkdir(parents=True)
+    (package / "lib").mkdir()
+    (package / "package.json").write_text('{"name": "tool"}\n')
+    (package / "lib" / "words.txt").write_text(f"{words}\n")
+    return package
+
+
 def test_a_package_reached_through_a_linked_path_folder_is_put_back_whole(base: Path) -> None:
     """Kills the resolved path left out of the walk (`hops.append(realpath)` dropped): a PATH
     folder under /tmp that is a link into a package (`tools/bin -> ../opt/tool-2.1/bin`, its
     manifest at the top) names the program by a path whose own folders hold no manifest; only
     the resolved path finds the package, whose `lib/` the program reads."""
-    package = base / "opt" / "tool-2.1"
-    (package / "bin").mkdir(parents=True)
-    (package / "lib").mkdir()
-    (package / "package.json").write_text('{"name": "tool"}\n')
-    (package / "lib" / "words.txt").write_text("the package's own words\n")
+    package = node_package(base / "opt" / "tool-2.1", "the package's own words")
     (package / "bin" / "tool").write_text(READS_ITS_PACKAGE.format(python=PY))
     (package / "bin" / "tool").chmod(0o755)
     (base / "tools").mkdir()
@@ -198,11 +204,7 @@ def test_every_link_on_the_way_to_the_program_puts_its_package_back(base: Path) 
     (`hops.append(...)` in the link loop dropped): `bin/tool -> ../pkg/bin/tool`, itself a link
     into a store (`../../store/tool`), as pnpm lays packages out; the program finds its
     package through the first link, and that package (its manifest at the top) is put back."""
-    package = base / "pkg"
-    (package / "bin").mkdir(parents=True)
-    (package / "lib").mkdir()
-    (package / "package.json").write_text('{"name": "tool"}\n')
-    (package / "lib" / "words.txt").write_text("found through the first link\n")
+    package = node_package(base / "pkg", "found through the first link")
     (base / "store").mkdir()
     (base / "store" / "tool").write_text(READS_THROUGH_ITS_LINK.format(python=PY))
     (base / "store" / "tool").chmod(0o755)
