@@ -420,6 +420,7 @@ TARGETS: dict[str, Target] = {
         "loopctl/sandbox/visible.py",
         (
             "tests/reliability/test_sandbox_visible.py",
+            "tests/reliability/test_sandbox_own_python.py",
             "tests/foundation/test_sandbox_rules.py",
             "tests/foundation/test_sandbox.py::"
             "test_a_program_the_argv_names_under_tmp_stays_readable",
@@ -448,11 +449,15 @@ TARGETS: dict[str, Target] = {
     "sandbox-build": Target(
         "loopctl/sandbox/build.py",
         (
+            "tests/reliability/test_sandbox_own_python.py",
             "tests/foundation/test_sandbox_layer_refused.py",
             "tests/foundation/test_sandbox_rules.py",
             "tests/foundation/test_sandbox.py",
             "tests/reliability/test_cli_state_private.py",
             "tests/reliability/test_sandbox_mutants.py",
+            # In place, with the sandbox: the turn's object layer beside its state folder lies
+            # inside the checkout, and is dropped, not refused.
+            "tests/engine/test_engine_goal.py::test_goal_in_place_fixes_the_checkout_without_a_branch",
         ),
         timeout=300.0,
         why="invariant 11: the sandbox made from what the machine offers; a private layer an"

@@ -179,14 +179,10 @@ class Sandbox:
                 continue
             if not under_private_tmp(path):
                 continue  # seen through `/` already (and perhaps not even ours to stat)
-            # bwrap binds onto a link's target, which does not exist in the private /tmp: the
-            # link is seen through its folder, and the place it names is bound itself.
-            places = [path]
-            if os.path.islink(path):
-                places = [Path(os.path.realpath(path))]
-                if str(path.parent) not in PRIVATE_TMP:  # never the whole /tmp back
-                    places.insert(0, path.parent)
-            for place in places:
+            # bwrap binds onto a link's target, which does not exist in the private /tmp: each
+            # link on the way (the path itself, or a folder above it) is seen through its
+            # folder, and the place it leads to is bound itself.
+            for place in visible.through_links(path):
                 if str(place) in PRIVATE_TMP and place not in declared:
                     continue
                 # os.path.exists: a folder this account cannot enter is not there for it

@@ -96,3 +96,29 @@ def interpreter(script: Path, env: Mapping[str, str]) -> Path | None:
         found = shutil.which(named, path=env.get("PATH", os.defpath)) if named else None
         return Path(found) if found else None
     return Path(words[0])
+
+
+def through_links(path: Path) -> list[Path]:
+    """What to bind for `path` to be seen inside the sandbox as it is on the host: the folder
+    holding each link met on the way (so the link itself is there), then where it all leads.
+
+    bwrap makes a mount point by walking to it from the sandbox's new root, where an absolute
+    link names what is not there yet (the host's /tmp is not): binding `/tmp/a/link/sub` as
+    it is spelled stops bwrap ("Can't mkdir"), and no agent starts. A link's holding folder
+    that is a temp root is left to the caller, which never binds one whole."""
+    places: list[Path] = []
+    walked, todo, hops = Path("/"), list(Path(os.path.abspath(path)).parts[1:]), 0
+    while todo and hops < 40:  # the kernel's own bound on a chain of links
+        step = walked / todo.pop(0)
+        if not os.path.islink(step):  # False, not an error, where this account cannot look
+            walked = step
+            continue
+        hops += 1
+        places.append(step.parent)
+        try:
+            target = os.readlink(step)
+        except OSError:
+            break
+        todo = [*Path(os.path.abspath(step.parent / target)).parts[1:], *todo]
+        walked = Path("/")
+    return [*places, Path(os.path.realpath(path))]

@@ -219,6 +219,30 @@ def test_every_link_on_the_way_to_the_program_puts_its_package_back(base: Path) 
     assert done.stdout_tail.strip() == "found through the first link"
 
 
+@pytest.mark.parametrize("target", ["absolute", "relative"])
+def test_a_path_folder_below_a_linked_folder_under_tmp_starts_the_agent(
+    base: Path, target: str
+) -> None:
+    """A link above the place shown, not the place itself: HOME under /tmp with `~/.local`
+    linked into a dotfiles folder, and `~/.local/bin` on PATH. bwrap made the mount point by
+    walking the spelled path from its new root, where the link leads nowhere yet: it stopped
+    ("Can't mkdir"), and no agent started at all (visible.through_links)."""
+    tools = base / "dotfiles" / "local" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "mytool").write_text("#!/bin/sh\necho the tool behind the linked folder ran\n")
+    (tools / "mytool").chmod(0o755)
+    home = base / "home"
+    home.mkdir()
+    linked = tools.parent if target == "absolute" else Path("../dotfiles/local")
+    (home / ".local").symlink_to(linked)
+    env = {"HOME": str(home), "PATH": f"{home / '.local' / 'bin'}:/usr/bin:/bin"}
+
+    done = process.run(["mytool"], cwd=base / "work", env=env, timeout=120, sandbox=box_for(base))
+
+    assert done.ok, done.output_tail()
+    assert done.stdout_tail.strip() == "the tool behind the linked folder ran"
+
+
 # Run as root in a mount namespace of its own (`unshare --mount`), on a fresh, empty /tmp of
 # its own: a package manifest in /tmp itself (someone ran `npm init` there), and a tool
 # installed below it, run through a link on PATH. Nothing of the host's /tmp is touched.
