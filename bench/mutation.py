@@ -356,10 +356,13 @@ TARGETS: dict[str, Target] = {
             # puts in front of a proxied agent: seconds, first.
             "tests/reliability/test_sandbox_launch.py",
             "tests/reliability/test_egress.py",
+            "tests/reliability/test_sandbox_own_python.py",
             "tests/reliability/test_sandbox_mutants.py",
             "tests/reliability/test_sandbox_outside_tmp.py",
             "tests/foundation/test_sandbox_rules.py",
             "tests/foundation/test_sandbox.py",
+            # Writable places spelled through a link, end to end: a minute, last.
+            "tests/reliability/test_sandbox_linked_places.py",
         ),
         only=("bwrap_args", "hidden_paths", "wrap", "state_copies"),
         timeout=300.0,
@@ -421,6 +424,7 @@ TARGETS: dict[str, Target] = {
         (
             "tests/reliability/test_sandbox_visible.py",
             "tests/reliability/test_sandbox_own_python.py",
+            "tests/reliability/test_sandbox_linked_places.py",
             "tests/foundation/test_sandbox_rules.py",
             "tests/foundation/test_sandbox.py::"
             "test_a_program_the_argv_names_under_tmp_stays_readable",

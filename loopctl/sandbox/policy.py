@@ -191,19 +191,32 @@ class Sandbox:
                     args += ["--ro-bind", str(place), str(place)]
         writable = self.writable_paths(env)  # first: it makes the places copies are bound at
         state = self.state_copies(env)
+        # A writable place spelled through a link (a HOME under a linked /home, a linked
+        # `~/.cache` holding the worktrees, a dotfiles `~/.claude`) is bound where it leads:
+        # bwrap cannot walk an absolute link to a mount point. Under /tmp the folder holding
+        # each link is shown first, read-only, so that the spelled path still leads there.
+        for path in [*writable, *state]:
+            for place in visible.through_links(path)[:-1]:
+                shown_here = under_private_tmp(place) and str(place) not in PRIVATE_TMP
+                if shown_here and os.path.exists(place):
+                    args += ["--ro-bind", str(place), str(place)]
         for path in writable:
             if path not in state and path.exists():
-                args += ["--bind", str(path), str(path)]
+                real = os.path.realpath(path)
+                args += ["--bind", real, real]
         # After every other writable place: a declared `~/.cache` must not put the user's own
         # `~/.cache/opencode` back over its private copy.
         for path, copy in state.items():
             if copy is not None:
-                args += ["--bind", str(copy), str(path)]
+                args += ["--bind", str(copy), os.path.realpath(path)]
         for path in self.git_pinned:
             if path.name in PINNED_EVEN_ABSENT:
                 stand_in(path)
             if path.exists():
-                args += ["--ro-bind", str(path), str(path)]
+                # The folders above resolved (a worktree under a linked `~/.cache`), the name
+                # itself not: what is pinned is this file, as git in the worktree reads it.
+                pinned = os.path.join(os.path.realpath(path.parent), path.name)
+                args += ["--ro-bind", pinned, pinned]
         if self.worktree == self.root:
             # Working in place: the checkout is writable, its rules and git state are not (the
             # user's own index included: an agent cannot stage in place).
