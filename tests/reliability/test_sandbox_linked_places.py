@@ -16,7 +16,7 @@ from support.cli import assert_clean_exit, run_loopctl
 from support.outside_tmp import Place
 from support.repos import GOAL_BRANCH, PYTEST_CHECK, git, make_project, make_repo
 
-from loopctl import sandbox
+from loopctl import process, sandbox
 
 pytestmark = pytest.mark.skipif(
     sandbox.probe()[0] != "bwrap", reason=f"no bwrap sandbox here: {sandbox.probe()[2]}"
@@ -59,3 +59,43 @@ def test_a_declared_write_folder_behind_a_linked_folder_is_the_one_written(place
     assert_clean_exit(done, 0)
     assert (dotfiles / "tool" / "note").read_text() == "kept"
     assert "return a + b" in git(repo, "show", f"{GOAL_BRANCH}:calc.py")
+
+
+@pytest.mark.parametrize("link", ["absolute", "relative"])
+def test_a_dotfiles_linked_cli_state_is_copied_and_the_dotfiles_stay_as_they_were(
+    place: Place, link: str
+) -> None:
+    """`~/.claude` and `~/.claude.json` linked into a dotfiles folder (stow, yadm, home-manager):
+    the private copy is bound where each link leads. The agent starts, reads the user's
+    settings in its copy, and what it writes there never reaches the dotfiles."""
+    dotfiles = place.base / "dotfiles"
+    (dotfiles / "claude").mkdir(parents=True)
+    (dotfiles / "claude" / "settings.json").write_text('{"model": "the user\'s"}\n')
+    (dotfiles / "claude.json").write_text('{"numStartups": 7}\n')
+    for name, target in ((".claude", "claude"), (".claude.json", "claude.json")):
+        leads = dotfiles / target if link == "absolute" else Path("..", "dotfiles", target)
+        (place.home / name).symlink_to(leads)
+    work = place.base / "work"
+    work.mkdir()
+    box = sandbox.make_sandbox(
+        root=work, worktree=work, cli="claude", cli_layer=place.base / "layer" / "maker"
+    )
+    script = (
+        'cat "$HOME/.claude/settings.json" "$HOME/.claude.json"'
+        ' && echo planted > "$HOME/.claude/settings.json"'
+        ' && echo planted > "$HOME/.claude.json" && echo written'
+    )
+    env = {"HOME": str(place.home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+    done = process.run(["/bin/sh", "-c", script], cwd=work, env=env, timeout=120, sandbox=box)
+
+    assert done.ok, done.output_tail()
+    assert done.stdout_tail.split("\n") == [
+        '{"model": "the user\'s"}',
+        '{"numStartups": 7}',
+        "written",
+        "",
+    ]
+    assert (dotfiles / "claude" / "settings.json").read_text() == '{"model": "the user\'s"}\n'
+    assert (dotfiles / "claude.json").read_text() == '{"numStartups": 7}\n'
+    assert (place.home / ".claude").is_symlink()
