@@ -219,21 +219,29 @@ def test_every_link_on_the_way_to_the_program_puts_its_package_back(base: Path) 
     assert done.stdout_tail.strip() == "found through the first link"
 
 
-@pytest.mark.parametrize("target", ["absolute", "relative"])
+@pytest.mark.parametrize("target", ["absolute", "relative", "chain"])
 def test_a_path_folder_below_a_linked_folder_under_tmp_starts_the_agent(
     base: Path, target: str
 ) -> None:
     """A link above the place shown, not the place itself: HOME under /tmp with `~/.local`
     linked into a dotfiles folder, and `~/.local/bin` on PATH. bwrap made the mount point by
     walking the spelled path from its new root, where the link leads nowhere yet: it stopped
-    ("Can't mkdir"), and no agent started at all (visible.through_links)."""
+    ("Can't mkdir"), and no agent started at all (visible.through_links). "chain": the link
+    leads through a second one (`links/dot -> ../dotfiles`), whose folder must be shown too:
+    kills the walk not restarted from `/`, or not followed into a link's target."""
     tools = base / "dotfiles" / "local" / "bin"
     tools.mkdir(parents=True)
     (tools / "mytool").write_text("#!/bin/sh\necho the tool behind the linked folder ran\n")
     (tools / "mytool").chmod(0o755)
     home = base / "home"
     home.mkdir()
-    linked = tools.parent if target == "absolute" else Path("../dotfiles/local")
+    linked = {
+        "absolute": tools.parent,
+        "relative": Path("../dotfiles/local"),
+        "chain": base / "links" / "dot" / "local",
+    }[target]
+    (base / "links").mkdir()
+    (base / "links" / "dot").symlink_to("../dotfiles")
     (home / ".local").symlink_to(linked)
     env = {"HOME": str(home), "PATH": f"{home / '.local' / 'bin'}:/usr/bin:/bin"}
 
