@@ -24,7 +24,8 @@ run the mutant too.
 cosmic-ray's operators negate conditions, swap comparisons and change numbers. The AST operators
 (AST_OPERATORS) add the bugs this code's promises hang on: an element dropped from a list, tuple,
 set or dict literal, a string emptied or changed, an `if` guard turned off, a call statement
-dropped.
+dropped, a keyword argument dropped from a call (`dir_fd=`, `env=`, `start_new_session=True`),
+one flag dropped from a `|` (`os.O_NOFOLLOW`).
 
 A mutant is killed (a test failed or timed out), survived, or equivalent: it survived, and
 EQUIVALENT below explains why no test can tell it from the original. Skipped mutants (operators
@@ -450,6 +451,16 @@ TARGETS: dict[str, Target] = {
         why="invariant 11: `~` and `$NAME|default` read as the agent's environment says, private"
         " temporary folders, the account's own home",
     ),
+    "nofollow": Target(
+        "loopctl/nofollow.py",
+        (
+            "tests/foundation/test_nofollow.py",
+            "tests/foundation/test_cli_state_copy.py",
+            "tests/reliability/test_no_confused_deputy.py",
+        ),
+        timeout=300.0,
+        why="invariant 11: after the turn loopctl, unconfined, follows no link the agent left",
+    ),
     "sandbox-build": Target(
         "loopctl/sandbox/build.py",
         (
@@ -670,6 +681,7 @@ GUARANTEES = (
     "sandbox-host",
     "sandbox-places",
     "sandbox-build",
+    "nofollow",
     *(name for name, _, _ in GIT_MODULES),
     "gates",
     "pipeline",
@@ -2558,6 +2570,10 @@ AST_OPERATORS = (
     # (Strings with whitespace are prose, and strings in `raise` are messages: both left out.)
     "ast/IfFalse",  # an `if`/`elif` guard turned off: its body never runs
     "ast/DropCall",  # a call made as a statement (`os.fsync(fd)`) removed
+    # A keyword argument dropped, so the callee's default applies: `dir_fd=parent` (the path
+    # then resolves from the cwd, links and all), `env=pinned`, `follow_symlinks=False`.
+    "ast/DropKeyword",
+    "ast/DropFlag",  # one operand of an `a | b | c` dropped: `os.O_NOFOLLOW`, a set's member
 )
 ENGINES = ("all", "cosmic-ray", "ast")
 
@@ -2587,6 +2603,18 @@ def _unparse_without(node: ast.expr, index: int) -> str:
     if isinstance(node, ast.Set):
         return ast.unparse(ast.Set(elts=elts)) if elts else "set()"
     return ast.unparse(type(node)(elts=elts, ctx=ast.Load()))
+
+
+def _call_without_keyword(node: ast.Call, index: int) -> str:
+    keywords = node.keywords[:index] + node.keywords[index + 1 :]
+    return ast.unparse(ast.Call(func=node.func, args=node.args, keywords=keywords))
+
+
+def _or_operands(node: ast.expr) -> list[ast.expr]:
+    """The operands of a chain `a | b | c` (left-associative: `(a | b) | c`)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return [*_or_operands(node.left), *_or_operands(node.right)]
+    return [node]
 
 
 def _not_mutated(tree: ast.Module) -> set[int]:
@@ -2650,6 +2678,24 @@ def ast_mutants(source: str, ranges: Sequence[tuple[int, int]] = ()) -> list[Ast
                 add("ast/IfFalse", node.test, "False")
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             add("ast/DropCall", node, "pass")
+        elif isinstance(node, ast.Call):
+            for index, keyword in enumerate(node.keywords):
+                if keyword.arg is not None:  # `**options` is no one flag
+                    add("ast/DropKeyword", node, _call_without_keyword(node, index))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            operands = _or_operands(node)
+            # The chain's inner `|` nodes are this same chain: mutated once, from the top.
+            inner = node.left
+            while isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.BitOr):
+                skip.add(id(inner))
+                inner = inner.left
+            for index, dropped in enumerate(operands):
+                if isinstance(dropped, ast.Attribute | ast.Name) and "O_RDONLY" in ast.unparse(
+                    dropped
+                ):
+                    continue  # 0: the same flags, not a mutant
+                rest = operands[:index] + operands[index + 1 :]
+                add("ast/DropFlag", node, f"({' | '.join(ast.unparse(o) for o in rest)})")
     found.sort(key=lambda m: (m.start, m.operator))
     numbered: list[AstMutant] = []
     seen: dict[tuple[int, str], int] = {}
