@@ -3198,8 +3198,9 @@ def _render(saved: dict[str, dict[str, Any]]) -> None:
         "",
         "Written by `python bench/mutation.py` (README, Development) from"
         " bench/mutation.json: each target as last measured, one mutant at a time. Operators:"
-        " cosmic-ray's, and the AST ones (`AST_OPERATORS`: dropped elements, strings, guards,"
-        " calls); `whole`: the whole module, not only the target's functions. Killed: a"
+        " cosmic-ray's, and the AST ones (`AST_OPERATORS`: `AST` dropped elements, strings,"
+        " guards and calls; `AST+` also dropped keyword arguments and `|` flags, added"
+        " 2026-12-07); `whole`: the whole module, not only the target's functions. Killed: a"
         " targeted test failed or timed out. Equivalent: survived, and `EQUIVALENT` in"
         " bench/mutation.py says why no test can tell it apart. Hand-written: the one-line"
         " bugs of issues 18 and 27 (`HAND_WRITTEN`), killed / tried.",
@@ -3346,7 +3347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 tally.operators = str(previous[name].get("operators", "cosmic-ray"))
             else:
                 engine = "cosmic-ray" if args.fast else args.engine
-                tally.operators = {"all": "cosmic-ray + AST", "ast": "AST"}.get(engine, engine)
+                # "AST+": the AST operators with dropped keywords and `|` flags (2026-12-07).
+                tally.operators = {"all": "cosmic-ray + AST+", "ast": "AST+"}.get(engine, engine)
                 if args.full and TARGETS[name].only:
                     tally.operators += ", whole"
             results[name] = tally

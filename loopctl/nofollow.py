@@ -114,12 +114,17 @@ def read_file(path: Path, *, within: Path) -> bytes:
     relative = path.relative_to(within)
     parent = open_folder(within, relative.parent)
     try:
-        fd = os.open(relative.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        # O_NONBLOCK: a FIFO left in the file's place must not hold loopctl at the open (no
+        # writer ever comes); it is then refused as no regular file. A regular file ignores it.
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        fd = os.open(relative.name, flags, dir_fd=parent)
     finally:
         os.close(parent)
+    # Checked before fdopen, which refuses a folder without closing the descriptor it was given.
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
         return handle.read()
 
 

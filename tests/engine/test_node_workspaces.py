@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 from support.cli import assert_clean_exit, run_loopctl
 from support.journal import events
+from support.processes import finishes
 from support.repos import (
     commit_all,
     git,
@@ -312,6 +314,26 @@ def test_a_stale_linked_folder_is_rebuilt(workspace: Path, tmp_path: Path) -> No
 
     assert "c" in [link.name for link in built.workspace]
     assert (worktree / "node_modules/c").resolve() == (worktree / "packages/b").resolve()
+
+
+def test_a_fifo_left_as_the_marker_of_a_built_folder_holds_nothing_up(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The folder built here is the agent's to write (a pooled worktree keeps it): a FIFO in
+    its marker's place made loopctl's next read of it block for ever, with no writer to come.
+    It is read as no marker (not built here, so not ours to replace) at once."""
+    worktree = worktree_of(workspace, tmp_path)
+    node_links.link_node_modules(workspace, worktree)
+    marker = worktree / "node_modules" / node_links.MARKER
+    marker.unlink()
+    os.mkfifo(marker)
+    (workspace / "node_modules/c").symlink_to("../packages/b")  # stale: a rebuild would start
+
+    raised = finishes(lambda: node_links.link_node_modules(workspace, worktree))
+
+    assert raised is None
+    assert stat.S_ISFIFO(marker.lstat().st_mode)  # left as it is, not entered, not replaced
+    assert not (worktree / "node_modules/c").exists()
 
 
 def test_nothing_is_written_through_a_planted_link(workspace: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from support.processes import finishes
 
 from loopctl import nofollow
 from loopctl.engine.containment import objects_layer
@@ -128,6 +129,33 @@ def test_write_new_replaces_a_planted_link_and_read_file_refuses_one(tmp_path: P
     assert shape(victim) == before
 
 
+def test_a_fifo_where_a_file_is_read_is_refused_at_once(tmp_path: Path) -> None:
+    """An agent leaves a FIFO where loopctl reads a file (node_links' marker): open(2) of a
+    FIFO with no writer blocks for ever, and loopctl with it, unless O_NONBLOCK."""
+    state = tmp_path / "state"
+    state.mkdir()
+    os.mkfifo(state / "marker")
+
+    raised = finishes(lambda: nofollow.read_file(state / "marker", within=state))
+
+    assert isinstance(raised, OSError), raised
+    assert raised.errno == errno.EINVAL
+
+
+def test_a_fifo_where_a_folder_is_entered_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO standing where loopctl enters a folder (a path component under a folder an agent
+    wrote): O_DIRECTORY refuses it (ENOTDIR) before open(2) could wait for a writer."""
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    os.mkfifo(worktree / "packages")
+
+    entered = finishes(lambda: os.close(nofollow.open_folder(worktree, "packages/b")))
+    made = finishes(lambda: nofollow.make_folders(worktree, "packages/b"))
+
+    assert isinstance(entered, NotADirectoryError), entered
+    assert isinstance(made, NotADirectoryError), made
+
+
 def test_the_object_layer_lies_beside_the_writable_state_folder(tmp_path: Path) -> None:
     from loopctl import sandbox
 
@@ -141,3 +169,56 @@ def test_the_object_layer_lies_beside_the_writable_state_folder(tmp_path: Path) 
     worktree.mkdir()
     with pytest.raises(ValueError, match="inside writable"):
         sandbox.make_sandbox(root=tmp_path, worktree=worktree, objects_layer=worktree / "x")
+
+
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_no_operation_leaves_a_descriptor_open_whether_it_succeeds_or_fails(
+    tmp_path: Path,
+) -> None:
+    """`loopctl up` runs these after every turn for weeks: a descriptor left open per call
+    (a dropped `os.close`, on the way in or on a refusal) ends in EMFILE, and every later
+    turn fails. Each operation, on success and on each refusal, leaves the count as it was."""
+    victim = victim_of(tmp_path)
+    top = tmp_path / "wt"
+    deep = top / "locked" / "a"
+    deep.mkdir(parents=True)
+    (deep / "f").write_text("x")
+    (top / "link").symlink_to(victim)
+    os.mkfifo(top / "fifo")
+    (top / "file.txt").write_text("mine\n")
+    source = tmp_path / "source"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "f").write_text("the user's\n")
+    (source / "ln").symlink_to("sub/f")
+    before = open_descriptors()
+
+    os.close(nofollow.open_folder(top, "locked/a"))
+    nofollow.make_folders(top, "new/b/c")
+    nofollow.open_up(top / "locked")
+    assert nofollow.read_file(top / "file.txt", within=top) == b"mine\n"
+    nofollow.write_new(top / "new" / "w", b"w", within=top)
+    nofollow.refresh_copy(source, top / "copy", within=top)
+    nofollow.refresh_copy(source / "sub" / "f", top / "copy-file", within=top)
+    for refused in (
+        lambda: nofollow.open_folder(top, "link/sub"),
+        lambda: nofollow.open_folder(top, "fifo/x"),
+        lambda: nofollow.make_folders(top, "link/x"),
+        lambda: nofollow.make_folders(top, "fifo/x"),
+        lambda: nofollow.read_file(top / "link" / "file.txt", within=top),
+        lambda: nofollow.read_file(top / "fifo", within=top),
+        lambda: nofollow.read_file(top / "locked", within=top),
+        lambda: nofollow.write_new(top / "link" / "x", b"x", within=top),
+    ):
+        with pytest.raises(OSError, match=r"symbolic links|Not a directory|not a regular"):
+            refused()
+    (deep).chmod(0)
+    nofollow.remove_tree(top / "locked")
+    nofollow.remove_tree(top)
+
+    assert open_descriptors() == before
+    assert not top.exists()
+    assert (victim / "file.txt").read_text() == "mine\n"

@@ -8,6 +8,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -23,6 +24,8 @@ T = TypeVar("T")
 # test waits for an event (a pid file, a FIFO, a log line, an event in the journal), and a loaded
 # machine may take far longer than an idle one to produce it (`scripts/under-load`).
 SAFETY_NET = 300.0
+# The same for a call that takes milliseconds unless it blocks for ever (an open(2) of a FIFO).
+BLOCKED_AFTER = 120.0
 
 
 def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
@@ -161,3 +164,23 @@ def spawn(procs: list[Proc], repo: Path, tmp_path: Path, *args: str) -> Proc:
     proc = Proc(repo, tmp_path / f"proc-{len(procs)}", *args)
     procs.append(proc)
     return proc
+
+
+def finishes(call: Callable[[], object]) -> BaseException | None:
+    """What `call` raised (None: it returned), once it finished. A call blocked in open(2) on a
+    FIFO never finishes: after BLOCKED_AFTER, far beyond the milliseconds it takes, that is a
+    failure (the daemon thread is left behind, blocked)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(BLOCKED_AFTER)
+    assert not thread.is_alive(), "blocked: a FIFO was opened as a file or a folder"
+    return outcome[0]
