@@ -128,6 +128,20 @@ def read_file(path: Path, *, within: Path) -> bytes:
         return handle.read()
 
 
+def read_regular(path: Path) -> bytes:
+    """The bytes of `path` when it is a regular file: a link in its last component, a FIFO
+    (whose open(2) would wait for ever for a writer) or a device (`/dev/zero` never ends) is
+    refused (OSError), never read. For files an agent could have replaced; the folders on the
+    way are followed (see `read_file` to refuse those too)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
 def write_new(path: Path, data: bytes, *, within: Path) -> None:
     """Write `path` as a new file under `within`: whatever was there (a link, a hard link to
     another file) is unlinked first, never written through."""

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from loopctl import git
+from loopctl import git, nofollow
 from loopctl.checks import verdicts as checks
 from loopctl.checks.conditions import ResolvedCondition
 from loopctl.definitions import Agent, Loop, Project
@@ -141,13 +141,14 @@ def printable(text: str) -> str:
 
 
 def file_hashes(root: Path, paths: Sequence[str]) -> dict[str, str | None]:
-    """Content hashes of repository files (None: deleted), to tell later edits apart."""
+    """Content hashes of repository files (None: deleted, or no regular file: a link, or a
+    FIFO an agent left, which a plain read would wait on for ever), to tell later edits apart."""
 
     hashes: dict[str, str | None] = {}
     for relative in paths:
         target = root / relative
         try:
-            hashes[relative] = hashlib.sha256(target.read_bytes()).hexdigest()[:16]
+            hashes[relative] = hashlib.sha256(nofollow.read_regular(target)).hexdigest()[:16]
         except OSError:
             hashes[relative] = None
     return hashes

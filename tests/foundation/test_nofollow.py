@@ -222,3 +222,24 @@ def test_no_operation_leaves_a_descriptor_open_whether_it_succeeds_or_fails(
     assert open_descriptors() == before
     assert not top.exists()
     assert (victim / "file.txt").read_text() == "mine\n"
+
+
+def test_read_regular_reads_a_file_and_refuses_a_fifo_a_device_or_a_link_at_once(
+    tmp_path: Path,
+) -> None:
+    """What loopctl hashes in a worktree after the turn (engine.context.file_hashes): a FIFO
+    would block the open for ever, /dev/zero the read; a link's target is not the file."""
+    (tmp_path / "file").write_bytes(b"bytes\n")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    (tmp_path / "link").symlink_to("file")
+    before = open_descriptors()
+
+    assert nofollow.read_regular(tmp_path / "file") == b"bytes\n"
+    for name in ("fifo", "zero", "link"):
+        raised = finishes(lambda name=name: nofollow.read_regular(tmp_path / name))
+        assert isinstance(raised, OSError), (name, raised)
+    device = finishes(lambda: nofollow.read_regular(Path("/dev/zero")))
+    assert isinstance(device, OSError)
+    assert device.errno == errno.EINVAL
+    assert open_descriptors() == before
