@@ -772,7 +772,108 @@ _DELETED_FILE = (
     " /dev/null it still yields none (test_deleted_lines_and_deleted_files_are_not_scanned)"
 )
 
+_CLOEXEC = (
+    "O_CLOEXEC only matters to a program started while the descriptor is open without going"
+    " through subprocess: every program loopctl starts goes through subprocess.Popen, whose"
+    " close_fds=True (its default) closes every inherited descriptor but pass_fds; loopctl's"
+    " own process never execs or forks otherwise (the fork and exec calls are in the egress"
+    " bridge, the connector launcher and the escape probe, separate programs)"
+)
+_EXCL_NOFOLLOW = (
+    "the open has O_CREAT | O_EXCL, which fails on any name already there, a link included"
+    " (POSIX: with O_EXCL a final link is not followed); O_NOFOLLOW adds nothing to it"
+)
+# (line, replacement) of each flag drop in nofollow.py that no test can tell apart.
+_NOFOLLOW_FLAGS = (
+    *(
+        (line, replacement, _CLOEXEC)
+        for line, replacement in (
+            ("_DIR_FLAGS = os.O_RDONLY", "(os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)"),
+            ("fd = os.open(within, os.O_RDONLY", "(os.O_RDONLY | os.O_DIRECTORY)"),
+            (
+                "flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK",
+                "(os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)",
+            ),
+            (
+                "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL",
+                "(os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)",
+            ),
+            ("_copy_newer(os.open(source, os.O_RDONLY | os.O_CLOEXEC)", "(os.O_RDONLY)"),
+            (
+                "_copy_newer(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)",
+                "(os.O_RDONLY | os.O_NOFOLLOW)",
+            ),
+            ("fd = os.open(name, _O_PATH | os.O_NOFOLLOW", "(_O_PATH | os.O_NOFOLLOW)"),
+        )
+    ),
+    (
+        "flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL",
+        "(os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC)",
+        _EXCL_NOFOLLOW,
+    ),
+    (
+        "fd = os.open(within, os.O_RDONLY",
+        "(os.O_RDONLY | os.O_CLOEXEC)",
+        "`within` is the trusted folder (loopctl's own, or the user's), never one an agent"
+        " could have replaced with a FIFO or a file; what lies below it is entered with"
+        " _DIR_FLAGS, whose O_DIRECTORY test_a_fifo_where_a_folder_is_entered_is_refused_at_once"
+        " holds",
+    ),
+    (
+        "_copy_newer(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)",
+        "(os.O_RDONLY | os.O_CLOEXEC)",
+        "the source is the user's own tree (their CLI state), read just after lstat saw a regular"
+        " file there, not a place an agent writes",
+    ),
+    (
+        "fd = os.open(name, _O_PATH | os.O_NOFOLLOW",
+        "(_O_PATH | os.O_CLOEXEC)",
+        "_chmod_at is given only names lstat saw as folders just before (open_up, _remove_entry),"
+        " with no agent running: there is no link there for O_NOFOLLOW to refuse",
+    ),
+)
+
+
 EQUIVALENT: tuple[Equivalent, ...] = (
+    *(
+        Equivalent("nofollow", "ast/DropFlag", line, why, replacement=replacement)
+        for line, replacement, why in _NOFOLLOW_FLAGS
+    ),
+    *(
+        Equivalent(
+            "nofollow",
+            operator,
+            '_O_PATH = getattr(os, "O_PATH", 0)',
+            "without O_PATH, _chmod_at calls os.chmod(name, dir_fd=, follow_symlinks=False): glibc"
+            " (2.32 and later) implements that fchmodat(AT_SYMLINK_NOFOLLOW) through an O_PATH"
+            " descriptor itself, the same steps; the unprivileged test passes either way",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    *(
+        Equivalent(
+            "nofollow",
+            operator,
+            'def open_folder(within: Path, relative: str | Path = "") -> int:',
+            "every caller names `relative` (checks.runners, egress_cassette, node_links and this"
+            " module's own): the default is never used",
+        )
+        for operator in ("ast/ChangeString",)
+    ),
+    Equivalent(
+        "nofollow",
+        "ast/DropKeyword",
+        "info = os.stat(name, dir_fd=folder, follow_symlinks=False)",
+        "open_up: a link to a folder then looks like a folder, and _enter opens it with"
+        " O_NOFOLLOW, which refuses it (ELOOP, suppressed): the link is still never entered",
+    ),
+    Equivalent(
+        "nofollow",
+        "ast/DropCall",
+        "os.close(unvisited)",
+        "open_up's `finally`: every call in its loop suppresses OSError, so only an exception"
+        " of another kind (KeyboardInterrupt, MemoryError) reaches it with folders still open",
+    ),
     *(
         Equivalent(
             "sandbox-places",

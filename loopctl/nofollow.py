@@ -105,8 +105,8 @@ def open_up(path: Path, *, within: Path | None = None, skip: Collection[str] = (
                         stack.append((_enter(folder, name, open_up=True), below))
             os.close(folder)
     finally:
-        for folder, _ in stack:
-            os.close(folder)
+        for unvisited, _ in stack:
+            os.close(unvisited)
 
 
 def read_file(path: Path, *, within: Path) -> bytes:

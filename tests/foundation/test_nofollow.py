@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from support.accounts import as_user, give_to, unprivileged_python
 from support.processes import finishes
 
 from loopctl import nofollow
@@ -243,3 +247,111 @@ def test_read_regular_reads_a_file_and_refuses_a_fifo_a_device_or_a_link_at_once
     assert isinstance(device, OSError)
     assert device.errno == errno.EINVAL
     assert open_descriptors() == before
+
+
+def test_the_trusted_folder_itself_is_never_removed_or_copied_over(tmp_path: Path) -> None:
+    """`within` is loopctl's or the user's folder: a call naming it as the thing to remove or
+    to replace is refused, not turned into a no-op or a wipe."""
+    (tmp_path / "kept").write_text("kept\n")
+    with pytest.raises(ValueError, match="trusted folder itself"):
+        nofollow.remove_tree(tmp_path, within=tmp_path)
+    with pytest.raises(ValueError, match="trusted folder itself"):
+        nofollow.refresh_copy(tmp_path / "kept", tmp_path, within=tmp_path)
+    assert (tmp_path / "kept").read_text() == "kept\n"
+
+
+def test_a_hard_link_planted_between_the_removal_and_the_write_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sandbox off, what an agent left running can race loopctl: it links the
+    victim's file back under the name loopctl has just removed (a hard link, which no
+    O_NOFOLLOW sees). The new file is created exclusively, so the write fails and the victim
+    keeps its bytes (write_new and refresh_copy's file copy)."""
+    victim = victim_of(tmp_path)
+    before = shape(victim)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "history.md").write_text("old\n")
+    (state / "copy").write_text("old\n")
+    removed = nofollow._remove_entry
+
+    def then_planted(parent: int, name: str) -> None:
+        removed(parent, name)
+        os.link(victim / "file.txt", name, dst_dir_fd=parent)
+
+    monkeypatch.setattr(nofollow, "_remove_entry", then_planted)
+    with pytest.raises(FileExistsError):
+        nofollow.write_new(state / "history.md", b"written\n", within=state)
+    user = tmp_path / "user-file"
+    user.write_text("the user's, newer\n")
+    os.utime(state / "copy", (0, 0))
+    nofollow.refresh_copy(user, state / "copy", within=state)  # the copy gives up, quietly
+
+    assert shape(victim) == before
+
+
+UNPRIVILEGED_REMOVE = r"""
+import os, sys
+from pathlib import Path
+from loopctl import nofollow
+top = Path(sys.argv[1])
+before = len(os.listdir("/proc/self/fd"))
+nofollow.open_up(top / "wt" / "opened")
+nofollow.remove_tree(top / "wt" / "removed")
+try:
+    nofollow.remove_tree(top / "wt" / "roots")
+except PermissionError:
+    refused = "refused"
+leaked = len(os.listdir("/proc/self/fd")) - before
+mode = os.stat(top / "wt" / "opened" / "locked").st_mode & 0o777
+print(sorted(os.listdir(top / "wt")), oct(mode), refused, leaked)
+"""
+
+
+def test_as_an_unprivileged_user_locked_folders_are_opened_up_and_removed() -> None:
+    """As root a folder the agent made mode 000 opens anyway; as its owner it must be given
+    rwx back first (through an O_PATH descriptor on Linux), and a link beside it untouched.
+    A folder it cannot open up (root's, mode 000, deep in a tree) fails the removal with
+    PermissionError, and no descriptor is left open either way."""
+    runtime = unprivileged_python()
+    if runtime is None:
+        pytest.skip("needs root and an interpreter the account `nobody` can run")
+    python, pythonpath = runtime
+    base = Path(tempfile.mkdtemp(prefix="loopctl-locked-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        victim = base / "victim"
+        (victim / "sub").mkdir(parents=True)
+        (victim / "sub").chmod(0o500)
+        for name in ("opened", "removed"):
+            locked = base / "wt" / name / "locked"
+            (locked / "deeper").mkdir(parents=True)
+            (locked / "deeper" / "f").write_text("x")
+            (base / "wt" / name / "link").symlink_to(victim / "sub")
+        give_to("nobody", base)
+        (base / "wt" / "roots" / "a" / "b" / "root-only").mkdir(parents=True)
+        give_to("nobody", base / "wt" / "roots")
+        os.chown(base / "wt" / "roots" / "a" / "b" / "root-only", 0, 0)
+        (base / "wt" / "roots" / "a" / "b" / "root-only").chmod(0)
+        for name in ("opened", "removed"):
+            (base / "wt" / name / "locked" / "deeper").chmod(0)
+            (base / "wt" / name / "locked").chmod(0)
+        env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+        if os.environ.get("PYTHONPATH"):  # a mutant's copy first
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [os.environ["PYTHONPATH"], pythonpath])
+            )
+
+        done = subprocess.run(
+            [python, "-c", UNPRIVILEGED_REMOVE, str(base)], capture_output=True, text=True,
+            check=False, cwd="/", env=env, timeout=120, **as_user("nobody"),
+        )  # fmt: skip
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.split() == ["['opened',", "'roots']", "0o700", "refused", "0"]
+        assert stat.S_IMODE((victim / "sub").stat().st_mode) == 0o500
+    finally:
+        for path in [base, *base.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(0o700)
+        shutil.rmtree(base, ignore_errors=True)
