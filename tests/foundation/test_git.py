@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,26 @@ def test_stdin_is_empty_unless_input_is_given(repo: Path) -> None:
     assert git.git(["hash-object", "--stdin"], cwd=repo).stdout.strip() == empty_blob
     with_input = git.git(["hash-object", "--stdin"], cwd=repo, input="hello\n").stdout.strip()
     assert with_input == "ce013625030ba8dba906f756967f9e9ca394464a"
+
+
+READS_STDIN = """
+import sys
+from pathlib import Path
+from loopctl import git
+print(git.git(["hash-object", "--stdin"], cwd=Path(sys.argv[1])).stdout.strip())
+"""
+
+
+def test_git_never_reads_loopctls_own_stdin(repo: Path) -> None:
+    """loopctl's stdin is a pipe someone else feeds (a scheduler, a shell pipeline, a hook):
+    a git command given no input reads nothing of it, here `hash-object --stdin`, which hashes
+    whatever it is handed."""
+    done = subprocess.run(
+        [sys.executable, "-c", READS_STDIN, str(repo)], input="the caller's own input\n",
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # nothing read
 
 
 def test_git_variables_from_the_caller_are_dropped(
