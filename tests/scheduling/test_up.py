@@ -212,6 +212,10 @@ def test_up_detach_runs_in_the_background_until_down(repo: Path) -> None:
     try:
         assert_clean_exit(started, 0)
         assert pid_alive(pid)
+        # A session of its own, led by it: the terminal's hang-up and Ctrl-C, sent to the
+        # session and group that started it, never reach it.
+        assert os.getsid(pid) == pid != os.getsid(0)
+        assert os.getpgid(pid) == pid
         holder = read_holder(repo / ".loop" / "locks", "_up")
         assert holder is not None
         assert holder["pid"] == pid
