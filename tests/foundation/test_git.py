@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -118,6 +120,11 @@ def test_git_variables_from_the_caller_are_dropped(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # As when loopctl itself runs inside a git hook of another repository.
+    base = run_git(repo, "rev-parse", "HEAD").strip()
+    (repo / "added.txt").write_text("added\n")
+    run_git(repo, "add", "added.txt")
+    run_git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "added")
+    head = run_git(repo, "rev-parse", "HEAD").strip()
     other = tmp_path / "other"
     other.mkdir()
     run_git(other, "init", "-q")
@@ -126,6 +133,41 @@ def test_git_variables_from_the_caller_are_dropped(
     monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "bogus-index"))
     assert git.toplevel(repo) == repo
     assert git.has_commits(repo)
+    # And the one reader that takes git's output as bytes (a patch for `git apply`).
+    assert b"+added" in git.patch_between(repo, base, head)
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_not_a_traceback(repo: Path) -> None:
+    """git prints names byte for byte (core.quotePath is off in loopctl's git): a Latin-1
+    name in a maker's change is read with surrogate escapes, never a UnicodeDecodeError."""
+    base = run_git(repo, "rev-parse", "HEAD").strip()
+    name = b"caf\xe9.txt"
+    with open(os.path.join(os.fsencode(repo), name), "wb") as made:
+        made.write(b"x\n")
+
+    changed = git.changed_paths(repo, base)
+
+    assert changed == [os.fsdecode(name)]
+
+
+def test_a_git_that_never_answers_is_given_up_with_why(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A git that hangs (a network filesystem gone, a wedged credential helper) is stopped at
+    its timeout, with a GitError naming the command, not waited on for ever."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("git")
+    # Answers what loopctl asks before (its config and index checks), hangs at `status`.
+    (fake / "git").write_text(
+        f'#!/bin/sh\nfor word; do last=$word; done\n[ "$last" = status ] && exec sleep 600\n'
+        f'exec {real} "$@"\n'
+    )
+    (fake / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+
+    with pytest.raises(GitError, match="git status timed out after 2s"):
+        git.git(["status"], cwd=repo, timeout=2)
 
 
 def test_extra_env_reaches_git(repo: Path) -> None:
