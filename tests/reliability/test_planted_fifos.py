@@ -12,7 +12,6 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-import pytest
 from support.cli import run_loopctl
 from support.journal import events
 from support.repos import git, make_project, make_repo
@@ -26,13 +25,10 @@ def project(repo: Path, *planted: str) -> Path:
     return repo
 
 
-@pytest.mark.parametrize("planted", ["notes.txt", "tests/test_calc.py"])
-def test_in_place_a_fifo_over_a_tracked_file_ends_the_run_on_its_checks(
-    tmp_path: Path, planted: str
-) -> None:
+def test_in_place_a_fifo_over_a_tracked_file_ends_the_run_on_its_checks(tmp_path: Path) -> None:
     """In place, what changed since the run began is hashed before each verdict (to tell the
-    maker's edits from the human's), and a protected file's digest is taken: a FIFO over
-    either held loopctl there."""
+    maker's edits from the human's): the FIFO over notes.txt held loopctl there."""
+    planted = "notes.txt"
     repo = project(tmp_path / "repo", planted)
 
     done = run_loopctl(repo, "goal", "tests green", "--in-place", "--max-iterations", "2")
@@ -43,13 +39,12 @@ def test_in_place_a_fifo_over_a_tracked_file_ends_the_run_on_its_checks(
     assert stat.S_ISFIFO((repo / planted).lstat().st_mode)  # the agent's, left as it is
 
 
-@pytest.mark.parametrize("planted", ["notes.txt", "tests/test_calc.py"])
-def test_in_a_worktree_a_fifo_over_a_tracked_file_fails_the_attempt_with_why(
-    tmp_path: Path, planted: str
+def test_in_a_worktree_a_fifo_over_a_protected_test_fails_the_attempt_with_why(
+    tmp_path: Path,
 ) -> None:
     """In a worktree the snapshot meets it first: git refuses to add it, and the attempt
-    fails saying so (a protected test file included), instead of waiting."""
-    repo = project(tmp_path / "repo", planted)
+    fails saying so, instead of waiting."""
+    repo = project(tmp_path / "repo", "tests/test_calc.py")
 
     done = run_loopctl(repo, "goal", "tests green", "--max-iterations", "1")
 
