@@ -409,3 +409,32 @@ def test_ok(exit_code: int | None, timed_out: bool, ok: bool) -> None:
         stderr_tail="",
     )
     assert done.ok is ok
+
+
+def test_a_capture_file_from_an_earlier_run_holds_only_this_runs_output(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A resumed attempt starts its program again with the same log file: what it prints must
+    replace what the earlier, longer run left, not overwrite its start and keep its end."""
+    log = tmp_path / "maker.out"
+    run([PY, "-c", "print('an earlier and much longer run ' * 20)"], cwd=tmp_path, env=env,
+        timeout=SAFETY_NET, stdout_path=log)  # fmt: skip
+
+    run([PY, "-c", "print('short')"], cwd=tmp_path, env=env, timeout=SAFETY_NET, stdout_path=log)
+
+    assert log.read_text() == "short\n"
+
+
+def test_output_that_is_not_utf8_is_shown_with_replacements_not_a_traceback(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A Latin-1 compiler message, a binary dump: the tail a human and the event log read
+    replaces what is not UTF-8; the log file keeps the bytes as they were."""
+    log = tmp_path / "maker.out"
+    script = "import sys; sys.stdout.buffer.write(b'caf\\xe9 \\xff\\n')"
+
+    done = run([PY, "-c", script], cwd=tmp_path, env=env, timeout=SAFETY_NET, stdout_path=log)
+
+    assert done.ok
+    assert done.stdout_tail == "caf\ufffd \ufffd\n"
+    assert log.read_bytes() == b"caf\xe9 \xff\n"
