@@ -860,6 +860,17 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for operator in ("ast/ChangeString",)
     ),
+    *(
+        Equivalent(
+            "nofollow",
+            operator,
+            'parts = tuple(part for part in Path(relative).parts if part not in ("", "."))',
+            'pathlib already drops empty and `.` components: Path(x).parts never holds "" or'
+            ' "." (Path("") and Path(".") have no parts at all), so the filter never'
+            " removes anything, whatever it names",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString", "ast/DropElement")
+    ),
     Equivalent(
         "nofollow",
         "ast/DropKeyword",

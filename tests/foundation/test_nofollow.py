@@ -260,6 +260,20 @@ def test_the_trusted_folder_itself_is_never_removed_or_copied_over(tmp_path: Pat
     assert (tmp_path / "kept").read_text() == "kept\n"
 
 
+@pytest.mark.parametrize("relative", ["../elsewhere", "sub/../../elsewhere", "/etc"])
+def test_a_relative_path_that_leaves_its_folder_is_refused(tmp_path: Path, relative: str) -> None:
+    """`..` or an absolute path (which openat takes as is, whatever folder it is given) would
+    open a folder outside `within`; neither is ever walked."""
+    within = tmp_path / "within"
+    (within / "sub").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(ValueError, match="not a path below its folder"):
+        nofollow.open_folder(within, relative)
+    with pytest.raises(ValueError, match="not a path below its folder"):
+        nofollow.make_folders(within, f"{relative}/made")
+    assert not (tmp_path / "elsewhere" / "made").exists()
+
+
 def test_a_hard_link_planted_between_the_removal_and_the_write_is_never_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
