@@ -874,6 +874,14 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     Equivalent(
         "nofollow",
         "ast/DropKeyword",
+        "if os.readlink(name, dir_fd=parent) == wanted:",
+        "_copy_entry's shortcut for a link already as wanted: read from the wrong folder it"
+        " fails or differs, and the link is removed and made again with the same target, the"
+        " same result (one unlink and symlink more)",
+    ),
+    Equivalent(
+        "nofollow",
+        "ast/DropKeyword",
         "info = os.stat(name, dir_fd=folder, follow_symlinks=False)",
         "open_up: a link to a folder then looks like a folder, and _enter opens it with"
         " O_NOFOLLOW, which refuses it (ELOOP, suppressed): the link is still never entered",

@@ -304,6 +304,33 @@ def test_a_hard_link_planted_between_the_removal_and_the_write_is_never_written(
     assert shape(victim) == before
 
 
+@pytest.mark.parametrize("standing", ["link", "file"])
+def test_a_link_or_file_where_a_copied_folder_goes_is_replaced_by_the_folder(
+    tmp_path: Path, standing: str
+) -> None:
+    """What the agent left where its CLI's state folder is copied (a link to a victim folder,
+    a plain file) gives way to a real folder holding the user's files; the victim is kept."""
+    victim = victim_of(tmp_path)
+    before = shape(victim)
+    source = tmp_path / "source"
+    (source / "projects").mkdir(parents=True)
+    (source / "settings.json").write_text("the user's\n")
+    (source / "projects" / "p.jsonl").write_text("{}\n")
+    layer = tmp_path / "layer"
+    layer.mkdir()
+    if standing == "link":
+        (layer / "copy").symlink_to(victim)
+    else:
+        (layer / "copy").write_text("planted\n")
+
+    nofollow.refresh_copy(source, layer / "copy", within=layer)
+
+    assert not (layer / "copy").is_symlink()
+    assert (layer / "copy" / "settings.json").read_text() == "the user's\n"
+    assert (layer / "copy" / "projects" / "p.jsonl").read_text() == "{}\n"
+    assert shape(victim) == before
+
+
 UNPRIVILEGED_REMOVE = r"""
 import os, sys
 from pathlib import Path
@@ -316,9 +343,14 @@ try:
     nofollow.remove_tree(top / "wt" / "roots")
 except PermissionError:
     refused = "refused"
+try:
+    os.close(nofollow.open_folder(top / "wt", "kept-locked/inner"))
+except PermissionError:
+    refused += "+entered"
 leaked = len(os.listdir("/proc/self/fd")) - before
 mode = os.stat(top / "wt" / "opened" / "locked").st_mode & 0o777
-print(sorted(os.listdir(top / "wt")), oct(mode), refused, leaked)
+kept = os.stat(top / "wt" / "kept-locked").st_mode & 0o777
+print(sorted(os.listdir(top / "wt")), oct(mode), oct(kept), refused, leaked)
 """
 
 
@@ -342,7 +374,9 @@ def test_as_an_unprivileged_user_locked_folders_are_opened_up_and_removed() -> N
             (locked / "deeper").mkdir(parents=True)
             (locked / "deeper" / "f").write_text("x")
             (base / "wt" / name / "link").symlink_to(victim / "sub")
+        (base / "wt" / "kept-locked" / "inner").mkdir(parents=True)
         give_to("nobody", base)
+        (base / "wt" / "kept-locked").chmod(0)  # entered by open_folder: refused, not opened up
         (base / "wt" / "roots" / "a" / "b" / "root-only").mkdir(parents=True)
         give_to("nobody", base / "wt" / "roots")
         os.chown(base / "wt" / "roots" / "a" / "b" / "root-only", 0, 0)
@@ -362,7 +396,9 @@ def test_as_an_unprivileged_user_locked_folders_are_opened_up_and_removed() -> N
         )  # fmt: skip
 
         assert done.returncode == 0, done.stdout + done.stderr
-        assert done.stdout.split() == ["['opened',", "'roots']", "0o700", "refused", "0"]
+        assert done.stdout.split() == [
+            "['kept-locked',", "'opened',", "'roots']", "0o700", "0o0", "refused+entered", "0",
+        ]  # fmt: skip
         assert stat.S_IMODE((victim / "sub").stat().st_mode) == 0o500
     finally:
         for path in [base, *base.rglob("*")]:
