@@ -1921,6 +1921,36 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             ),
         )
     ),
+    *(
+        Equivalent(
+            "git-objects",
+            "ast/DropElement",
+            line,
+            "the pathspecs dropped: ls-tree -r then lists every file of the commit, and the"
+            " answer keeps only the files asked about (exactly, or under an asked folder): the"
+            " same set, read the slow way",
+            replacement=replacement,
+        )
+        for line, replacement in (
+            (
+                'git(["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *specs]',
+                "['ls-tree', '-r', '-z', '--name-only', '--full-tree', sha, '--']",
+            ),
+            ("[", "['ls-tree', '-r', '--name-only', '-z', _require_sha(repo, commit), '--']"),
+        )
+    ),
+    Equivalent(
+        "git-objects",
+        "ast/DropElement",
+        "[",
+        "tracked_under's `-r` dropped: ls-tree then names an asked folder by its own tree entry,"
+        " which the answer matches by name, where with -r it names the files under it, matched"
+        " by prefix: the same answer for every folder that holds a file. Only a tree entry with"
+        " no file in it tells them apart, and git's own commands never write one (git tracks"
+        " no empty folder; only a hand-made tree holds it)",
+        replacement="['ls-tree', '--name-only', '-z', _require_sha(repo, commit), '--', *(f\":(top,"
+        "literal){p.strip('/')}\" for p in paths)]",
+    ),
     Equivalent(
         "git-objects",
         "ast/IfFalse",
