@@ -296,8 +296,9 @@ def test_objects_written_and_read_name_every_file_and_person_exactly(repo: Path)
     wanted = ["docs/deep/guide.md", "docs/café.md", "README.md", "missing.md", "assets"]
     assert lgit.paths_in_commit(inside, head, wanted) == set(wanted[:3])  # files, no folder
     assert lgit.read_blob(inside, head, "docs/café.md") == "menu\n"
-    asked = ["docs/", "/docs", "docs/deep", "doc", "/README.md", "gone/"]
-    assert lgit.tracked_under(repo, head, asked) == {"docs/", "/docs", "docs/deep", "/README.md"}
+    asked = ["docs/", "/docs", "docs/deep", "doc", "/README.md", "gone/", "assets"]
+    found = {"docs/", "/docs", "docs/deep", "/README.md", "assets"}
+    assert lgit.tracked_under(repo, head, asked) == found
 
     files = {"STATE.md": "state\n", "INBOX.md": "inbox\n", "runs.json": "[]\n"}
     tree = lgit.write_tree(
