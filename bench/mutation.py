@@ -122,13 +122,16 @@ GIT_HOSTILE_TESTS = (
     "tests/foundation/test_git_mutants.py",
     "tests/foundation/test_git_second_guards.py",
 )
+# The fast files first: with -x, a mutant ends at its first failing test (the steering tests
+# run whole loops, half the time of the set).
 GIT_TESTS = (
-    "tests/foundation/test_git.py",
+    "tests/foundation/test_git_whole_modules.py",
     "tests/foundation/test_git_work_tree.py",
-    "tests/checks/test_protected_paths.py",
-    "tests/reliability/test_git_steering.py",
     "tests/foundation/test_git_second_guards.py",
+    "tests/foundation/test_git.py",
+    "tests/checks/test_protected_paths.py",
     "tests/foundation/test_git_mutants.py",
+    "tests/reliability/test_git_steering.py",
 )
 
 TARGETS: dict[str, Target] = {
@@ -833,6 +836,23 @@ _NOFOLLOW_FLAGS = (
     ),
 )
 
+# git/command.py's _CONTENT_FREE in source order, and the subcommands (and `git worktree
+# lock`) no loopctl code runs through git(): `push` and `ls-remote` go through remotes'
+# _network_git, the others are never run.
+_CONTENT_FREE_SOURCE = (
+    "--version", "branch", "check-ref-format", "clean", "config", "for-each-ref", "ls-files",
+    "ls-remote", "merge-base", "push", "remote", "rev-parse", "show-ref", "symbolic-ref",
+    "update-ref", "version",
+)  # fmt: skip
+_NEVER_THROUGH_GIT_WORDS = ("--version", "config", "ls-remote", "push", "show-ref", "version")
+_NEVER_THROUGH_GIT = (
+    "a subcommand no loopctl code runs through git() (`git push` and `git ls-remote` go"
+    " through git/remotes.py's _network_git; `git --version`, `version`, `config`, `show-ref`"
+    " and `git worktree lock` are never run): taken out of the content-free set, it would only"
+    " get the filter pins, which change nothing for a command that reads no file. Every"
+    " subcommand loopctl does run there, dropped, is killed by"
+    " test_a_submodule_the_agent_broke_stops_no_command_that_reads_no_file"
+)
 
 EQUIVALENT: tuple[Equivalent, ...] = (
     *(
@@ -1750,11 +1770,16 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             "`git commit-tree` never signs unless given -S: commit.gpgSign is `git commit`'s"
             " setting only (git 2.39 docs and source), so --no-gpg-sign there guards nothing the"
             " config can turn on (its ChangeString, an unknown option, is killed)",
+            replacement=replacement,
         )
-        for target, line in (
-            ("git-objects", 'args = ["commit-tree", "--no-gpg-sign"]'),
+        for target, line, replacement in (
+            ("git-objects", 'args = ["commit-tree", "--no-gpg-sign"]', "['commit-tree']"),
             *(
-                (target, '["commit-tree", "--no-gpg-sign", "-p", parent_sha, "-F", "-", tree],')
+                (
+                    target,
+                    '["commit-tree", "--no-gpg-sign", "-p", parent_sha, "-F", "-", tree],',
+                    "['commit-tree', '-p', parent_sha, '-F', '-', tree]",
+                )
                 for target in ("git-snapshot", "git-hardening-snapshot")
             ),
         )
@@ -1953,6 +1978,147 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " cannot read, an unknown repository extension) is one it cannot load for the command"
         " either, so that command fails before any driver could run",
     ),
+    *(
+        Equivalent(
+            "git-command",
+            operator,
+            line,
+            _NEVER_THROUGH_GIT,
+            replacement=replacement,
+            occurrence=occurrence,
+        )
+        for operator, line, replacement, occurrence in (
+            *(
+                (
+                    "ast/DropElement",
+                    "{",
+                    "{" + ", ".join(repr(w) for w in _CONTENT_FREE_SOURCE if w != word) + "}",
+                    None,
+                )
+                for word in _NEVER_THROUGH_GIT_WORDS
+            ),
+            *(
+                (operator, f'"{word}",', replacement, None)
+                for word in _NEVER_THROUGH_GIT_WORDS
+                for operator, replacement in (
+                    ("ast/ChangeString", repr(f"{word}-mutant")),
+                    ("ast/EmptyString", "''"),
+                )
+            ),
+            (
+                "ast/DropElement",
+                '_CONTENT_FREE_WORKTREE = frozenset({"list", "lock", "prune", "unlock"})',
+                "{'list', 'prune', 'unlock'}",
+                None,
+            ),
+            *(
+                (
+                    operator,
+                    '_CONTENT_FREE_WORKTREE = frozenset({"list", "lock", "prune", "unlock"})',
+                    replacement,
+                    1,
+                )
+                for operator, replacement in (
+                    ("ast/ChangeString", "'lock-mutant'"),
+                    ("ast/EmptyString", "''"),
+                )
+            ),
+        )
+    ),
+    *(
+        Equivalent(
+            "git-objects",
+            "ast/DropElement",
+            line,
+            "dropping `--verify` before `<full commit sha>^{tree}`: _require_sha has checked the"
+            " commit, whose tree always resolves, and rev-parse prints that same one sha with or"
+            " without it (`--verify` changed is killed: rev-parse echoes an unknown option)",
+            replacement="['rev-parse', f'{sha}^{{tree}}']",
+        )
+        for line in (
+            'return git(["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=repo).stdout.strip()',
+            '["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=repo, extra_env=_NO_REPLACE',
+        )
+    ),
+    *(
+        Equivalent(
+            "git-objects",
+            "ast/DropElement",
+            line,
+            "dropping `--` before pathspecs that all begin with `:(` (literal magic), never read"
+            " as an option or a revision",
+            replacement=replacement,
+        )
+        for line, replacement in (
+            (
+                'git(["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *specs]',
+                "['ls-tree', '-r', '-z', '--name-only', '--full-tree', sha, *specs]",
+            ),
+            (
+                "[",
+                "['ls-tree', '-r', '--name-only', '-z', _require_sha(repo, commit), *(f\":(top,"
+                "literal){p.strip('/')}\" for p in paths)]",
+            ),
+        )
+    ),
+    *(
+        Equivalent(
+            "git-objects",
+            "ast/DropElement",
+            line,
+            "the pathspecs dropped: ls-tree -r then lists every file of the commit, and the"
+            " answer keeps only the files asked about (exactly, or under an asked folder): the"
+            " same set, read the slow way",
+            replacement=replacement,
+        )
+        for line, replacement in (
+            (
+                'git(["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *specs]',
+                "['ls-tree', '-r', '-z', '--name-only', '--full-tree', sha, '--']",
+            ),
+            ("[", "['ls-tree', '-r', '--name-only', '-z', _require_sha(repo, commit), '--']"),
+        )
+    ),
+    Equivalent(
+        "git-objects",
+        "ast/DropElement",
+        "[",
+        "tracked_under's `-r` dropped: ls-tree then names an asked folder by its own tree entry,"
+        " which the answer matches by name, where with -r it names the files under it, matched"
+        " by prefix: the same answer for every folder that holds a file. Only a tree entry with"
+        " no file in it tells them apart, and git's own commands never write one (git tracks"
+        " no empty folder; only a hand-made tree holds it)",
+        replacement="['ls-tree', '--name-only', '-z', _require_sha(repo, commit), '--', *(f\":(top,"
+        "literal){p.strip('/')}\" for p in paths)]",
+    ),
+    Equivalent(
+        "git-objects",
+        "ast/IfFalse",
+        "if not paths:",
+        "a shortcut: with no paths, ls-tree lists every file and the answer is filtered down to"
+        " none of them, the same empty set; only an unknown commit would then raise, and both"
+        " callers (definitions/environment.py, backends/command.py, worktree_pool.py) return"
+        " before asking about no paths",
+    ),
+    Equivalent(
+        "git-command",
+        "ast/ChangeString",
+        'action = args[at + 1] if at is not None and at + 1 < len(args) else ""',
+        "the action of a `git worktree` given none, '' changed to '-mutant': neither is in"
+        " _CONTENT_FREE_WORKTREE, and no loopctl call runs `git worktree` without an action",
+    ),
+    Equivalent(
+        "git-config",
+        "ast/DropElement",
+        "env=env if env is not None else {**_base_env(), **_work_tree_env(cwd)},",
+        "the working-tree pin dropped from the config listing: `git config --list` reads the"
+        " config files of the git dir it finds from cwd (the common config, the worktree's"
+        " config.worktree, their includes; an `includeIf gitdir:/onbranch:` asks the git dir"
+        " too), and GIT_WORK_TREE names only the working tree, which no config file depends on"
+        " (the pin dropped from the gitlinks' look is killed by"
+        " test_a_filter_in_a_worktrees_nested_repository_never_runs_whatever_core_worktree_says)",
+        replacement="{**_base_env()}",
+    ),
     Equivalent(
         "git-remotes",
         "ast/DropElement",
@@ -1974,6 +2140,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         '["hash-object", "-w", "--no-filters", "--stdin"]',
         "hash-object --stdin without --path applies no attributes, so no filter: --no-filters"
         " changes nothing here",
+        replacement="['hash-object', '-w', '--stdin']",
     ),
     # sandbox (issue 27): the bwrap arguments and tables, measured with the tests of the
     # sandbox-binds target (tests/reliability/test_sandbox_mutants.py among them).
