@@ -629,6 +629,12 @@ TARGETS: dict[str, Target] = {
     "verdicts": Target(
         "loopctl/checks/verdicts.py",
         (
+            # The verdicts' own promises on real repositories and runs, seconds each, first.
+            "tests/checks/test_verdicts_whole.py",
+            "tests/engine/test_engine_checkers.py::test_equivalent_check_commands",
+            "tests/engine/test_engine_checkers.py::test_pytest_runs_once_per_attempt_with_a_builtin_goal_and_a_pytest_checker",
+            "tests/engine/test_engine_goal.py::test_a_prose_goal_is_judged_by_a_separate_checker_agent",
+            "tests/engine/test_engine_security.py::test_maker_cannot_rewrite_the_loops_own_rules",
             "tests/checks/test_protected_paths.py",
             "tests/checks/test_conditions.py",
             "tests/checks/test_checks_mutants.py",
@@ -2639,6 +2645,111 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " argv as it is (the worktree is the checkout) and import_roots gives no twins when the"
         " worktree is the checkout (its own guard, killed by"
         " test_an_in_place_check_imports_the_checkout_as_it_is), so env comes back unchanged",
+    ),
+    *(
+        Equivalent(
+            "verdicts",
+            operator,
+            'source: str = "command"',
+            "a default no Verdict uses: every constructor in loopctl (checks/verdicts.py,"
+            " engine/verdict.py, engine/check_cache.py) passes `source`, by position or by name",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    Equivalent(
+        "verdicts",
+        "ast/IfFalse",
+        "if not argv:",
+        "_command_key's guard for an empty argv, which no caller can give: a loop's checker"
+        " commands are refused empty when the definition is read (fields._coerce_argv), and a"
+        " condition's argv is non-empty or None (conditions._argv; check_commands skips None)",
+    ),
+    *(
+        Equivalent(
+            "verdicts",
+            operator,
+            'if own.match(folder + "/x"):',
+            "hidden_changes' shortcut past loopctl's own folders (.loop/log, runs, locks, cache):"
+            " without it they are walked, and `wanted` rejects every path in them with the same"
+            " `own` alternation (test_loopctls_own_files_are_not_the_makers_doing): the same"
+            " files found, one walk more",
+        )
+        for operator in ("ast/IfFalse", "ast/ChangeString", "ast/EmptyString")
+    ),
+    *(
+        Equivalent(
+            "verdicts",
+            operator,
+            line,
+            "could_match_below only prunes hidden_changes' walk; `wanted` alone decides what is"
+            " found. This mutant prunes less (it answers True wherever the original does:"
+            f" {how}), so the walk reads more folders and finds the same files; the mutants that"
+            " prune more are killed (test_a_protected_folder_is_read_however_its_glob_is_spelt,"
+            " test_a_glob_for_any_depth_reads_ignored_folders_at_any_depth)",
+            replacement=replacement,
+        )
+        for operator, line, replacement, how in (
+            (
+                "ast/ChangeString",
+                'for index, part in enumerate(folder.split("/")):',
+                "'/-mutant'",
+                "the folder read as one part, matched by the glob's first segment with its"
+                " `(/.*)?` tail",
+            ),
+            (
+                "ast/EmptyString",
+                'if "**" in segments[index]:',
+                "''",
+                "'' is in every segment",
+            ),
+            (
+                "ast/IfFalse",
+                "if not compile_glob(segments[index]).match(part):",
+                "False",
+                "it never answers False",
+            ),
+        )
+    ),
+    Equivalent(
+        "verdicts",
+        "ast/ChangeString",
+        'return "link:" + os.readlink(path)',
+        "the prefix keeps a link's digest apart from a file's 16 hex digits; `link:-mutant`"
+        " does too, and digests are only compared with digests this same function made (the"
+        " empty prefix, which lets a link named after the file's digest pass, is killed)",
+    ),
+    *(
+        Equivalent(
+            "verdicts",
+            operator,
+            line,
+            "self_edit_paths' globs for this loop's agent and skill files: both of its callers"
+            " (engine/setup.py's protected paths, engine/proposals.py's self-edit patterns) add"
+            " DEFINITION_GLOBS right after, under the same `allow_self_edit` condition, and those"
+            " cover every place an agent or skill is read from (definitions/project.py's"
+            " AGENT_SOURCES and SKILL_SOURCES; one outside the root is skipped here anyway): the"
+            " same paths stay protected and proposed. Only the glob an in-place refusal would"
+            " name changes, and in place the integrity check stops such an edit first",
+        )
+        for operator, line in (
+            ("ast/DropElement", "for path in (*agent_paths, *skill_folders):"),
+            ("ast/DropCall", 'patterns.append(str(relative) + ("/**" if path.is_dir() else ""))'),
+            (
+                "ast/ChangeString",
+                'patterns.append(str(relative) + ("/**" if path.is_dir() else ""))',
+            ),
+            (
+                "ast/EmptyString",
+                'patterns.append(str(relative) + ("/**" if path.is_dir() else ""))',
+            ),
+        )
+    ),
+    Equivalent(
+        "verdicts",
+        "ast/IfFalse",
+        "if start == -1:",
+        "with no `{` on the line, candidate[-1:] is its last character alone, which never"
+        " parses as a JSON object: the candidate is skipped all the same",
     ),
 )
 
