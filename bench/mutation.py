@@ -792,6 +792,10 @@ _EXCL_NOFOLLOW = (
     "the open has O_CREAT | O_EXCL, which fails on any name already there, a link included"
     " (POSIX: with O_EXCL a final link is not followed); O_NOFOLLOW adds nothing to it"
 )
+_NO_O_PATH = (
+    "the branch for a system without O_PATH (macOS): on Linux, where the suite runs, O_PATH"
+    " exists and this branch never runs"
+)
 # (line, replacement) of each flag drop in nofollow.py that no test can tell apart.
 _NOFOLLOW_FLAGS = (
     *(
@@ -896,6 +900,35 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " removes anything, whatever it names",
         )
         for operator in ("ast/ChangeString", "ast/EmptyString", "ast/DropElement")
+    ),
+    Equivalent(
+        "nofollow",
+        "ast/IfFalse",
+        "if os.readlink(name, dir_fd=parent) == wanted:",
+        "_copy_entry's shortcut for a link already as wanted turned off: the link is removed and"
+        " made again with the same target, the same result",
+    ),
+    Equivalent(
+        "nofollow",
+        "ast/IfFalse",
+        "if not stat.S_ISREG(info.st_mode):",
+        "_copy_newer's source is a file lstat saw regular just before (_copy_entry), or the one"
+        " file the user names (refresh_copy of a file): the user's own, never an agent's",
+    ),
+    *(
+        Equivalent("nofollow", operator, line, _NO_O_PATH)
+        for operator, line in (
+            ("ast/IfFalse", "if not _O_PATH:"),
+            ("ast/DropCall", "os.chmod(name, mode, dir_fd=parent, follow_symlinks=False)"),
+            ("ast/DropKeyword", "os.chmod(name, mode, dir_fd=parent, follow_symlinks=False)"),
+        )
+    ),
+    Equivalent(
+        "nofollow",
+        "ast/IfFalse",
+        "if stat.S_ISLNK(os.fstat(fd).st_mode):",
+        "_chmod_at is given only names lstat saw as folders just before (open_up,"
+        " _remove_entry), with no agent running: the descriptor never names a link",
     ),
     Equivalent(
         "nofollow",

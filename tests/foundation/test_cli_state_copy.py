@@ -113,3 +113,26 @@ def test_the_private_layer_may_not_lie_where_the_agent_writes(tmp_path: Path) ->
         sandbox.make_sandbox(root=root, worktree=worktree, cli="claude", cli_layer=worktree / "l")
     box = sandbox.make_sandbox(root=root, worktree=worktree, cli="claude", cli_layer=layer)
     assert box.cli_layer == layer
+
+
+def test_a_refresh_keeps_the_users_times_and_links_and_what_the_agent_wrote_in_folders(
+    tmp_path: Path,
+) -> None:
+    """A copied file keeps the user's modification time (so that a later refresh can tell
+    whose file is newer), a link the user has replaces whatever the agent left under its
+    name, and a folder the agent wrote into is kept with what it holds."""
+    source, layer = user_state(tmp_path), tmp_path / "layer"
+    layer.mkdir()
+    copy = layer / "home" / ".claude"
+    os.utime(source / "settings.json", ns=(1_000_000_000, 1_234_567_890_000_000_000))
+    nofollow.refresh_copy(source, copy, within=layer)
+    assert (copy / "settings.json").stat().st_mtime_ns == 1_234_567_890_000_000_000
+    (copy / "shared").unlink()
+    (copy / "shared").write_text("the agent's file where the user has a link\n")
+    (copy / "plugins" / "cache.json").write_text("the agent's\n")
+
+    nofollow.refresh_copy(source, copy, within=layer)
+
+    assert os.readlink(copy / "shared") == "../dotfiles/shared"
+    assert (copy / "plugins" / "cache.json").read_text() == "the agent's\n"
+    assert (copy / "plugins" / "config.json").read_text() == "plugins\n"
