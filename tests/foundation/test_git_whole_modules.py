@@ -51,6 +51,23 @@ def in_namespace(
     )  # fmt: skip
 
 
+def nested_library(parent: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A nested repository `lib` in `parent`, committed there, whose `.gitattributes` names a
+    `filter=evil` for its data: (lib, the marker the filter would write, the filter program)."""
+    marker = tmp_path / "ran.txt"
+    program = tmp_path / "clean"
+    program.write_text(f"#!/bin/sh\necho clean >> '{marker}'\ncat\n")
+    program.chmod(0o755)
+    lib = parent / "lib"
+    repos.make_repo(lib)
+    (lib / ".gitattributes").write_text("*.txt filter=evil\n")
+    (lib / "data.txt").write_text("data\n")
+    repos.commit_all(lib, "data")
+    plain(parent, "add", "lib")
+    plain(parent, "commit", "-q", "-m", "the nested library")
+    return lib, marker, program
+
+
 def test_the_users_system_wide_ssh_command_is_the_one_ssh_urls_run(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -124,17 +141,7 @@ def test_a_filter_in_a_nested_repository_another_account_owns_never_runs(
     if os.geteuid() != 0:
         pytest.skip("needs root, to give the nested repository to another account")
     nobody = pwd.getpwnam("nobody")
-    marker = tmp_path / "ran.txt"
-    program = tmp_path / "clean"
-    program.write_text(f"#!/bin/sh\necho clean >> '{marker}'\ncat\n")
-    program.chmod(0o755)
-    lib = repo / "lib"
-    repos.make_repo(lib)
-    (lib / ".gitattributes").write_text("*.txt filter=evil\n")
-    (lib / "data.txt").write_text("data\n")
-    repos.commit_all(lib, "data")
-    plain(repo, "add", "lib")
-    plain(repo, "commit", "-q", "-m", "the nested library")
+    lib, marker, program = nested_library(repo, tmp_path)
     plain(lib, "config", "filter.evil.clean", str(program))
     for path in [lib, *lib.rglob("*")]:
         os.chown(path, nobody.pw_uid, nobody.pw_gid, follow_symlinks=False)
@@ -345,17 +352,7 @@ def test_a_filter_in_a_worktrees_nested_repository_never_runs_whatever_core_work
     plain(main, "config", "extensions.worktreeConfig", "true")
     worktree = tmp_path / "wt"
     plain(main, "worktree", "add", "-q", "-b", "loop/x/t", str(worktree))
-    marker = tmp_path / "ran.txt"
-    program = tmp_path / "clean"
-    program.write_text(f"#!/bin/sh\necho clean >> '{marker}'\ncat\n")
-    program.chmod(0o755)
-    lib = worktree / "lib"
-    repos.make_repo(lib)
-    (lib / ".gitattributes").write_text("*.txt filter=evil\n")
-    (lib / "data.txt").write_text("data\n")
-    repos.commit_all(lib, "data")
-    plain(worktree, "add", "lib")
-    plain(worktree, "commit", "-q", "-m", "the nested library")
+    lib, marker, program = nested_library(worktree, tmp_path)
     base = plain(worktree, "rev-parse", "HEAD").strip()
     plain(lib, "config", "filter.evil.clean", str(program))
     admin = Path(plain(worktree, "rev-parse", "--absolute-git-dir").strip())

@@ -15,11 +15,11 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.outside_tmp import under_tmp
 
 import loopctl
 from loopctl import sandbox
@@ -38,9 +38,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     """A folder directly under /tmp (0755): what the sandbox's private /tmp hides."""
-    with tempfile.TemporaryDirectory(prefix="loopctl-own-python-", dir="/tmp") as made:
-        folder = Path(made)
-        folder.chmod(0o755)
+    with under_tmp("own-python") as folder:
         (folder / "work").mkdir()
         (folder / "home").mkdir()
         yield folder
