@@ -707,8 +707,14 @@ def test_the_users_credential_helper_gets_each_github_token(
     Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text(f"[credential]\n\thelper = {helper}\n")
     monkeypatch.setenv(token, "token-for-the-helper")
     monkeypatch.setenv("SSH_AUTH_SOCK", str(scene.tools / "agent.sock"))
-    with pytest.raises(GitError):
-        lgit.remote_branch_sha(scene.repo, http_url, "main")
+    try:
+        # Every answer of the server is 401: reading the remote cannot succeed. (One CI run
+        # saw it return on a busy worker, not reproduced since: what it returned, if again.)
+        got = lgit.remote_branch_sha(scene.repo, http_url, "main")
+    except GitError:
+        pass
+    else:
+        pytest.fail(f"ls-remote of {http_url} (401 to everything) answered {got!r}")
     env = env_of(scene, "helper")
     assert env.get(token) == "token-for-the-helper"
     assert "SSH_AUTH_SOCK" not in env
