@@ -804,7 +804,7 @@ _NOFOLLOW_FLAGS = (
             ("_DIR_FLAGS = os.O_RDONLY", "(os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)"),
             ("fd = os.open(within, os.O_RDONLY", "(os.O_RDONLY | os.O_DIRECTORY)"),
             (
-                "flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK",
+                "_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK",
                 "(os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)",
             ),
             (

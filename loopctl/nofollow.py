@@ -23,6 +23,9 @@ from collections.abc import Collection
 from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO left in a file's place must not hold loopctl at the open (no writer ever
+# comes); it is then refused as no regular file. A regular file ignores the flag.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # Linux lets a descriptor name a file it may not read (O_PATH); elsewhere 0 (not used).
 _O_PATH = getattr(os, "O_PATH", 0)
 
@@ -114,18 +117,10 @@ def read_file(path: Path, *, within: Path) -> bytes:
     relative = path.relative_to(within)
     parent = open_folder(within, relative.parent)
     try:
-        # O_NONBLOCK: a FIFO left in the file's place must not hold loopctl at the open (no
-        # writer ever comes); it is then refused as no regular file. A regular file ignores it.
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        fd = os.open(relative.name, flags, dir_fd=parent)
+        fd = os.open(relative.name, _FILE_FLAGS, dir_fd=parent)
     finally:
         os.close(parent)
-    # Checked before fdopen, which refuses a folder without closing the descriptor it was given.
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    return _regular_bytes(fd, path)
 
 
 def read_regular(path: Path) -> bytes:
@@ -133,8 +128,12 @@ def read_regular(path: Path) -> bytes:
     (whose open(2) would wait for ever for a writer) or a device (`/dev/zero` never ends) is
     refused (OSError), never read. For files an agent could have replaced; the folders on the
     way are followed (see `read_file` to refuse those too)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    fd = os.open(path, flags)
+    return _regular_bytes(os.open(path, _FILE_FLAGS), path)
+
+
+def _regular_bytes(fd: int, path: Path) -> bytes:
+    """The bytes of the open `fd` when it is a regular file, else OSError; closes `fd`. The
+    check comes before fdopen, which refuses a folder without closing what it was given."""
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))

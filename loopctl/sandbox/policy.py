@@ -195,7 +195,7 @@ class Sandbox:
         # `~/.cache` holding the worktrees, a dotfiles `~/.claude`) is bound where it leads:
         # bwrap cannot walk an absolute link to a mount point. Under /tmp the folder holding
         # each link is shown first, read-only, so that the spelled path still leads there.
-        for path in [*writable, *state]:
+        for path in unique([*writable, *state]):  # the state places are writable places too
             for place in visible.through_links(path)[:-1]:
                 shown_here = under_private_tmp(place) and str(place) not in PRIVATE_TMP
                 if shown_here and os.path.exists(place):
