@@ -1879,16 +1879,20 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for target in ("git-snapshot", "git-hardening-snapshot")
     ),
-    Equivalent(
-        "git-submodules",
-        "ast/IfFalse",
-        "if staged.returncode != 0:",
-        "_gitlink_folders' failure check on `ls-files` (after `rev-parse --show-toplevel` found"
-        " a working tree): an index git cannot read is one every command that asks a submodule"
-        " (add, status, commit, a diff against the index or the files) must read first, so that"
-        " command fails before any submodule's driver could run; only commands that read no"
-        " index (tree-to-tree diffs, cat-file) still run with the check off, and those ask no"
-        " submodule (git 2.39, diff-lib.c and submodule.c)",
+    *(
+        Equivalent(
+            target,
+            "ast/IfFalse",
+            "if staged.returncode != 0:",
+            "_gitlink_folders' failure check on `ls-files` (after `rev-parse --show-toplevel` found"
+            " a working tree): an index git cannot read is one every command that asks a submodule"
+            " (add, status, commit, a diff against the index or the files) must read first, so that"
+            " command fails before any submodule's driver could run; only commands that read no"
+            " index (tree-to-tree diffs, cat-file) still run with the check off, and those ask no"
+            " submodule (git 2.39, diff-lib.c and submodule.c)",
+        )
+        # git-config measures the whole module, so it meets the same mutant.
+        for target in ("git-submodules", "git-config")
     ),
     *(
         Equivalent(
