@@ -662,6 +662,14 @@ TARGETS: dict[str, Target] = {
         timeout=300.0,
         why="a pass proven by counted tests: fewer tests, or none, is not a pass",
     ),
+    # A proposal's patch and its application (issue 31): what the human approves is what
+    # applies, and putting a worktree's definitions back follows no link.
+    "git-patches": Target(
+        "loopctl/git/patches.py",
+        ("tests/foundation/test_git_patches_whole.py", "tests/foundation/test_git_patches.py"),
+        timeout=120.0,
+        why="a proposal's patch is plain whatever git config says; restoring follows no link",
+    ),
     # git runs `git status` inside each populated submodule (`git add -A` always does), with the
     # submodule's own config: its drivers are blanked like the superproject's.
     "git-submodules": Target(
@@ -692,6 +700,7 @@ GUARANTEES = (
     "sandbox-build",
     "nofollow",
     *(name for name, _, _ in GIT_MODULES),
+    "git-patches",
     "gates",
     "pipeline",
     "delivery-push",
@@ -2065,6 +2074,104 @@ EQUIVALENT: tuple[Equivalent, ...] = (
                     ("ast/ChangeString", "'lock-mutant'"),
                     ("ast/EmptyString", "''"),
                 )
+            ),
+        )
+    ),
+    # git/patches.py (proposals): each reason holds for the patches of text files proposals are.
+    Equivalent(
+        "git-patches",
+        "ast/DropElement",
+        "_PATCH_OPTIONS = (",
+        "`--ignore-submodules=dirty` dropped from a diff between two trees: no working tree is"
+        " read, so no submodule is ever dirty there",
+        replacement="('--no-color', '--no-ext-diff', '--no-textconv', '--no-renames',"
+        " '--full-index', '--src-prefix=a/', '--dst-prefix=b/')",
+    ),
+    *(
+        Equivalent(
+            "git-patches",
+            operator,
+            line,
+            "_tree's shortcut for a tree sha: without it, `rev-parse --verify <tree>^{tree}` gives"
+            " the same tree back. Replace refs are off for the `cat-file -t` too (the runner pins"
+            " it); with that pin off, git replaces an object only by one of its own type unless"
+            " forced, and a forced one of another type sends it to the same rev-parse, which reads"
+            " the real object",
+            replacement,
+        )
+        for operator, line, replacement in (
+            ("ast/IfFalse", "if _FULL_SHA.match(ref):", "False"),
+            ("ast/IfFalse", 'if kind == "tree":', "False"),
+            ("ast/ChangeString", 'if kind == "tree":', "'tree-mutant'"),
+            ("ast/EmptyString", 'if kind == "tree":', "''"),
+            (
+                "ast/DropKeyword",
+                'kind = git(["cat-file", "-t", ref], cwd=repo, extra_env=_NO_REPLACE)',
+                "git(['cat-file', '-t', ref], cwd=repo)",
+            ),
+            (
+                "ast/DropElement",
+                '["rev-parse", "--verify", f"{sha}^{{tree}}"], cwd=repo, extra_env=_NO_REPLACE',
+                "['rev-parse', f'{sha}^{{tree}}']",
+            ),
+        )
+    ),
+    *(
+        Equivalent(
+            "git-patches",
+            operator,
+            'with tempfile.TemporaryDirectory(prefix="loopctl-proposal-") as tmp:',
+            "the name of apply_to_tree's private temporary folder, removed before it returns",
+            replacement,
+        )
+        for operator, replacement in (
+            ("ast/DropKeyword", "tempfile.TemporaryDirectory()"),
+            ("ast/ChangeString", "'loopctl-proposal--mutant'"),
+            ("ast/EmptyString", "''"),
+        )
+    ),
+    Equivalent(
+        "git-patches",
+        "ast/ChangeString",
+        'env = {**_NO_REPLACE, "GIT_INDEX_FILE": str(Path(tmp) / "index")}',
+        "the file name of the private index inside apply_to_tree's own temporary folder",
+        "'index-mutant'",
+    ),
+    Equivalent(
+        "git-patches",
+        "ast/DropElement",
+        '["apply", "--cached", "--whitespace=nowarn", "-"],',
+        "`git apply` given no file reads the patch from its standard input, as `-` says",
+        "['apply', '--cached', '--whitespace=nowarn']",
+    ),
+    *(
+        Equivalent("git-patches", "ast/DropElement", line, why, replacement)
+        for line, why, replacement in (
+            (
+                '["ls-tree", "-r", "-z", "--full-tree", _tree(repo, ref), "--", *specs],',
+                "`--` before pathspecs that all begin with `:(` (literal magic): ls-tree reads"
+                " its first argument as the tree and every later one as a path",
+                "['ls-tree', '-r', '-z', '--full-tree', _tree(repo, ref), *specs]",
+            ),
+            (
+                '["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--"]',
+                "`--` before pathspecs that all begin with `:(`, as in tree_files",
+                "['ls-tree', '-r', '-z', '--name-only', '--full-tree', sha]",
+            ),
+            (
+                '["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--"]',
+                "`--full-tree` in restore_paths: require_work_tree has just made sure git's"
+                " working tree is the folder it runs in, so paths from there are from the top",
+                "['ls-tree', '-r', '-z', '--name-only', sha, '--']",
+            ),
+            (
+                '["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--"]',
+                "`-r` in restore_paths: the paths it is given are files and links (changed_paths:"
+                " git's diff and untracked lists never name a folder), and ls-tree names a file"
+                " deeper down with or without -r. A link or file where the base has a folder is"
+                " then in the held set; git's checkout replaces it by the folder itself, never"
+                " writing through it (tests/foundation/test_git_patches*.py)",
+                "['ls-tree', '-z', '--name-only', '--full-tree', sha, '--']",
             ),
         )
     ),

@@ -5,6 +5,7 @@ link an agent planted."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -111,7 +112,10 @@ def restore_paths(worktree: Path, base: str, paths: Sequence[str]) -> None:
     for path in sorted(paths, key=lambda p: p.count("/"), reverse=True):
         target = worktree / path
         if path not in held:
-            remove_tree(target, within=worktree)
+            # Behind a link or a file put on the way, no such path is in the worktree: nothing
+            # to delete (a link named itself goes on its own).
+            with contextlib.suppress(NotADirectoryError):
+                remove_tree(target, within=worktree)
             continue
         for parent in reversed(Path(path).parents[:-1]):
             # A folder of the path turned into a link (or a file): git would refuse, or worse.
