@@ -2177,6 +2177,42 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     *(
         Equivalent(
+            "git-patches",
+            operator,
+            'for path in sorted(paths, key=lambda p: p.count("/"), reverse=True):',
+            "restore_paths' order of removals: each removal follows no link and the checkout comes"
+            " after all of them, so a path is gone whichever goes first (an added link `.loop`"
+            " before or after the files named under it: those are then not there, or not"
+            " reached through it)",
+            replacement,
+        )
+        for operator, replacement in (
+            ("ast/DropKeyword", "sorted(paths, reverse=True)"),
+            ("ast/DropKeyword", "sorted(paths, key=lambda p: p.count('/'))"),
+            ("ast/ChangeString", "'/-mutant'"),
+            ("ast/EmptyString", "''"),
+        )
+    ),
+    *(
+        Equivalent(
+            "git-patches",
+            "ast/DropKeyword",
+            line,
+            "`within=worktree` dropped where the folder it would open instead (the removed"
+            " path's parent) was seen by lstat as a real folder just before: the walk down the"
+            " path's folders stops at the first that is not one",
+            replacement,
+        )
+        for line, replacement in (
+            (
+                "remove_tree(worktree / parent, within=worktree)",
+                "remove_tree(worktree / parent)",
+            ),
+            ("remove_tree(target, within=worktree)", "remove_tree(target)"),
+        )
+    ),
+    *(
+        Equivalent(
             "git-objects",
             "ast/DropElement",
             line,

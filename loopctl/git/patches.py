@@ -115,7 +115,7 @@ def restore_paths(worktree: Path, base: str, paths: Sequence[str]) -> None:
             # Behind a link or a file put on the way, no such path is in the worktree: nothing
             # to delete (a link named itself goes on its own).
             with contextlib.suppress(NotADirectoryError):
-                remove_tree(target, within=worktree)
+                remove_tree(worktree / path, within=worktree)
             continue
         for parent in reversed(Path(path).parents[:-1]):
             # A folder of the path turned into a link (or a file): git would refuse, or worse.

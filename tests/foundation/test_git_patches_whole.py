@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
+from support.accounts import as_user, give_to, runtime
+from support.outside_tmp import under_tmp
 from support.repos import commit_all, git
 
 from loopctl import git as lgit
@@ -292,3 +295,40 @@ def test_restore_paths_refuses_a_worktree_git_leads_elsewhere(
 
 def test_nothing_to_restore_asks_nothing_of_git(project: Path) -> None:
     lgit.restore_paths(project, "0" * 40, [])  # no such commit, and no path to put back
+
+
+RESTORE_AS_OWNER = """
+import sys
+from pathlib import Path
+from loopctl import git
+git.restore_paths(Path(sys.argv[1]), sys.argv[2], [".loop/config.toml"])
+"""
+
+
+def test_restore_paths_as_the_owner_clears_a_locked_folder_where_the_base_has_a_file() -> None:
+    """As an ordinary account: the agent left a folder, with a subfolder it made mode 000,
+    where the base has a file. git's checkout cannot remove what it may not read; loopctl
+    gives the owner rwx back, removes it, and the file comes back."""
+    python, pythonpath = runtime("nobody")
+    with under_tmp("restore-") as top:
+        project = top / "repo"
+        git(top, "init", "-q", str(project))
+        (project / ".loop").mkdir()
+        (project / ".loop" / "config.toml").write_text("version = 1\n")
+        commit_all(project, "definitions")
+        base = _head(project)
+        (project / ".loop" / "config.toml").unlink()
+        locked = project / ".loop" / "config.toml" / "locked"
+        (locked / "deeper").mkdir(parents=True)
+        (locked / "deeper" / "f").write_text("x\n")
+        give_to("nobody", top)
+        locked.chmod(0)
+
+        done = subprocess.run(
+            [python, "-c", RESTORE_AS_OWNER, str(project), base], capture_output=True,
+            text=True, check=False, cwd="/", timeout=120, **as_user("nobody"),
+            env={"PATH": "/usr/bin:/bin", "HOME": str(top), **pythonpath},
+        )  # fmt: skip
+
+        assert done.returncode == 0, done.stderr
+        assert (project / ".loop" / "config.toml").read_text() == "version = 1\n"
