@@ -1071,6 +1071,59 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "gated: bool = False",
         "a default of Step: its constructors (plan_steps, Step.from_json) always pass `gated`",
     ),
+    # secrets.py with the AST operators (2026-12-07).
+    Equivalent(
+        "secrets",
+        "ast/ChangeString",
+        'exact = frozenset(item for item in items if not item.endswith("*"))',
+        "a pattern ending in `*` also kept as an exact name: no environment variable's name"
+        " holds a `*` (the prefix list still matches it as before)",
+        "'*-mutant'",
+    ),
+    Equivalent(
+        "secrets",
+        "ast/ChangeString",
+        'if is_secret_name(name) or name.startswith("GIT_"):',
+        "the GIT_ test is a second statement of a rule that holds anyway: after `allow`, only"
+        " the base names and LOOPCTL_* pass, and no GIT_ name is either (emptied, it refuses"
+        " every name: killed)",
+        "'GIT_-mutant'",
+    ),
+    Equivalent(
+        "secrets",
+        "ast/ChangeString",
+        'forms = {quote(secret, safe=""), quote_plus(secret)}',
+        "safe='-mutant': quote never escapes letters or `-` anyway, so the form is the same"
+        " (the keyword dropped, which keeps `/` unescaped, is killed)",
+        "'-mutant'",
+    ),
+    *(
+        Equivalent(
+            "secrets",
+            operator,
+            "return tuple(sorted(found, key=lambda s: (-len(s), s)))",
+            "the order of the values redacted: masked_regions finds every occurrence of every"
+            " one and merges the overlaps, whatever the order (process.py's stream redaction"
+            " and every Redactor built from `.secrets` go through it)",
+            replacement,
+        )
+        for operator, replacement in (
+            ("ast/DropKeyword", "sorted(found)"),
+            ("ast/DropElement", "(s,)"),
+            ("ast/DropElement", "(-len(s),)"),
+        )
+    ),
+    *(
+        Equivalent(
+            "secrets",
+            "ast/IfFalse",
+            line,
+            "a shortcut for nothing to mask: with no region (or no secret) the join gives the"
+            " text back unchanged",
+            "False",
+        )
+        for line in ("if not regions:", "if not self._secrets:", "if not self._secret_bytes:")
+    ),
     Equivalent(
         "secrets",
         "core/NumberReplacer",

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from loopctl.secrets import REDACTED, Redactor, build_env, is_secret_name, withheld_values
@@ -195,6 +197,12 @@ def test_withheld_values_are_exactly_what_build_env_drops() -> None:
         (["defghi", "abcdef"], "<abcdefghi>", f"<{REDACTED}>"),
         # a value overlapping itself
         (["aaaaaa"], "aaaaaaaa!", f"{REDACTED}!"),
+        # an overlap after an earlier, separate match: only the overlapping pair is one mask
+        (
+            ["abcdef", "uvwxyz", "wxyz12"],
+            "1 abcdef 2 uvwxyz12 3",
+            f"1 {REDACTED} 2 {REDACTED} 3",
+        ),
         # adjacent secrets are two masks
         (["abcdef", "ghijkl"], "abcdefghijkl", f"{REDACTED}{REDACTED}"),
         ([], "sk-123456", "sk-123456"),
@@ -206,6 +214,11 @@ def test_redact(secrets: list[str], text: str, expected: str) -> None:
     redactor = Redactor(secrets)
     assert redactor.redact(text) == expected
     assert redactor.redact_bytes(text.encode()) == expected.encode()
+
+
+def test_the_mark_left_in_place_of_a_secret_is_the_documented_one() -> None:
+    # docs/troubleshooting.md tells users to look for it, and cassettes match it as text.
+    assert Redactor(["sk-123456"]).redact("key=sk-123456;") == "key=[REDACTED];"
 
 
 def test_redactor_catches_each_line_of_a_multiline_secret() -> None:
@@ -284,6 +297,10 @@ def test_a_secret_with_spaces_is_redacted_in_its_quote_plus_form() -> None:
     redactor = Redactor(["open sesame 42"])
     assert redactor.redact("q=open+sesame+42") == f"q={REDACTED}"
     assert redactor.redact("q=open%20sesame%2042") == f"q={REDACTED}"
+    # A slash and a space: only quote(..., safe="") spells both as %-escapes.
+    slashed = Redactor(["open sesame/42"])
+    assert slashed.redact("q=open%20sesame%2F42") == f"q={REDACTED}"
+    assert slashed.redact("q=open+sesame%2F42") == f"q={REDACTED}"
 
 
 def test_base64_fragments_shorter_than_8_characters_are_not_redacted() -> None:
@@ -347,3 +364,29 @@ def test_an_allowed_prefix_is_exactly_what_precedes_its_star() -> None:
 def test_an_encoded_form_of_exactly_six_characters_is_redacted() -> None:
     redactor = Redactor(["ab cde"])  # six characters; its quote_plus form is six as well
     assert redactor.redact("q=ab+cde&r=1") == f"q={REDACTED}&r=1"
+
+
+def test_a_child_started_with_the_scrubbed_environment_keeps_the_accounts_basics() -> None:
+    """What an agent CLI needs from the account reaches the real process, each name with its
+    value: where it may write temporary files, who and where it is, its shell, its language
+    and time zone; a credential or an unlisted variable does not."""
+    basics = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/home/me",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "LC_CTYPE": "C.UTF-8",
+        "TERM": "xterm-256color",
+        "TMPDIR": "/home/me/tmp",
+        "USER": "me",
+        "SHELL": "/bin/bash",
+        "TZ": "Europe/Paris",
+    }
+    source = {**basics, "EDITOR": "vim", "SERVICE_TOKEN": "service-token-value"}
+
+    shown = subprocess.run(
+        ["/usr/bin/env", "-0"], env=build_env(source=source), capture_output=True, check=True
+    ).stdout.decode()
+
+    seen = dict(entry.split("=", 1) for entry in shown.split("\0") if entry)
+    assert seen == basics
