@@ -203,6 +203,12 @@ def test_withheld_values_are_exactly_what_build_env_drops() -> None:
             "1 abcdef 2 uvwxyz12 3",
             f"1 {REDACTED} 2 {REDACTED} 3",
         ),
+        # a secret inside a longer one, after an earlier match: the longer is masked whole
+        (
+            ["zzzzzz", "LONGSECRETVALUE1", "SECRET"],
+            "zzzzzz: LONGSECRETVALUE1!",
+            f"{REDACTED}: {REDACTED}!",
+        ),
         # adjacent secrets are two masks
         (["abcdef", "ghijkl"], "abcdefghijkl", f"{REDACTED}{REDACTED}"),
         ([], "sk-123456", "sk-123456"),
