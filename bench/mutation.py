@@ -2295,7 +2295,8 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             ),
             (
                 "[",
-                "['ls-tree', '-r', '--name-only', '-z', _require_sha(repo, commit), *(f\":(top,"
+                "['ls-tree', '-r', '--name-only', '-z', '--full-tree', _require_sha(repo, commit),"
+                ' *(f":(top,'
                 "literal){p.strip('/')}\" for p in paths)]",
             ),
         )
@@ -2315,7 +2316,11 @@ EQUIVALENT: tuple[Equivalent, ...] = (
                 'git(["ls-tree", "-r", "-z", "--name-only", "--full-tree", sha, "--", *specs]',
                 "['ls-tree', '-r', '-z', '--name-only', '--full-tree', sha, '--']",
             ),
-            ("[", "['ls-tree', '-r', '--name-only', '-z', _require_sha(repo, commit), '--']"),
+            (
+                "[",
+                "['ls-tree', '-r', '--name-only', '-z', '--full-tree', _require_sha(repo, commit),"
+                " '--']",
+            ),
         )
     ),
     Equivalent(
@@ -2327,8 +2332,8 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " by prefix: the same answer for every folder that holds a file. Only a tree entry with"
         " no file in it tells them apart, and git's own commands never write one (git tracks"
         " no empty folder; only a hand-made tree holds it)",
-        replacement="['ls-tree', '--name-only', '-z', _require_sha(repo, commit), '--', *(f\":(top,"
-        "literal){p.strip('/')}\" for p in paths)]",
+        replacement="['ls-tree', '--name-only', '-z', '--full-tree', _require_sha(repo, commit),"
+        " '--', *(f\":(top,literal){p.strip('/')}\" for p in paths)]",
     ),
     Equivalent(
         "git-objects",

@@ -42,6 +42,7 @@ def tracked_under(repo: Path, commit: str, paths: Sequence[str]) -> set[str]:
             "-r",
             "--name-only",
             "-z",
+            "--full-tree",
             _require_sha(repo, commit),
             "--",
             *(f":(top,literal){p.strip('/')}" for p in paths),

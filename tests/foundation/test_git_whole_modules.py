@@ -321,6 +321,21 @@ def test_objects_written_and_read_name_every_file_and_person_exactly(repo: Path)
     assert people == f"Bot|bot@example.com|Bot|bot@example.com|{head}|state"
 
 
+def test_tracked_paths_are_found_from_a_subfolder_as_from_the_top(repo: Path) -> None:
+    """tracked_under takes repository-relative paths whichever folder of the work tree it is
+    given: from a subfolder, `docs/deep` and `README.md` are still tracked and `deep` (a folder
+    of docs/, not of the top) is not. Kills `--full-tree` dropped from tracked_under (the listing
+    then named files relative to the subfolder: `deep/guide.md`, `../README.md`)."""
+    (repo / "docs" / "deep").mkdir(parents=True)
+    (repo / "docs" / "deep" / "guide.md").write_text("guide\n")
+    plain(repo, "add", "-A")
+    plain(repo, "commit", "-q", "-m", "docs")
+    head = plain(repo, "rev-parse", "HEAD").strip()
+    asked = ["docs/deep", "README.md", "deep", "docs/"]
+    assert lgit.tracked_under(repo / "docs", head, asked) == {"docs/deep", "README.md", "docs/"}
+    assert lgit.tracked_under(repo, head, asked) == {"docs/deep", "README.md", "docs/"}
+
+
 @pytest.mark.parametrize("name", ["", "a/b", "a\tb", "a\nb", ".", ".."])
 def test_a_data_tree_takes_only_plain_top_level_names(repo: Path, name: str) -> None:
     """A tree entry named `.` or `..`, or with a slash, tab or newline, would make a tree git
