@@ -1045,12 +1045,16 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         'split("-", 2)[0] is the same first piece as split("-", 1)[0] (split("-", 0) and the'
         " other indexes, which read something else as the pid, are killed)",
     ),
-    Equivalent(
-        "*",
-        "core/ReplaceTrueWithFalse",
-        "@dataclass(",
-        "frozen/slots off: only assignment to a field would behave differently, and mypy"
-        " --strict already rejects any such assignment in loopctl",
+    *(
+        Equivalent(
+            "*",
+            operator,
+            "@dataclass(",
+            "frozen/slots off: only assignment to a field would behave differently, and mypy"
+            " --strict already rejects any such assignment in loopctl",
+        )
+        # The AST operator drops the keyword where cosmic-ray turns True into False.
+        for operator in ("core/ReplaceTrueWithFalse", "ast/DropKeyword")
     ),
     Equivalent(
         "*",

@@ -80,10 +80,14 @@ def test_a_step_round_trips_through_json_and_rejects_loose_values() -> None:
 
 
 def test_a_plan_round_trips_through_its_event() -> None:
-    original = plan(push_branch="feature")
+    # What the approval later runs comes from this event: the remote pushed to, the branch a
+    # PR task pushes to, and the findings the review step shows.
+    findings = ({"path": "tests/conftest.py", "rule": "skips every test", "line": 3},)
+    original = plan(push_branch="feature", remote="upstream", review=findings)
     data = original.to_json()
     assert data["format"] == PLAN_FORMAT == 1  # stored in logs: never changes silently
     assert data["push_branch"] == "feature"
+    assert (data["remote"], data["review"]) == ("upstream", list(findings))
     assert "push_branch" not in plan().to_json()
     back = Plan.from_event(event(1, EventType.DELIVERY_PLANNED, plan=data))
     assert back == original
