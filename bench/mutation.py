@@ -2993,6 +2993,25 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "with no `{` on the line, candidate[-1:] is its last character alone, which never"
         " parses as a JSON object: the candidate is skipped all the same",
     ),
+    *(
+        Equivalent("verdicts", "ast/DropKeyword", "@dataclass(frozen=True, slots=True)", why, r)
+        for r, why in (
+            (
+                "dataclass(slots=True)",
+                "frozen on Verdict and Baseline only refuses assigning a field after"
+                " construction and makes an instance hashable: no loopctl code assigns one"
+                " (mypy refuses it; a changed verdict is a new one from dataclasses.replace, in"
+                " engine/verdict.py) or hashes one (neither is a set member or a dict key, and a"
+                " Baseline holds dicts it could not hash anyway), so each reads the same",
+            ),
+            (
+                "dataclass(frozen=True)",
+                "slots on Verdict and Baseline only saves memory and refuses attributes that"
+                " are not fields: no loopctl code sets another attribute on one (mypy refuses"
+                " it), reads its __dict__ or pickles it, so each behaves the same without",
+            ),
+        )
+    ),
 )
 
 

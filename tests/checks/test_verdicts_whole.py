@@ -405,6 +405,26 @@ def test_a_refused_change_shows_no_check_output(
     assert check.data.get("output_tail", "") == ""
 
 
+def test_a_maker_refused_twice_for_the_same_paths_is_stopped_there(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The maker weakens the protected test on every turn: the second identical refusal stops
+    # the task, as two identical check failures do, rather than spending every attempt.
+    make_project(repo, "edits_tests.py", check=None)
+
+    result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "4")
+
+    assert result.exit_code == 1, result.output
+    attempts = events(repo, "attempt_finished")
+    assert [a.data["verdict"] for a in attempts] == ["failed", "failed"]
+    checks = [c.data for c in events(repo, "check_finished")]
+    assert [c["source"] for c in checks] == ["protect", "protect"]
+    assert checks[0]["fingerprint"] == checks[1]["fingerprint"]
+    (task_end,) = events(repo, "task_finished")
+    assert task_end.data["status"] == "stopped"
+    assert "identical failures" in task_end.data["reason"]
+
+
 def test_a_maker_writing_anywhere_under_loop_has_it_taken_out_of_its_change(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
