@@ -140,6 +140,8 @@ TARGETS: dict[str, Target] = {
         (
             "tests/delivery/test_gates.py",
             "tests/delivery/test_approval_binding.py",
+            "tests/delivery/test_delivered_ends_task.py",
+            "tests/engine/test_sabotage_gate.py",
             "tests/commands/test_inbox.py",
         ),
         why="invariants 3 and 9: an approval covers exactly the sha it was shown",
@@ -2133,6 +2135,16 @@ EQUIVALENT: tuple[Equivalent, ...] = (
                 )
             ),
         )
+    ),
+    # gates.py with the AST operators (scratch run, 2026-12-07).
+    Equivalent(
+        "gates",
+        "ast/IfFalse",
+        "if event.run is None:",
+        "_fold_deliveries skips run-less events: the events it folds (delivery_planned,"
+        " action_started, action_finished) are recorded only with a run (`run: str` in"
+        " pipeline.py and commands/deliver.py, checked by mypy), and a run-less requeue is"
+        " counted before the skip",
     ),
     # git/patches.py (proposals): each reason holds for the patches of text files proposals are.
     Equivalent(

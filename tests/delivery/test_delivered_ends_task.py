@@ -27,7 +27,7 @@ from support.repos import (
     remote_refs,
 )
 
-from loopctl.delivery.gates import Delivered, follow_up, last_delivery
+from loopctl.delivery.gates import Delivered, deliveries, follow_up, last_delivery
 from loopctl.delivery.gates import delivery_view as fold_delivery
 from loopctl.engine.commit import SUMMARY_LINES, maker_summary
 from loopctl.journal.events import Event
@@ -343,3 +343,73 @@ def test_a_delivery_remembers_who_approved_it_and_the_pull_request() -> None:
     assert follow_up(fold_delivery(log, "r1", "main"), BRANCH) == url
     assert follow_up(fold_delivery(log[:3], "r1", "main"), BRANCH) == f"git merge {BRANCH}"
     assert follow_up(fold_delivery([], "r1", "main"), None) is None
+
+
+def test_a_delivery_approved_in_two_items_names_both() -> None:
+    merge_approved = ("action_started", {"step": 2, "action": "merge", "approval": "a2"})
+    plan = {**PLAN, "steps": [*PLAN["steps"][:1], {"index": 2, "name": "merge", "gated": True}]}
+    log = _log(
+        ("delivery_planned", {"plan": plan}),
+        PUSH_APPROVED,
+        _finished(1, "push", True),
+        merge_approved,
+        _finished(2, "merge", True),
+    )
+    found = last_delivery(log, "ship", "main")
+    assert found is not None
+    assert found.describe().endswith(" in run r1, approved in inbox a1, a2")
+
+
+def test_an_unapproved_delivery_says_only_where_it_went() -> None:
+    found = last_delivery(_log(PLANNED, _finished(1, "push", True)), "ship", "main")
+    assert found is not None
+    assert found.describe() == f"pushed to origin {BRANCH} in run r1"
+
+
+def _run_rows(run: str, *rows: tuple[str, dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(run, kind, data) for kind, data in rows]
+
+
+def test_deliveries_are_one_per_run_and_commit() -> None:
+    second = ("delivery_planned", {"plan": {**PLAN, "commit": "d" * 40}})
+    rows = [
+        *_run_rows("r1", PLANNED, _finished(1, "push", True)),
+        # the same commit delivered again by another run
+        *_run_rows("r2", PLANNED, _finished(1, "push", True)),
+        # another commit of the same task later in that run
+        *_run_rows("r2", second, _finished(1, "push", True)),
+    ]
+    log = [
+        Event(seq, "2026-12-01T00:00:00+00:00", kind, run, "ship", "main", data)
+        for seq, (run, kind, data) in enumerate(rows, start=1)
+    ]
+
+    found = deliveries(log, "ship", "main")
+
+    assert [(d.run, d.commit, d.actions) for d in found] == [
+        ("r1", "c" * 40, ("push",)),
+        ("r2", "c" * 40, ("push",)),
+        ("r2", "d" * 40, ("push",)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {k: v for k, v in PLAN.items() if k != "commit"},  # KeyError
+        {**PLAN, "steps": 5},  # TypeError
+        {**PLAN, "steps": [{"index": "first", "name": "push"}]},  # ValueError
+    ],
+)
+def test_a_hand_edited_plan_is_no_delivery_and_no_crash(plan: object) -> None:
+    log = _log(("delivery_planned", {"plan": plan}), _finished(1, "push", True))
+    assert last_delivery(log, "ship", "main") is None
+
+
+def test_a_pull_request_tasks_push_leaves_nothing_to_merge_by_hand() -> None:
+    # Its push went to the pull request's own branch: that request is where it goes next.
+    on_pr = ("delivery_planned", {"plan": {**PLAN, "push_branch": "feature"}})
+    pushed = _log(on_pr, PUSH_APPROVED, _finished(1, "push", True))
+    assert follow_up(fold_delivery(pushed, "r1", "main"), BRANCH) is None
+    unpushed = _log(on_pr, PUSH_APPROVED, _finished(1, "push", False))
+    assert follow_up(fold_delivery(unpushed, "r1", "main"), BRANCH) == f"git merge {BRANCH}"
