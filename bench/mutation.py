@@ -2146,6 +2146,14 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " pipeline.py and commands/deliver.py, checked by mypy), and a run-less requeue is"
         " counted before the skip",
     ),
+    Equivalent(
+        "gates",
+        "ast/ChangeString",
+        'detail: str = ""',
+        "StepState.detail's default: the field is set when a step finishes and read nowhere"
+        " (what a step said is shown from its action_finished event)",
+        "'-mutant'",
+    ),
     # git/patches.py (proposals): each reason holds for the patches of text files proposals are.
     Equivalent(
         "git-patches",
