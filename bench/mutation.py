@@ -2154,6 +2154,25 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " (what a step said is shown from its action_finished event)",
         "'-mutant'",
     ),
+    Equivalent(
+        "fingerprint",
+        "ast/ChangeString",
+        '_TEMP_NAME = re.compile(r"\\btmp[._]?[A-Za-z0-9_]{6,}\\b|\\bpytest-of-[\\w.-]+")',
+        "pytest's base folder `pytest-of-<user>` left as it is: the one part that varies, its"
+        " `pytest-N` number, becomes N anyway, and the account is the same for every attempt"
+        " and baseline a fingerprint is compared with",
+        r"'\\btmp[._]?[A-Za-z0-9_]{6,}\\b|\\bpytest-of-[\\w.-]+-mutant'",
+    ),
+    *(
+        Equivalent(
+            "*",
+            "ast/DropElement",
+            "Checkpoint = Callable[[str, Step], None]",
+            "a type alias's parameters: read by mypy only, never at run time",
+            replacement,
+        )
+        for replacement in ("[Step]", "[str]")
+    ),
     # git/patches.py (proposals): each reason holds for the patches of text files proposals are.
     Equivalent(
         "git-patches",

@@ -694,3 +694,18 @@ def test_short_names_a_single_failing_test_alone() -> None:
     with nothing after it."""
     fp = Fingerprint(1, ("tests/test_a.py::test_x",), (), "abc")
     assert fp.short() == "abc exit 1: failing tests/test_a.py::test_x"
+
+
+def test_pytests_explanation_lines_are_error_lines_without_an_error_word() -> None:
+    # Two failures of one assertion differ only in pytest's `E` diff lines: they are told apart.
+    failed = "E       AssertionError: assert 'Fizz' == 'FizzBuzz'\nE         - FizzBuzz\n"
+    fizz = failed + "E         + Fizz\n"
+    buzz = failed + "E         + Buzz\n"
+    assert error_lines(fizz) == (
+        "E AssertionError: assert 'Fizz' == 'FizzBuzz'",
+        "E - FizzBuzz",
+        "E + Fizz",
+    )
+    assert error_lines(buzz) != error_lines(fizz)
+    # An indented line of other output with no error word is not one.
+    assert error_lines("    - FizzBuzz\n") == ()
