@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from support.cli import invoke
 from support.delivery import action, inbox_items, ledger_entries, ship_loop, the_approval
+from support.fake_gh import fake_gh, gh_calls
 from support.journal import events
 from support.repos import PY, add_remote, commit_all, git, make_project, remote_refs, write_agent
 
@@ -186,3 +187,38 @@ def test_agents_test_fails_a_missing_script_and_validate_warns_until_it_is_commi
     assert "tools/agent.py" not in invoke(monkeypatch, repo, "agents", "test", "mine").stdout
     assert "tools/agent.py" not in invoke(monkeypatch, repo, "validate").stdout
     assert os.environ.get("LOOPCTL_HOME")  # the isolated environment, not the user's
+
+
+@pytest.mark.parametrize(
+    ("actions", "gated", "left"),
+    [
+        # gh uninstalled while the push waited: the approval must not push what `pr` then strands
+        ('["commit", "push", "pr"]', '["push"]', "`pr` needs"),
+        # the pull request was opened; merging it is gh's work even though `pr` already ran
+        ('["commit", "push", "pr", "merge"]', '["merge"]', "`merge` of the pull request needs"),
+    ],
+)
+def test_a_tool_gone_before_the_approval_refuses_the_steps_left_before_any_runs(
+    repo: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    actions: str,
+    gated: str,
+    left: str,
+) -> None:
+    calls = fake_gh(tmp_path, monkeypatch)
+    make_project(repo, "fixer.py")
+    remote = add_remote(repo, tmp_path)
+    ship_loop(repo, f"actions = {actions}\napprove = {gated}")
+    first = invoke(monkeypatch, repo, "run", "ship", "--once")
+    assert first.exit_code == 0, first.output
+    item = the_approval(monkeypatch, repo)["id"]
+    refs_before, gh_before = remote_refs(remote), gh_calls(calls)
+    _only_git_on_path(tmp_path, monkeypatch)
+
+    approved = invoke(monkeypatch, repo, "inbox", "approve", item)
+
+    assert f"cannot deliver: {left} the GitHub CLI `gh`" in approved.output
+    assert "nothing ran" in approved.output
+    assert remote_refs(remote) == refs_before
+    assert gh_calls(calls) == gh_before
