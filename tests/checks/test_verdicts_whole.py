@@ -386,39 +386,24 @@ def test_a_loops_own_check_does_not_stand_in_for_the_goals(
     assert (baseline.data["exit_code"], baseline.data["counts"]) == (1, counts)
 
 
-def test_a_refused_change_shows_no_check_output(
+def test_a_refused_change_shows_no_check_output_and_the_same_refusal_twice_stops(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # "tests green" detected: tests/** is protected, and the maker weakens the test.
-    make_project(repo, "edits_tests.py", check=None)
-
-    result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "1")
-
-    assert result.exit_code == 1, result.output
-    (attempt,) = events(repo, "attempt_finished")
-    assert attempt.data["verdict"] == "failed"
-    assert "tests/test_calc.py (protected by" in attempt.data["reason"]
-    # No check ran: the next maker's prompt shows the reason, and no output block.
-    assert attempt.data.get("output_tail", "") == ""
-    (check,) = events(repo, "check_finished")
-    assert check.data["source"] == "protect"
-    assert check.data.get("output_tail", "") == ""
-
-
-def test_a_maker_refused_twice_for_the_same_paths_is_stopped_there(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The maker weakens the protected test on every turn: the second identical refusal stops
-    # the task, as two identical check failures do, rather than spending every attempt.
+    # "tests green" detected: tests/** is protected, and the maker weakens the test on every
+    # turn. The second identical refusal stops the task, as two identical check failures do,
+    # rather than spending every attempt.
     make_project(repo, "edits_tests.py", check=None)
 
     result = invoke(monkeypatch, repo, "goal", "tests green", "--max-iterations", "4")
 
     assert result.exit_code == 1, result.output
-    attempts = events(repo, "attempt_finished")
-    assert [a.data["verdict"] for a in attempts] == ["failed", "failed"]
+    attempts = [a.data for a in events(repo, "attempt_finished")]
+    assert [a["verdict"] for a in attempts] == ["failed", "failed"]
+    assert all("tests/test_calc.py (protected by" in a["reason"] for a in attempts)
+    # No check ran: the next maker's prompt shows the reason, and no output block.
+    assert [a.get("output_tail", "") for a in attempts] == ["", ""]
     checks = [c.data for c in events(repo, "check_finished")]
-    assert [c["source"] for c in checks] == ["protect", "protect"]
+    assert [(c["source"], c.get("output_tail", "")) for c in checks] == [("protect", "")] * 2
     assert checks[0]["fingerprint"] == checks[1]["fingerprint"]
     (task_end,) = events(repo, "task_finished")
     assert task_end.data["status"] == "stopped"
