@@ -110,13 +110,13 @@ def restore_paths(worktree: Path, base: str, paths: Sequence[str]) -> None:
     )
     # Deepest first: an added link `.loop` goes after the files an agent added under it.
     for path in sorted(paths, key=lambda p: p.count("/"), reverse=True):
-        target = worktree / path
         if path not in held:
             # Behind a link or a file put on the way, no such path is in the worktree: nothing
             # to delete (a link named itself goes on its own).
             with contextlib.suppress(NotADirectoryError):
                 remove_tree(worktree / path, within=worktree)
             continue
+        target = worktree / path
         for parent in reversed(Path(path).parents[:-1]):
             # A folder of the path turned into a link (or a file): git would refuse, or worse.
             try:
