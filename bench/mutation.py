@@ -160,7 +160,12 @@ TARGETS: dict[str, Target] = {
     ),
     "fuse": Target(
         "loopctl/journal/fuse.py",
-        ("tests/journal/test_fuse.py", "tests/scheduling/test_schedule.py"),
+        (
+            "tests/journal/test_fuse.py",
+            "tests/scheduling/test_schedule.py",
+            "tests/scheduling/test_run_triggers.py::"
+            "test_the_daily_fuse_skips_ticks_with_a_reason_and_one_inbox_item",
+        ),
         why="the circuit breaker that stops a loop after repeated failures",
     ),
     "fingerprint": Target(
@@ -2172,6 +2177,35 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             replacement,
         )
         for replacement in ("[Step]", "[str]")
+    ),
+    # fuse.py with the AST operators (scratch run, 2026-12-07).
+    Equivalent(
+        "*",
+        "ast/IfFalse",
+        "if TYPE_CHECKING:",
+        "imports for the type checker only: nothing at run time reads them",
+    ),
+    *(
+        Equivalent(
+            "fuse",
+            operator,
+            'return new_item_id("budget-fuse", day.isoformat())',
+            "the seed of the fuse item's hashed id: every reader derives the id from this one"
+            " function, so any fixed text gives the same one item a day",
+            replacement,
+        )
+        for operator, replacement in (
+            ("ast/ChangeString", "'budget-fuse-mutant'"),
+            ("ast/EmptyString", "''"),
+        )
+    ),
+    Equivalent(
+        "fuse",
+        "ast/IfFalse",
+        "if not configured(config):",
+        "retry_allowance's shortcut with no daily cap: the rest then gives the same"
+        " Allowance() (no fuse reason, no refusal, no room to count), only after reading the log",
+        "False",
     ),
     # git/patches.py (proposals): each reason holds for the patches of text files proposals are.
     Equivalent(

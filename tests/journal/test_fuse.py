@@ -7,20 +7,29 @@ pin each boundary (issue 18: mutation testing found them unchecked by fast tests
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from support.journal import events
+from support.repos import make_project
 
+from loopctl.definitions import load_project
 from loopctl.definitions.config import Config
 from loopctl.journal.events import Event, EventType
 from loopctl.journal.fuse import (
     Allowance,
     configured,
     day_spend,
+    fuse_item_id,
     fuse_reason,
+    open_fuse_item,
     retry_allowance,
     task_attempt_cost,
 )
+from loopctl.journal.inbox import open_items
+from loopctl.journal.recorder import Recorder
+from loopctl.journal.schema import InboxClosed
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 DAY = "2026-03-02"
@@ -122,3 +131,28 @@ def test_the_fuse_blows_at_its_cap_not_after() -> None:
         " ([budget] max_usd_per_day in .loop/config.toml)"
     )
     assert day_spend([], NOW, UTC) == type(spent)(date(2026, 3, 2), 0, 0.0)
+
+
+def test_a_retry_is_refused_once_the_fuse_has_blown_even_with_no_history() -> None:
+    # The day's spend is exactly at the cap: no attempt is predicted (no task), yet nothing
+    # more runs today, and the human is told it is the fuse.
+    config = Config(max_tokens_per_day=13200)
+    refused = retry_allowance(config, LOG, "l", None, NOW, UTC)
+    assert refused == Allowance(refused=fuse_reason(config, day_spend(LOG, NOW, UTC)))
+    assert refused.refused is not None
+    assert "an attempt of this task" not in refused.refused
+
+
+def test_a_dismissed_fuse_item_stays_dismissed_that_day(repo: Path) -> None:
+    make_project(repo, "fixer.py")
+    rec = Recorder(load_project(repo))
+    spent = day_spend(LOG, NOW, UTC)
+    reason = "daily budget fuse: 13200 of 13200 tokens used on 2026-03-02"
+
+    open_fuse_item(rec, reason, spent, "l")
+    (item,) = open_items(rec.log.read())
+    rec.record(InboxClosed(id=item.id, resolution="dismissed"), run=None, loop="l")
+    open_fuse_item(rec, reason, spent, "other-loop")  # the next skipped tick, any loop
+
+    assert open_items(rec.log.read()) == []
+    assert [e.data["id"] for e in events(repo, "inbox_opened")] == [fuse_item_id(spent.day)]

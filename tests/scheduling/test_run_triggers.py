@@ -187,3 +187,11 @@ def test_the_daily_fuse_skips_ticks_with_a_reason_and_one_inbox_item(repo: Path)
     day = skipped[0].time.astimezone().date()
     assert opened[0].data["id"] == fuse_item_id(day)
     assert opened[0].data["id"] in (repo / ".loop" / "INBOX.md").read_text()
+    # What the human is shown, and what reports count it as: the day's spend, not a guess.
+    reason = "daily budget fuse: 1200 of 1000 tokens used on " + day.isoformat()
+    evidence = opened[0].data["evidence"]
+    assert opened[0].data["summary"].startswith(reason)
+    assert opened[0].data["summary"].endswith("; scheduled ticks are skipped until tomorrow")
+    assert evidence["reason"].startswith(reason)
+    assert (evidence["tokens"], evidence["usd"], evidence["day"]) == (1200, 0.01, day.isoformat())
+    assert evidence["outcome"] == "budget-stop"
