@@ -23,6 +23,8 @@ from support.repos import add_remote, make_project, remote_refs
 
 from loopctl.delivery.gates import Plan, Step, approval_problem, delivery_view
 from loopctl.journal.events import Event, EventType
+from loopctl.journal.inbox import ItemKind
+from loopctl.journal.schema import InboxClosed
 from loopctl.paths import ProjectPaths
 
 SHA = "a" * 40
@@ -382,3 +384,62 @@ def test_a_force_push_and_an_unpinned_remote_are_shown_as_such(
     )
     assert shown["evidence"]["replaces"] == replaced
     assert shown["evidence"]["remote_url"] is None
+
+
+def test_a_newer_runs_approval_supersedes_only_the_same_tasks_older_ones(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The older items have nothing left to deliver once a newer run of their task asks again;
+    an approval of another task or another loop stays open, and so does a run's own."""
+    from loopctl.delivery import pipeline
+
+    rec, item = _waiting(repo, tmp_path, monkeypatch)
+    old_sha, old_run = item["evidence"]["commit"], item["run"]
+    same_run = dataclasses.replace(plan(SHA), run=old_run, task="main")
+    other_task = dataclasses.replace(plan(SHA), run="r-other-task", task="docs")
+    other_loop = dataclasses.replace(plan(SHA), run="r-other-loop", loop="nightly", task="main")
+    opened = {
+        p.run + p.loop + p.task: pipeline.open_gate(rec, p, p.steps[0])
+        for p in (same_run, other_task, other_loop)
+    }
+
+    # An older run's failure of the task, and an approval a human already rejected.
+    failed = rec.open_item(
+        ItemKind.FAILED, "main: red", {"commit": SHA}, run="r-failed", loop="ship", task="main"
+    )
+    rejected = rec.open_item(
+        ItemKind.APPROVAL, "approve", {"commit": SHA}, run="r-rejected", loop="ship", task="main"
+    )
+    assert rejected is not None
+    no = InboxClosed(id=rejected, resolution="rejected")
+    rec.record(no, run="r-rejected", loop="ship", task="main")
+
+    assert {i["id"] for i in inbox_items(monkeypatch, repo)} == {
+        item["id"],
+        failed,
+        *opened.values(),
+    }
+    assert [e.data["id"] for e in events(repo, "inbox_closed")] == [rejected]
+
+    newer = dataclasses.replace(plan(OTHER), run="r-newer", task="main")
+    newest = pipeline.open_gate(rec, newer, newer.steps[0])
+
+    kept = {opened["r-other-taskshipdocs"], opened["r-other-loopnightlymain"], failed, newest}
+    assert {i["id"] for i in inbox_items(monkeypatch, repo)} == kept
+    superseded = {item["id"], opened[old_run + "shipmain"]}
+    closed = events(repo, "inbox_closed")[1:]
+    assert {e.data["id"] for e in closed} == superseded
+    assert {(e.run, e.data["resolution"], e.data["by"]) for e in closed} == {
+        (old_run, "superseded", "r-newer")
+    }
+    ended = [e for e in events(repo, "task_finished", "main") if e.run == old_run][-2:]
+    assert [e.data for e in ended] == [
+        {
+            "status": "stopped",
+            "reason": "superseded by run r-newer before it was approved",
+            "commit": commit,
+            "outcome": "superseded",
+        }
+        for commit in (old_sha, SHA)
+    ]
+    assert {e.run for e in events(repo, "task_finished")} == {old_run}
