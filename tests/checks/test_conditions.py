@@ -367,6 +367,9 @@ def test_an_empty_configured_command_is_a_usage_error(tmp_path: Path) -> None:
         (["cargo", "test", "--all"], "cargo"),
         (["python3", "-m", "unittest", "discover"], "unittest"),
         (["./ci.sh"], None),
+        # A Windows venv's launcher names the same tool.
+        ([r".venv/Scripts/pytest.exe", "-q"], "pytest"),
+        (["python.exe", "-m", "pytest"], "pytest"),
     ],
 )
 def test_the_tool_of_a_given_check_is_recognised(
