@@ -370,6 +370,8 @@ def test_an_empty_configured_command_is_a_usage_error(tmp_path: Path) -> None:
         # A Windows venv's launcher names the same tool.
         ([r".venv/Scripts/pytest.exe", "-q"], "pytest"),
         (["python.exe", "-m", "pytest"], "pytest"),
+        # pytest's own -m selects markers: it is not `python -m`.
+        (["pytest", "-m", "not slow"], "pytest"),
     ],
 )
 def test_the_tool_of_a_given_check_is_recognised(
