@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from loopctl.checks import test_runners
 from loopctl.checks.project_files import (
     MAKEFILES,
     depends_on,
@@ -37,8 +36,9 @@ class ResolvedCondition:
     text: str
     argv: tuple[str, ...] | None
     source: str  # "--check" | "config" | "builtin" | "judge"
-    protect: tuple[str, ...] = ()  # globs the maker may not change, for built-in conditions
-    tool: str | None = None  # "pytest", "npm", "cargo", "go", "make", "ruff", "eslint", "mypy", …
+    # Globs the maker may not change, for built-in conditions. Which test runner the command
+    # runs, and so how its counts are read, is `runner_detection.runner_of(argv)`.
+    protect: tuple[str, ...] = ()
 
     @property
     def judged(self) -> bool:
@@ -61,7 +61,7 @@ def resolve_condition(
     """Resolve a condition: --check, then [conditions] in config, then built-ins, else a judge."""
     if check is not None:
         argv = _argv(check, "--check is empty: give the command that checks the condition")
-        return ResolvedCondition(text, argv, "--check", (), _tool_of(argv))
+        return ResolvedCondition(text, argv, "--check")
     wanted = normalise_condition(text)
     for name, command in configured.items():
         if normalise_condition(name) == wanted:
@@ -70,15 +70,15 @@ def resolve_condition(
                 f"the condition {name!r} in [conditions] of .loop/config.toml has an empty "
                 'command: give it an argv list such as ["pytest", "-q"]',
             )
-            return ResolvedCondition(text, argv, "config", (), _tool_of(argv))
+            return ResolvedCondition(text, argv, "config")
     detect = _BUILTINS.get(wanted.rstrip(".!"))
     if detect is not None:
         found = detect(repo.resolve())
         if found is not None:
-            argv, tool, protect = found
-            return ResolvedCondition(text, argv, "builtin", protect, tool)
+            argv, protect = found
+            return ResolvedCondition(text, argv, "builtin", protect)
     # A built-in name with no tool detected is judged too; the caller may refuse instead.
-    return ResolvedCondition(text, None, "judge", (), None)
+    return ResolvedCondition(text, None, "judge")
 
 
 def is_builtin(text: str) -> bool:
@@ -95,26 +95,6 @@ def _argv(command: Sequence[str], empty_message: str) -> tuple[str, ...]:
     if not argv or not argv[0]:
         raise UsageError(empty_message)
     return argv
-
-
-def _tool_of(argv: Sequence[str]) -> str | None:
-    """The known tool an argv runs, so its output can be parsed for test counts."""
-    words = [Path(word).name.removesuffix(".exe") for word in argv]
-    known = _CHECK_TOOLS | test_runners.command_names()
-    if len(words) >= 3 and words[0].startswith("python") and words[1] == "-m":
-        return words[2] if words[2] in known else None
-    if words[0] in ("npx", "pnpm", "yarn", "bunx") and len(words) >= 2:
-        named = [word for word in words[1:] if not word.startswith("-")]
-        if named and named[0] in known:
-            return named[0]
-        return "npm"
-    if words[0] in known:
-        return words[0]
-    return None
-
-
-# The tools a check command names that are not test runners (those are `test_runners.RUNNERS`).
-_CHECK_TOOLS = frozenset({"mypy", "ruff", "eslint", "tsc"})
 
 
 # --- detection: lint, build, types (tests: `checks/runner_detection.py`) ----------------------
@@ -150,32 +130,32 @@ def _detect_lint(repo: Path) -> Detected | None:
     if toml_has(repo / "pyproject.toml", "tool", "ruff") or any(
         (repo / name).is_file() for name in ("ruff.toml", ".ruff.toml")
     ):
-        return ruff_argv, "ruff", _RUFF_PROTECT
+        return ruff_argv, _RUFF_PROTECT
     package = package_json(repo)
     if depends_on(package, "eslint") or any((repo / name).is_file() for name in _ESLINT_CONFIGS):
         # --no: never download eslint on the fly; a project without it installed fails visibly.
-        return ("npx", "--no", "eslint", "."), "eslint", _ESLINT_PROTECT
+        return ("npx", "--no", "eslint", "."), _ESLINT_PROTECT
     if has_python_files(repo) and which_python_tool(repo, "ruff") is not None:
-        return ruff_argv, "ruff", _RUFF_PROTECT
+        return ruff_argv, _RUFF_PROTECT
     return None
 
 
 def _detect_build(repo: Path) -> Detected | None:
     if (repo / "Cargo.toml").is_file():
-        return ("cargo", "build"), "cargo", ("Cargo.toml", "**/Cargo.toml", "build.rs")
+        return ("cargo", "build"), ("Cargo.toml", "**/Cargo.toml", "build.rs")
     if (repo / "go.mod").is_file():
-        return ("go", "build", "./..."), "go", ("go.mod",)
+        return ("go", "build", "./..."), ("go.mod",)
     script = package_scripts(package_json(repo)).get("build")
     if isinstance(script, str) and script.strip():
-        return ("npm", "run", "build"), "npm", ("package.json",)
+        return ("npm", "run", "build"), ("package.json",)
     makefile = next((name for name in MAKEFILES if (repo / name).is_file()), None)
     if makefile is not None:
-        return ("make",), "make", (makefile,)
+        return ("make",), (makefile,)
     if has_python_files(repo):
         # Byte-compiling every module is the only "build" a plain Python project has; skip
         # environments and dependencies, which are not the project's code.
         skip = r"(^|[/\\])(\.[^/\\]+|node_modules|venv|env|site-packages|build|dist)([/\\]|$)"
-        return (python_for(repo), "-m", "compileall", "-q", "-x", skip, "."), "python", ()
+        return (python_for(repo), "-m", "compileall", "-q", "-x", skip, "."), ()
     return None
 
 
@@ -184,9 +164,9 @@ def _detect_types(repo: Path) -> Detected | None:
     if files is not None:
         # With `files` configured, mypy checks exactly those; without, it needs a target.
         argv = (python_tool(repo, "mypy"),) if files else (python_tool(repo, "mypy"), ".")
-        return argv, "mypy", _MYPY_PROTECT
+        return argv, _MYPY_PROTECT
     if (repo / "tsconfig.json").is_file():
-        return ("npx", "--no", "tsc", "--noEmit"), "tsc", _TSC_PROTECT
+        return ("npx", "--no", "tsc", "--noEmit"), _TSC_PROTECT
     return None
 
 

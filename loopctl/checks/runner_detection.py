@@ -14,7 +14,7 @@ from pathlib import Path
 from loopctl.checks import runners, test_runners
 from loopctl.checks.test_runners import TestRunner
 
-Detected = tuple[tuple[str, ...], str, tuple[str, ...]]  # argv, tool, protect
+Detected = tuple[tuple[str, ...], tuple[str, ...]]  # argv, protect
 
 
 def detect_tests(repo: Path) -> Detected | None:
@@ -25,8 +25,7 @@ def detect_tests(repo: Path) -> Detected | None:
             detect = runner.detect if strong else runner.guess
             found = detect(repo, runner_protect) if detect is not None else None
             if found is not None:
-                argv, protect = found
-                return argv, runner.name, protect
+                return found
     return None
 
 

@@ -533,11 +533,6 @@ def recognised(words: Words) -> TestRunner | None:
     return next((r for r in RUNNERS if r.matches is not None and r.matches(words)), None)
 
 
-def command_names() -> frozenset[str]:
-    """The names of the runners a command can run (`node` is a format only)."""
-    return frozenset(runner.name for runner in RUNNERS if runner.matches is not None)
-
-
 def summary_parsers() -> list[Callable[[str], TestCounts | None]]:
     """Every summary format, in the order an output of unknown format is read in."""
     ordered = sorted(RUNNERS, key=lambda runner: runner.parse_last)

@@ -59,12 +59,6 @@ def test_each_example_command_is_recognised_as_its_entry(
     assert isinstance(prints_summary(runner, example, CHECKS), bool)
 
 
-def test_the_runners_a_command_can_run_are_known_tools_of_a_check(tmp_path: Path) -> None:
-    for name in test_runners.command_names():
-        assert resolve_condition("tests green", tmp_path, check=[name]).tool == name
-    assert "node" not in test_runners.command_names()  # a summary format, not a command
-
-
 def test_a_runner_without_a_parser_is_read_in_every_format() -> None:
     cargo = "test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured\n"
     for runner in RUNNERS:
@@ -184,9 +178,8 @@ def test_a_runner_added_to_the_table_is_detected_and_protected(
     assert runner_protect(("faketest",), tmp_path) == protect
 
     (tmp_path / "fake.toml").write_text("")
-    assert detect_tests(tmp_path) == (("faketest",), "faketest", protect)
-    resolved = resolve_condition("tests green", tmp_path)
-    assert (resolved.argv, resolved.tool) == (("faketest",), "faketest")
+    assert detect_tests(tmp_path) == (("faketest",), protect)
+    assert resolve_condition("tests green", tmp_path).argv == ("faketest",)
     # A Makefile whose recipe runs it protects what it depends on.
     (tmp_path / "Makefile").write_text("test:\n\tfaketest --all\n")
     assert "fakes/**" in runner_protect(("make", "test"), tmp_path)
