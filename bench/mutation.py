@@ -947,6 +947,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " _remove_entry), with no agent running: the descriptor never names a link",
     ),
     Equivalent(
+        "recorder",
+        "ast/DropKeyword",
+        "self._redactor = Redactor(withheld_values(allow=()))",
+        "withheld_values' `allow` defaults to (): the keyword only says that nothing an agent may"
+        " be given is spared from the log's redaction",
+    ),
+    Equivalent(
         "nofollow",
         "ast/DropKeyword",
         "if os.readlink(name, dir_fd=parent) == wanted:",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 from support.repos import PY, toml_value, write_config
 
 from loopctl.definitions import load_project
-from loopctl.journal.events import Event, EventType
+from loopctl.journal.events import Event, EventLog, EventType
 from loopctl.journal.inbox import ItemKind
 from loopctl.journal.recorder import Recorder
 
@@ -326,3 +327,31 @@ def test_every_event_feeds_the_live_traces(repo: Path) -> None:
     text = (repo / "traces.jsonl").read_text(encoding="utf-8")
     assert "invoke_workflow ship" in text
     assert '"loopctl.tick.status"' in text
+
+
+def test_a_recorder_of_a_reloaded_project_keeps_the_clock_the_observer_and_the_pace(
+    repo: Path,
+) -> None:
+    """`up` reloads the definitions every tick and records through `for_project`: its events
+    carry the same clock, reach the same live view, and a burst of ticks renders STATE.md once
+    per pace, not once per tick."""
+    write_config(repo, "version = 1\n")
+    when = datetime(2031, 2, 3, 4, 5, 6, tzinfo=UTC)
+    seen: list[Event] = []
+    first = Recorder(load_project(repo), observer=seen.append, clock=lambda: when, pace_s=3600.0)
+    first.emit(EventType.TICK_STARTED, run="r1", loop="ship", kind="tick")
+    first.emit(EventType.TASK_FOUND, run="r1", loop="ship", task="t1", prompt="p")
+    first.refresh_projections()  # the first render is at once; the next waits an hour
+    assert "t1" in first.paths.state_md.read_text(encoding="utf-8")
+
+    reloaded = first.for_project(load_project(repo))
+    reloaded.emit(EventType.TASK_FOUND, run="r1", loop="ship", task="t2", prompt="p")
+    reloaded.refresh_projections()
+
+    assert [e.task for e in seen] == [None, "t1", "t2"]
+    stamps = {e.ts for e in EventLog(first.paths.events_file).read()}
+    assert stamps == {when.isoformat(timespec="microseconds")}
+    assert reloaded.clock() == when  # what the tick's engine times its budgets and run ids by
+    assert "t2" not in first.paths.state_md.read_text(encoding="utf-8")  # paced, not rendered
+    reloaded.flush_projections()
+    assert "t2" in first.paths.state_md.read_text(encoding="utf-8")
