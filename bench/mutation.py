@@ -281,7 +281,11 @@ TARGETS: dict[str, Target] = {
     ),
     "ui-security": Target(
         "loopctl/ui/security.py",
-        ("tests/ui/test_ui_security_mutants.py", "tests/ui/test_ui.py"),
+        (
+            "tests/ui/test_ui_security_mutants.py",
+            "tests/ui/test_ui_restart.py",
+            "tests/ui/test_ui.py",
+        ),
         timeout=300.0,
         why="invariant 13: no agent reaches the dashboard or reuses its session",
     ),
@@ -945,6 +949,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "if stat.S_ISLNK(os.fstat(fd).st_mode):",
         "_chmod_at is given only names lstat saw as folders just before (open_up,"
         " _remove_entry), with no agent running: the descriptor never names a link",
+    ),
+    Equivalent(
+        "ui-security",
+        "ast/DropKeyword",
+        'data = json.dumps({"format": STORE_FORMAT, "sessions": records}, sort_keys=True)',
+        "the session store is read back as JSON, in which the order of keys means nothing;"
+        " sorted, the file only reads the same from one write to the next",
     ),
     Equivalent(
         "recorder",

@@ -80,6 +80,9 @@ def test_a_failure_opens_an_item_and_a_later_success_closes_it(repo: Path) -> No
     assert open_items(rec.log.read()) == []
     (closed,) = [e for e in events(repo, "inbox_closed") if e.data["id"] == item.id]
     assert (closed.data["resolution"], closed.data["by"]) == ("superseded", "r2")
+    # The log says why, under the failed run's task (what `history` and `inbox --task` read).
+    assert closed.data["reason"] == "the task succeeded in run r2"
+    assert (closed.run, closed.loop, closed.task) == ("r1", "ship", "t1")
     assert item.id not in (repo / ".loop" / "INBOX.md").read_text()
 
 

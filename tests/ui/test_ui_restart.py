@@ -101,6 +101,9 @@ def test_a_stored_session_ends_when_idle_or_at_its_age_as_before(tmp_path: Path)
     data = json.loads(store.read_text())
     assert data["sessions"] == {}
     assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    # The folder was made (with its parents) for this user alone: not even the names of the
+    # stores, one per dashboard address and port, are listed to anyone else.
+    assert stat.S_IMODE(store.parent.stat().st_mode) == 0o700
 
 
 def test_a_store_open_to_others_or_not_ours_is_ignored(tmp_path: Path) -> None:
