@@ -951,6 +951,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " _remove_entry), with no agent running: the descriptor never names a link",
     ),
     Equivalent(
+        "atomicfile",
+        "ast/DropFlag",
+        "dfd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)",
+        _CLOEXEC,
+        replacement="(os.O_RDONLY)",
+    ),
+    Equivalent(
         "ui-security",
         "ast/DropKeyword",
         'data = json.dumps({"format": STORE_FORMAT, "sessions": records}, sort_keys=True)',

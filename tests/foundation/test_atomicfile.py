@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.outside_tmp import Place
 
 from loopctl.atomicfile import fsync_dir, sweep_temp_files, write_atomic
 
@@ -149,3 +150,28 @@ def test_a_folder_that_cannot_be_opened_or_synced_is_no_error(tmp_path: Path) ->
     # and a write must not fail on the folder's flush alone.
     fsync_dir(tmp_path / "absent")
     fsync_dir(Path("/proc"))
+
+
+def test_a_writer_killed_before_its_rename_leaves_the_old_file_and_a_leftover_the_sweep_takes(
+    place: Place,
+) -> None:
+    """A real writer dies (SIGKILL) between writing its temp file and renaming it: the file it
+    replaced is whole, and what it left is in the same folder, named so the next sweep removes
+    it (not in /tmp, nor under a name no sweep looks for)."""
+    folder = place.base / "repo" / ".loop"
+    target = folder / "STATE.md"
+    write_atomic(target, "before\n")
+    code = (
+        "import os, signal, sys; from pathlib import Path; import loopctl.atomicfile as a;"
+        "a.os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL);"
+        "a.write_atomic(Path(sys.argv[1]), 'after\\n')"
+    )
+
+    died = subprocess.run([PY, "-c", code, str(target)], check=False, capture_output=True)
+
+    assert died.returncode == -9, died.stderr
+    assert target.read_text() == "before\n"
+    (leftover,) = [p for p in folder.iterdir() if p != target]
+    assert leftover.read_text() == "after\n"
+    assert sweep_temp_files(folder) == 1
+    assert list(folder.iterdir()) == [target]
