@@ -350,6 +350,17 @@ def test_pr_and_merge_go_through_gh_after_each_approval(
     (merge,) = [c for c in gh_calls(calls) if c[:2] == ["pr", "merge"]]
     assert f"--match-head-commit={sha}" in merge
     assert events(repo, "task_finished", "main")[-1].data["status"] == "done"
+    # The log says what each step ran, on which commit, and on whose approval (the traces,
+    # `status` and the ref checks read it there).
+    started = [
+        (e.data["action"], e.data["commit"], e.data["gated"], e.data["approval"])
+        for e in events(repo, "action_started", "main")
+    ]
+    assert started == [
+        ("push", sha, True, push_item["id"]),
+        ("pr", sha, False, None),
+        ("merge", sha, True, merge_item["id"]),
+    ]
 
 
 def test_a_failing_gh_fails_the_delivery_into_the_inbox(

@@ -54,8 +54,8 @@ def test_an_approval_shown_as_a_plain_push_is_asked_again_once_the_push_would_fo
     assert remote_refs(remote) == {f"refs/heads/{BRANCH}": persons}
     assert events(repo, "action_started", "main") == []  # the push never began
     closed = [e for e in events(repo, "inbox_closed") if e.data["id"] == shown["id"]]
-    assert [(e.data["resolution"], e.data.get("reason")) for e in closed] == [
-        ("superseded", "the remote branch changed since it was shown")
+    assert [(e.data["resolution"], e.data.get("reason"), e.task) for e in closed] == [
+        ("superseded", "the remote branch changed since it was shown", "main")
     ]
     asked = the_approval(monkeypatch, repo)
     assert asked["id"] != shown["id"]
