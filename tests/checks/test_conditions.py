@@ -13,6 +13,7 @@ import pytest
 from loopctl.checks.conditions import ResolvedCondition, is_builtin, resolve_condition
 from loopctl.checks.counts import TestCounts, parse_test_counts, unproven_pass, weakened
 from loopctl.checks.runner_detection import runner_of, runner_protect
+from loopctl.checks.verdicts import protected_violations
 from loopctl.errors import UsageError
 
 
@@ -813,3 +814,52 @@ def test_nested_package_json_is_protected_only_in_a_workspace(tmp_path: Path) ->
     assert "**/package.json" not in runner_protect(("npm", "test"), tmp_path)
     write(tmp_path, {"package.json": json.dumps({"workspaces": ["packages/*"]})})
     assert "**/package.json" in runner_protect(("npm", "test"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("condition", "files", "weakening"),
+    [
+        # ruff reads the nearest configuration to each file: one added in a sub-folder wins.
+        (
+            "lint clean",
+            {"ruff.toml": ""},
+            ["ruff.toml", ".ruff.toml", "pyproject.toml", "pkg/ruff.toml", "pkg/sub/.ruff.toml"],
+        ),
+        (
+            "lint clean",
+            {"eslint.config.mjs": "export default []\n"},
+            [
+                "eslint.config.js",
+                "eslint.config.mjs",
+                ".eslintrc.json",
+                "src/.eslintrc.yml",
+                ".eslintignore",
+                "package.json",
+            ],
+        ),
+        (
+            "types check",
+            {"mypy.ini": "[mypy]\nstrict = True\n"},
+            ["mypy.ini", ".mypy.ini", "setup.cfg", "pyproject.toml"],
+        ),
+        (
+            "types check",
+            {"tsconfig.json": "{}"},
+            [
+                "tsconfig.json",
+                "tsconfig.build.json",
+                "packages/a/tsconfig.json",
+                "packages/a/tsconfig.base.json",
+            ],
+        ),
+    ],
+)
+def test_a_maker_cannot_weaken_a_built_in_check_through_any_file_its_tool_reads(
+    tmp_path: Path, condition: str, files: dict[str, str], weakening: list[str]
+) -> None:
+    resolved = resolve_condition(condition, write(tmp_path, files))
+    changed = [*weakening, "pkg/app.py", "src/index.ts"]
+
+    refused = protected_violations(changed, protected=resolved.protect, scope=())
+
+    assert [line.split(" (")[0] for line in refused] == weakening
