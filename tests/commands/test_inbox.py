@@ -414,6 +414,44 @@ def test_a_custom_action_runs_in_the_worktree_once_approved(
     assert entry["secret_seen"] is False
 
 
+def test_a_custom_action_gets_the_projects_allowed_secret_and_its_output_is_kept(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deploy that needs a token the user allowed in [env] gets it (and nothing else the
+    sandboxless action could leak); what it printed is kept in the run's folder."""
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("DEPLOY_SECRET", "hunter2-hunter2")
+    gated_run(repo, tmp_path, monkeypatch, f'actions = ["commit", {action(ledger, "deploy")}]')
+    config = repo / ".loop" / "config.toml"
+    config.write_text(config.read_text() + '\n[env]\nallow = ["DEPLOY_SECRET"]\n')
+    item = the_approval(monkeypatch, repo)
+
+    assert invoke(monkeypatch, repo, "inbox", "approve", item["id"]).exit_code == 0
+
+    (entry,) = ledger_entries(ledger)
+    assert entry["secret_seen"] is True
+    (out,) = (repo / ".loop" / "runs" / item["run"] / "main").glob("deliver-*-deploy.out")
+    assert out.read_text() == "deploy done\n"
+
+
+def test_a_custom_action_that_hangs_is_stopped_and_fails_the_delivery(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopctl.delivery.steps import custom
+
+    monkeypatch.setattr(custom, "CUSTOM_TIMEOUT", 1.0)
+    hang = [sys.executable, "-c", "import time; time.sleep(3600)"]
+    deploy = '{ name = "deploy", argv = ' + json.dumps(hang) + " }"
+    gated_run(repo, tmp_path, monkeypatch, f'actions = ["commit", {deploy}]')
+    item = the_approval(monkeypatch, repo)
+
+    approved = invoke(monkeypatch, repo, "inbox", "approve", item["id"])
+
+    assert approved.exit_code == 1
+    assert "`deploy` timed out" in approved.output
+    assert events(repo, "task_finished", "main")[-1].data["status"] == "failed"
+
+
 def test_listing_flags_work_in_the_fast_path_and_in_typer(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
