@@ -951,6 +951,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " _remove_entry), with no agent running: the descriptor never names a link",
     ),
     Equivalent(
+        "definition-fields",
+        "ast/DropKeyword",
+        "return table.number(field.key, default, minimum=float(field.minimum))",
+        "every `number` field has the spec's default minimum, 0, which is also Table.number's"
+        " default: a negative budget or price is refused either way (SPEC_ERRORS' max_usd)",
+    ),
+    Equivalent(
         "atomicfile",
         "ast/DropFlag",
         "dfd = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)",

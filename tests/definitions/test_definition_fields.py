@@ -355,6 +355,11 @@ SPEC_ERRORS = [
         AGENT_BASE + "context_window = 999\n",
         (3, "'context_window' must be at least 1000, not 999"),
     ),
+    # A number's minimum (a negative budget), a list that takes no lone string (an agent's
+    # args: "--x" is not split into words), a required command.
+    (CONFIG, "[budget]\nmax_usd = -5\n", (2, "'max_usd' in [budget] must be at least 0.0, not -5")),
+    (AGENT, AGENT_BASE + 'args = "--x"\n', (3, "'args' must be a list of strings, not a string")),
+    (LOOP, '[tasks]\nid = "x"\n', (1, "missing required key 'command' in [tasks]")),
 ]
 
 
