@@ -950,6 +950,20 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "_chmod_at is given only names lstat saw as folders just before (open_up,"
         " _remove_entry), with no agent running: the descriptor never names a link",
     ),
+    *(
+        Equivalent(
+            target,
+            "ast/DropKeyword",
+            "target = git(",
+            "recycle_checkout reads the id an existing branch holds: a replace ref changes what"
+            " an object's content reads as, never the id a ref names (rev-parse of a replaced"
+            " commit's branch gives the original id, checked on git 2.39); the reset that reads"
+            " the content keeps _NO_REPLACE",
+            "git(['rev-parse', '--verify', '--quiet', '--end-of-options', f'{ref}^{{commit}}'],"
+            " cwd=worktree)",
+        )
+        for target in ("git-worktrees", "git-hardening-worktrees")
+    ),
     Equivalent(
         "definition-fields",
         "ast/DropKeyword",
