@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from loopctl.globs import first_match
@@ -103,7 +103,7 @@ class Measured:
 class Comparison:
     said: str
     measured: Measured
-    disagree: tuple[str, ...] = field(default_factory=tuple)
+    disagree: tuple[str, ...]  # each way what was said and what was measured differ
 
     def to_json(self) -> dict[str, Any]:
         m = self.measured

@@ -11,6 +11,7 @@ from loopctl.checks.claims import (
     claims_in,
     compare,
     diff_size,
+    from_counts,
     out_of_scope,
 )
 
@@ -165,3 +166,11 @@ def test_counts_read_as_a_human_writes_them() -> None:
 def test_diff_size_counts_added_and_removed_lines_not_headers() -> None:
     diff = "--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n-a\n+b\n+c\n d\n"
     assert diff_size(diff) == (2, 1)
+
+
+def test_the_counts_shown_beside_a_claim_take_errors_as_failures() -> None:
+    # A test that errored (a broken fixture, an import error) made the run as red as a failed
+    # one: a claim of "all passed" beside it disagrees.
+    assert from_counts(5, 1, errors=2, skipped=3) == Counts(passed=5, failed=3, skipped=3)
+    said = compare("All 5 tests pass.", Measured(check_passed=True, tests=from_counts(5, 0, 1)))
+    assert said.disagree == ("says the tests pass, but loopctl counted 1 failed",)
