@@ -863,3 +863,16 @@ def test_a_maker_cannot_weaken_a_built_in_check_through_any_file_its_tool_reads(
     refused = protected_violations(changed, protected=resolved.protect, scope=())
 
     assert [line.split(" (")[0] for line in refused] == weakening
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # ESLint 9's flat configs, then the legacy ones ESLint 8 still reads.
+        *(f"eslint.config.{ext}" for ext in ("js", "mjs", "cjs", "ts", "mts", "cts")),
+        *(f".eslintrc{ext}" for ext in ("", ".js", ".cjs", ".json", ".yml", ".yaml")),
+    ],
+)
+def test_lint_clean_runs_eslint_for_any_config_file_it_reads(tmp_path: Path, config: str) -> None:
+    resolved = resolve_condition("lint clean", write(tmp_path, {config: "{}\n"}))
+    assert resolved.argv == ("npx", "--no", "eslint", ".")
