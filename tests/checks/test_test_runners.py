@@ -224,3 +224,36 @@ def test_a_report_that_is_no_json_object_is_unreadable(data: str) -> None:
             assert runners.read_report(armed) == runners.Report("unreadable", {})
         finally:
             runners.disarm(armed)
+
+
+@pytest.mark.parametrize(
+    ("argv", "runner"),
+    [
+        # Every environment manager's `run` runs the command after it (its own options first).
+        *(
+            ((wrapper, "run", "pytest", "-q"), "pytest")
+            for wrapper in ("poetry", "pipenv", "pdm", "hatch")
+        ),
+        (("rye", "run", "pytest"), "pytest"),
+        (("uv", "run", "--frozen", "pytest"), "pytest"),
+        (("poetry", "run", "python", "-m", "pytest"), "pytest"),
+        (("python3.12", "-X", "dev", "-m", "pytest"), "pytest"),
+        # A node package manager's scripts and the packages it executes.
+        (("bun", "run", "test"), "npm"),
+        (("npm", "run-script", "test"), "npm"),
+        (("npm", "run", "test:unit"), "npm"),
+        (("pnpm", "dlx", "vitest", "run"), "vitest"),
+        (("yarn", "dlx", "jest"), "jest"),
+        (("yarn", "exec", "jest"), "jest"),
+        (("pnpm", "exec", "jest"), "jest"),
+        (("bunx", "jest"), "jest"),
+        # `-m` of a program that is not Python names no module.
+        (("./ci.sh", "-m", "pytest"), None),
+    ],
+)
+def test_a_runner_is_recognised_however_the_project_starts_it(
+    argv: tuple[str, ...], runner: str | None
+) -> None:
+    """A check whose runner goes unrecognised has its counts unread: a run that forces exit 0
+    over failed tests would pass. So every usual way of starting one is named here."""
+    assert runner_of(argv) == runner
