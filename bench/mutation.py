@@ -2235,6 +2235,21 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for alias in ("ProtectOf = Callable[", "Found = tuple[tuple[str, ...], tuple[str, ...]]")
     ),
+    *(
+        Equivalent(
+            "ui-door",
+            "ast/DropKeyword",
+            "response.set_cookie(",
+            f"starlette's set_cookie defaults to {default}: the keyword only says it where the"
+            " cookie's flags are chosen (the Set-Cookie header is read in test_ui_security"
+            "_mutants)",
+            "response.set_cookie(guard.cookie, session, " + kept + ")",
+        )
+        for default, kept in (
+            ("path='/'", "httponly=True, samesite='strict', secure=False"),
+            ("secure=False", "httponly=True, samesite='strict', path='/'"),
+        )
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",
