@@ -242,6 +242,8 @@ def test_a_report_that_is_no_json_object_is_unreadable(data: str) -> None:
         (("bun", "run", "test"), "npm"),
         (("npm", "run-script", "test"), "npm"),
         (("npm", "run", "test:unit"), "npm"),
+        (("npm", "t"), "npm"),  # npm's own aliases of `npm test`
+        (("npm", "tst"), "npm"),
         (("pnpm", "dlx", "vitest", "run"), "vitest"),
         (("yarn", "dlx", "jest"), "jest"),
         (("yarn", "exec", "jest"), "jest"),
