@@ -2265,6 +2265,18 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " C or POSIX locale into UTF-8 (PEP 538 and 540), and only a legacy 8-bit locale (such"
         " as ISO-8859-1, not installed here) would read a non-ASCII path otherwise",
     ),
+    *(
+        Equivalent(
+            "conditions",
+            operator,
+            '_TSC_PROTECT = ("tsconfig.json", "tsconfig.*.json", "**/tsconfig.json",',
+            "a protect glob's `**/` matches no folder too (loopctl.globs): **/tsconfig.*.json"
+            " protects the root's tsconfig.build.json as well (test_a_maker_cannot_weaken_a"
+            "_built_in_check_through_any_file_its_tool_reads)",
+            occurrence=1,
+        )
+        for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",

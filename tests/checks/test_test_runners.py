@@ -238,6 +238,7 @@ def test_a_report_that_is_no_json_object_is_unreadable(data: str) -> None:
         (("uv", "run", "--frozen", "pytest"), "pytest"),
         (("poetry", "run", "python", "-m", "pytest"), "pytest"),
         (("python3.12", "-X", "dev", "-m", "pytest"), "pytest"),
+        (("py.test", "-q"), "pytest"),  # pytest's older name, still installed with it
         # A node package manager's scripts and the packages it executes.
         (("bun", "run", "test"), "npm"),
         (("npm", "run-script", "test"), "npm"),
