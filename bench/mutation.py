@@ -2277,6 +2277,50 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
     ),
+    Equivalent(
+        "sandbox-cli-state",
+        "ast/DropKeyword",
+        'path.write_text("{}\\n", encoding="utf-8")',
+        "the text written is `{}` and a newline, the same bytes in every encoding Python runs with",
+    ),
+    Equivalent(
+        "sandbox-cli-state",
+        "ast/DropKeyword",
+        "path.mkdir(parents=True, exist_ok=True)",
+        "make_places makes the folder only after `not path.exists()`, under suppress(OSError):"
+        " exist_ok differs only when something appears between the two, and then either way"
+        " the folder is there and nothing else is done",
+        "path.mkdir(parents=True)",
+    ),
+    Equivalent(
+        "sandbox-git-admin",
+        "ast/DropFlag",
+        "os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))",
+        "stand_in only creates: with O_CREAT | O_EXCL the open makes the empty file or fails,"
+        " and the descriptor is closed unread and unwritten, so its access mode changes nothing",
+        "(os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)",
+    ),
+    Equivalent(
+        "sandbox-git-admin",
+        "ast/DropFlag",
+        "os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))",
+        _EXCL_NOFOLLOW,
+        "(os.O_WRONLY | os.O_CREAT | os.O_EXCL)",
+    ),
+    *(
+        Equivalent(
+            "sandbox-git-admin",
+            "ast/DropKeyword",
+            line,
+            "a worktree's `.git` and `commondir` are read as UTF-8 either way: Python 3.7+ turns"
+            " a C or POSIX locale into UTF-8 (PEP 538 and 540); only a legacy 8-bit locale, not"
+            " installed here, would read a non-ASCII path otherwise",
+        )
+        for line in (
+            'text = dot_git.read_text(encoding="utf-8").strip()',
+            'named = Path(common_file.read_text(encoding="utf-8").strip())',
+        )
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",

@@ -250,3 +250,25 @@ def test_a_snapshot_of_another_tree_is_refused_and_the_task_stops(tmp_path: Path
     reasons = " ".join(json.dumps(item) for item in inbox)
     assert "refusing to snapshot" in reasons, inbox
     assert "not the worktree itself" in reasons, inbox
+
+
+def test_a_stand_in_never_replaces_opens_or_follows_what_is_already_there(tmp_path: Path) -> None:
+    """The empty stand-in is made only where nothing is: a file is kept as it is, a link is not
+    followed (its target is not created), and a FIFO does not block loopctl (an open for
+    writing would wait for a reader forever)."""
+    kept, link, fifo = tmp_path / "file", tmp_path / "link", tmp_path / "fifo"
+    kept.write_text("[core]\n")
+    link.symlink_to(tmp_path / "target")
+    os.mkfifo(fifo)
+    code = (
+        "import sys; from pathlib import Path; from loopctl.sandbox.git_admin import stand_in\n"
+        "for name in sys.argv[1:]: stand_in(Path(name))"
+    )
+    paths = [str(p) for p in (kept, link, fifo, tmp_path / "absent")]
+
+    # A hang is the failure looked for: the bound is far above the milliseconds this takes.
+    subprocess.run([PY, "-c", code, *paths], check=True, timeout=120)
+
+    assert kept.read_text() == "[core]\n"
+    assert not (tmp_path / "target").exists()
+    assert (tmp_path / "absent").read_bytes() == b""
