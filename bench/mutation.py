@@ -2321,6 +2321,21 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             'named = Path(common_file.read_text(encoding="utf-8").strip())',
         )
     ),
+    Equivalent(
+        "conditions",
+        "ast/DropElement",
+        'return ("cargo", "build"), ("Cargo.toml", "**/Cargo.toml", "build.rs")',
+        "a protect glob's `**/` matches no folder too (loopctl.globs): **/Cargo.toml protects"
+        " the root's manifest as well",
+        "('**/Cargo.toml', 'build.rs')",
+    ),
+    Equivalent(
+        "sandbox-binds",
+        "ast/DropKeyword",
+        "work.mkdir(parents=True, exist_ok=True)",
+        "`work`'s parent is `upper`'s, which the line before made (parents=True) or found",
+        "work.mkdir(exist_ok=True)",
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",

@@ -837,6 +837,23 @@ def test_nested_package_json_is_protected_only_in_a_workspace(tmp_path: Path) ->
                 "package.json",
             ],
         ),
+        # A workspace member's manifest, the build script.
+        ("build passes", {"Cargo.toml": ""}, ["Cargo.toml", "crates/a/Cargo.toml", "build.rs"]),
+        # pytest takes the config file nearest the tests, and every conftest.py on the way.
+        (
+            "tests green",
+            {"pytest.ini": "[pytest]\n"},
+            [
+                "pytest.ini",
+                "pkg/pytest.ini",
+                "pkg/.pytest.ini",
+                "sub/pytest.toml",
+                "sub/.pytest.toml",
+                "conftest.py",
+                "pkg/conftest.py",
+                "tests/test_add.py",
+            ],
+        ),
         (
             "types check",
             {"mypy.ini": "[mypy]\nstrict = True\n"},
