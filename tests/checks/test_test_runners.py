@@ -21,6 +21,7 @@ from loopctl.checks.conditions import resolve_condition
 from loopctl.checks.counts import TestCounts, parse_test_counts, unproven_pass
 from loopctl.checks.runner_detection import detect_tests, prints_summary, runner_of, runner_protect
 from loopctl.checks.test_runners import RUNNERS, Reporter, TestRunner
+from loopctl.checks.verdicts import protected_violations
 
 CHECKS = Path(test_runners.__file__).parent
 ENTRIES = {runner.name: runner for runner in RUNNERS}
@@ -260,3 +261,53 @@ def test_a_runner_is_recognised_however_the_project_starts_it(
     """A check whose runner goes unrecognised has its counts unread: a run that forces exit 0
     over failed tests would pass. So every usual way of starting one is named here."""
     assert runner_of(argv) == runner
+
+
+@pytest.mark.parametrize(
+    ("argv", "weakening", "source"),
+    [
+        (
+            ("npm", "test"),
+            [
+                *("src/add.test.js", "src/add.spec.ts", "__tests__/a.js", "src/__tests__/b.js"),
+                *("test/x.js", "tests/y.js", "package.json", ".npmrc", ".yarnrc", ".yarnrc.yml"),
+                *(".pnpmfile.cjs", "bunfig.toml", "jest.config.js", "pkg/jest.config.ts"),
+                *("jest.setup.js", "vitest.config.ts", "pkg/vitest.config.mts"),
+                *("vitest.workspace.ts", "vitest.setup.ts", "vite.config.ts", "babel.config.js"),
+                *(".babelrc", ".babelrc.json", ".swcrc", "setupTests.js", "src/setupTests.ts"),
+                *(".mocharc.yml", "node_modules/.bin/jest"),
+            ],
+            "src/add.js",
+        ),
+        (
+            ("python3", "-m", "unittest", "discover"),
+            ["tests/test_a.py", "test/helpers.py", "pkg/test_b.py", "pkg/tests.py"],
+            "pkg/add.py",
+        ),
+        (
+            ("cargo", "test"),
+            [
+                *("tests/it.rs", "crates/a/tests/it.rs", "Cargo.toml", "crates/a/Cargo.toml"),
+                *("build.rs", "crates/a/build.rs", ".cargo/config.toml"),
+                *("crates/a/.cargo/config.toml", "rust-toolchain", "rust-toolchain.toml"),
+            ],
+            "src/lib.rs",
+        ),
+        (
+            ("go", "test", "./..."),
+            [
+                *("add_test.go", "pkg/add_test.go", "testdata/x.json", "pkg/testdata/y.json"),
+                *("go.mod", "pkg/go.mod", "go.work", "vendor/github.com/x/y/assert.go"),
+            ],
+            "pkg/add.go",
+        ),
+    ],
+)
+def test_a_maker_cannot_weaken_a_test_run_through_any_file_its_runner_reads(
+    tmp_path: Path, argv: tuple[str, ...], weakening: list[str], source: str
+) -> None:
+    """The tests, the runner's configuration and what replaces the runner, for each runner
+    loopctl counts: a change to any of them is refused, a change to the code is not."""
+    protect = runner_protect(argv, tmp_path)
+    refused = protected_violations([*weakening, source], protected=protect, scope=())
+    assert [line.split(" (")[0] for line in refused] == weakening
