@@ -2336,6 +2336,16 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "`work`'s parent is `upper`'s, which the line before made (parents=True) or found",
         "work.mkdir(exist_ok=True)",
     ),
+    *(
+        Equivalent(
+            "sandbox-host",
+            "ast/DropKeyword",
+            f"@functools.lru_cache(maxsize={size})",
+            "how many answers the cache keeps, never what they are: one bwrap (bwrap_version) or"
+            " one machine (probe) is asked about in a process",
+        )
+        for size in (8, 1)
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",

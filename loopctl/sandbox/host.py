@@ -53,7 +53,7 @@ PROBE_TIMEOUT_S: float = 20
 def bwrap_version(program: str) -> tuple[int, ...] | None:
     """`bwrap --version` as numbers (`bubblewrap 0.11.0` is (0, 11, 0)); None when unknown."""
     try:
-        done = process.run([program, "--version"], cwd=Path("/"), env={}, timeout=20)
+        done = process.run([program, "--version"], cwd=Path("/"), env={}, timeout=PROBE_TIMEOUT_S)
     except (OSError, process.ProgramNotFound):
         return None
     words = done.stdout_tail.split()

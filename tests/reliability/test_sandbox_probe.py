@@ -160,6 +160,21 @@ def test_a_bwrap_that_never_finishes_is_no_sandbox(
     )
 
 
+def test_a_bwrap_whose_version_never_comes_is_taken_for_an_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bwrap --version` that hangs holds loopctl no longer than the probe's bound, and a
+    version it could not read gets no option a newer bwrap would need (20 s; here 2, against a
+    fake that never answers)."""
+    if not LINUX:
+        pytest.skip("bubblewrap is Linux only")
+    monkeypatch.setattr(host, "PROBE_TIMEOUT_S", 2)
+    bwrap = fake_bwrap(tmp_path, '[ "$1" = --version ] && exec sleep 600')
+
+    assert host.bwrap_version(str(bwrap)) is None
+    assert not host.knows_disable_userns(str(bwrap))
+
+
 # Run as root in a mount namespace of its own (`unshare --mount`): the system folder given is
 # overlaid with a writable layer of the namespace's own, where a `bwrap` is put (it runs the
 # bundled one); nothing of the host's folder is touched. Prints the bwrap loopctl finds.
