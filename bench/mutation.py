@@ -487,6 +487,9 @@ TARGETS: dict[str, Target] = {
             # In place, with the sandbox: the turn's object layer beside its state folder lies
             # inside the checkout, and is dropped, not refused.
             "tests/engine/test_engine_goal.py::test_goal_in_place_fixes_the_checkout_without_a_branch",
+            # The kernel's limits (the watcher's are the other guard): slow, so last.
+            "tests/reliability/test_limits.py::"
+            "test_a_fork_bomb_as_an_unprivileged_user_is_bounded_by_the_kernel",
         ),
         timeout=300.0,
         why="invariant 11: the sandbox made from what the machine offers; a private layer an"
@@ -2345,6 +2348,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " one machine (probe) is asked about in a process",
         )
         for size in (8, 1)
+    ),
+    Equivalent(
+        "sandbox-host",
+        "ast/DropKeyword",
+        "libc = ctypes.CDLL(None, use_errno=True)",
+        "harden_self never reads errno: prctl's result is not looked at (a failure leaves the"
+        " process as dumpable as before, which the PID namespace covers)",
     ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(

@@ -627,3 +627,24 @@ def test_tmp_declared_readable_by_name_is_the_one_way_to_see_it(tmp_path: Path) 
             worktree,
         )
     assert ran.stdout_tail.split() == ["True"], ran.output_tail()
+
+
+def test_a_sandbox_on_a_bwrap_older_than_0_8_is_not_told_disable_userns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine's bwrap decides: one that predates `--disable-userns` would refuse to start
+    with it, so every agent would fail to start at all."""
+    from loopctl.sandbox import host
+
+    old = tmp_path / "bwrap"
+    old.write_text("#!/bin/sh\necho 'bubblewrap 0.6.1'\n")
+    old.chmod(0o755)
+    monkeypatch.setattr(host, "probe", lambda: ("bwrap", str(old), ""))
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+
+    box = sandbox.make_sandbox(root=checkout, worktree=checkout)
+
+    args = box.bwrap_args(checkout, {"HOME": str(tmp_path)}, sys.executable)
+    assert "--disable-userns" not in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
