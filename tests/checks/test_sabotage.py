@@ -123,6 +123,8 @@ HOSTILE: list[tuple[str, str, tuple[str, ...]]] = [
     ("node-exit", "test/setup.js", ("process.exit(0);",)),
     ("node-exit", "jest.setup.js", ("process.reallyExit(0)",)),
     ("node-exit", "src/index.js", ("process.on('exit', f)", "function f() { process.exit(0) }")),
+    # A command-line entry point may exit, but not from an exit handler it registers.
+    ("node-exit", "bin/cli.js", ("process.on('exit', f)", "function f() { process.exit(0) }")),
     ("node-exit-code", "src/index.js", ("process.exitCode = 0;",)),
     ("node-exit-code", "src/index.mjs", ("process['exitCode'] = 0",)),
     ("test-globals", "src/index.js", ("global.test = (name, fn) => {};",)),
@@ -360,6 +362,11 @@ def test_a_file_whose_name_holds_a_tab_is_read_by_its_name(tmp_path: Path) -> No
 
     assert '"b/a\\tb.py"' in diff
     assert [(f.path, f.rule) for f in scan_diff(diff)] == [("a\tb.py", "hard-exit")]
+
+
+def test_a_whole_file_scanned_names_the_line_as_an_editor_counts_it() -> None:
+    (found,) = scan(lines_of_files({"src/a.py": "import os\n\nos._exit(0)\n"}))
+    assert found.where() == "src/a.py:3"
 
 
 def test_a_long_line_is_quoted_cut() -> None:
