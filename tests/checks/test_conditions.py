@@ -839,6 +839,9 @@ def test_nested_package_json_is_protected_only_in_a_workspace(tmp_path: Path) ->
         ),
         # A workspace member's manifest, the build script.
         ("build passes", {"Cargo.toml": ""}, ["Cargo.toml", "crates/a/Cargo.toml", "build.rs"]),
+        ("build passes", {"go.mod": ""}, ["go.mod"]),
+        ("build passes", {"package.json": '{"scripts": {"build": "tsc"}}'}, ["package.json"]),
+        ("build green", {"GNUmakefile": "all:\n\ttrue\n"}, ["GNUmakefile"]),
         # pytest takes the config file nearest the tests, and every conftest.py on the way.
         (
             "tests green",
