@@ -896,3 +896,20 @@ def test_a_maker_cannot_weaken_a_built_in_check_through_any_file_its_tool_reads(
 def test_lint_clean_runs_eslint_for_any_config_file_it_reads(tmp_path: Path, config: str) -> None:
     resolved = resolve_condition("lint clean", write(tmp_path, {config: "{}\n"}))
     assert resolved.argv == ("npx", "--no", "eslint", ".")
+
+
+@pytest.mark.parametrize(
+    ("condition", "files"),
+    [
+        ("lint clean", {"eslint.config.js": "export default []\n"}),
+        ("types check", {"tsconfig.json": "{}"}),
+    ],
+)
+def test_npx_never_downloads_the_tool_a_built_in_check_runs(
+    tmp_path: Path, condition: str, files: dict[str, str]
+) -> None:
+    """`--no`: a project without the tool installed fails the check visibly; npx would
+    otherwise fetch whatever package has the name from the registry and run it."""
+    resolved = resolve_condition(condition, write(tmp_path, files))
+    assert resolved.argv is not None
+    assert resolved.argv[:2] == ("npx", "--no")
