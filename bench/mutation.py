@@ -2356,6 +2356,15 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "harden_self never reads errno: prctl's result is not looked at (a failure leaves the"
         " process as dumpable as before, which the PID namespace covers)",
     ),
+    *(
+        Equivalent(
+            "recorder",
+            operator,
+            'self._timer.name = "loopctl-projections-paced"',
+            "a thread's name, shown only by a debugger or a thread dump",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",

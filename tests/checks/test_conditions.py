@@ -913,3 +913,21 @@ def test_npx_never_downloads_the_tool_a_built_in_check_runs(
     resolved = resolve_condition(condition, write(tmp_path, files))
     assert resolved.argv is not None
     assert resolved.argv[:2] == ("npx", "--no")
+
+
+@pytest.mark.parametrize(
+    ("text", "files"),
+    [
+        *((text, {"ruff.toml": ""}) for text in ("lint clean", "Lint Passes")),
+        *((text, {"go.mod": ""}) for text in ("build passes", "build green")),
+        *(
+            (text, {"tsconfig.json": "{}"})
+            for text in ("types check", "type check passes", "types pass")
+        ),
+    ],
+)
+def test_every_spelling_of_the_other_built_ins_is_built_in(
+    tmp_path: Path, text: str, files: dict[str, str]
+) -> None:
+    assert resolve_condition(text, write(tmp_path, files)).source == "builtin"
+    assert is_builtin(text)
