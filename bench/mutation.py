@@ -2272,6 +2272,17 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         Equivalent(
             "conditions",
             operator,
+            'return ("cargo", "build"), ("Cargo.toml", "**/Cargo.toml", "build.rs")',
+            "a protect glob's `**/` matches no folder too (loopctl.globs): **/Cargo.toml protects"
+            " the root's manifest whatever the first glob says",
+            occurrence=2,
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
+    *(
+        Equivalent(
+            "conditions",
+            operator,
             '_TSC_PROTECT = ("tsconfig.json", "tsconfig.*.json", "**/tsconfig.json",',
             "a protect glob's `**/` matches no folder too (loopctl.globs): **/tsconfig.*.json"
             " protects the root's tsconfig.build.json as well (test_a_maker_cannot_weaken_a"
@@ -2356,14 +2367,15 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "harden_self never reads errno: prctl's result is not looked at (a failure leaves the"
         " process as dumpable as before, which the PID namespace covers)",
     ),
-    *(
-        Equivalent(
-            "recorder",
-            operator,
-            'self._timer.name = "loopctl-projections-paced"',
-            "a thread's name, shown only by a debugger or a thread dump",
-        )
-        for operator in ("ast/ChangeString", "ast/EmptyString")
+    Equivalent(
+        "recorder",
+        "ast/DropKeyword",
+        'thread = threading.Thread(target=render, name="loopctl-projections", daemon=True)',
+        "the background render writes two files and ends; daemon only decides whether an"
+        " interpreter exiting in those milliseconds waits for it, and every command's last"
+        " refresh_projections joins it first (test_a_background_render_is_done_and_current"
+        "_when_a_foreground_one_returns)",
+        "threading.Thread(target=render, name='loopctl-projections')",
     ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(

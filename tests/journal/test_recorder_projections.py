@@ -49,3 +49,48 @@ def test_a_background_render_that_fails_leaves_the_failure_to_the_foreground(
     with pytest.raises(IsADirectoryError):
         rec.refresh_projections()
     assert renders_alive() == []
+
+
+def paced_timers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "loopctl-projections-paced"]
+
+
+def _paced(repo: Path, pace_s: float) -> Recorder:
+    """A paced recorder (`up`'s) whose first render is done: the next refresh waits."""
+    make_project(repo, "fixer.py")
+    rec = Recorder(load_project(repo), pace_s=pace_s)
+    rec.emit(EventType.TICK_STARTED, run="r1", loop="l", kind="tick")
+    rec.emit(EventType.TASK_FOUND, run="r1", loop="l", task="first", prompt="p")
+    rec.refresh_projections()
+    assert "first" in rec.paths.state_md.read_text(encoding="utf-8")
+    rec.emit(EventType.TASK_FOUND, run="r1", loop="l", task="second", prompt="p")
+    return rec
+
+
+def test_a_refresh_held_back_by_the_pace_is_rendered_by_its_timer(repo: Path) -> None:
+    rec = _paced(repo, pace_s=0.2)
+
+    rec.refresh_projections()
+
+    (timer,) = paced_timers()  # one timer, whatever the number of refreshes it holds back
+    rec.refresh_projections()
+    assert paced_timers() == [timer]
+    timer.join()  # synchronised on the timer itself, however slow the machine
+    assert "second" in rec.paths.state_md.read_text(encoding="utf-8")
+
+
+def test_a_paced_refresh_soon_waits_for_the_pace_and_the_flush_renders_it(repo: Path) -> None:
+    rec = _paced(repo, pace_s=3600.0)
+
+    rec.refresh_projections_soon()
+
+    for thread in renders_alive():  # an unpaced background render, were one started
+        thread.join()
+    assert "second" not in rec.paths.state_md.read_text(encoding="utf-8")
+    assert len(paced_timers()) == 1
+    rec.flush_projections()
+    assert "second" in rec.paths.state_md.read_text(encoding="utf-8")
+    # The flush rendered what the timer held: the timer is cancelled, not left for an hour.
+    for thread in paced_timers():
+        thread.join(timeout=60)
+    assert paced_timers() == []
