@@ -69,6 +69,7 @@ def test_a_failure_opens_an_item_and_a_later_success_closes_it(repo: Path) -> No
     assert (item.kind, item.run, item.task) == (ItemKind.FAILED, "r1", "t1")
     assert item.summary == "t1: push failed"
     assert item.evidence["stage"] == "deliver"
+    assert item.evidence["outcome"] == "failed"  # the inbox's OUTCOME column
     assert item.id in (repo / ".loop" / "INBOX.md").read_text()  # projections rendered
 
     end_task(
