@@ -125,3 +125,19 @@ def _restarted(store: Path) -> Sessions:
     made = Sessions()
     made.persist(store)
     return made
+
+
+def test_a_restart_forgets_the_sessions_that_ended_while_it_was_down(tmp_path: Path) -> None:
+    """Taken back from the store, an ended session is dropped at once, from the file too: a
+    dead session's hash is not carried from one restart to the next."""
+    store = store_path(tmp_path / "home", tmp_path / "repo", "127.0.0.1", 4242)
+    mono, wall = [100.0], [1_000_000.0]
+    first = Sessions(idle_s=60, max_age_s=300, clock=lambda: mono[0], wall=lambda: wall[0])
+    first.persist(store)
+    assert first.exchange(first.new_link()) is not None
+    assert len(json.loads(store.read_text())["sessions"]) == 1
+
+    mono[0], wall[0] = 5.0, wall[0] + 120  # down for two minutes: idle for longer than 60 s
+    Sessions(idle_s=60, max_age_s=300, clock=lambda: mono[0], wall=lambda: wall[0]).persist(store)
+
+    assert json.loads(store.read_text())["sessions"] == {}
