@@ -2377,6 +2377,17 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "_when_a_foreground_one_returns)",
         "threading.Thread(target=render, name='loopctl-projections')",
     ),
+    *(
+        Equivalent(
+            "ui-security",
+            operator,
+            'name = "".join(c if c.isalnum() or c in ".-" else "_" for c in host) or "any"',
+            "the store's file name only has to be one per address and port: keeping `.` and `-`"
+            " makes it readable (127.0.0.1), and no two host names a dashboard can listen on"
+            " differ only in those",
+        )
+        for operator in ("ast/ChangeString", "ast/EmptyString")
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",

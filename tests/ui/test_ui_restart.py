@@ -141,3 +141,18 @@ def test_a_restart_forgets_the_sessions_that_ended_while_it_was_down(tmp_path: P
     Sessions(idle_s=60, max_age_s=300, clock=lambda: mono[0], wall=lambda: wall[0]).persist(store)
 
     assert json.loads(store.read_text())["sessions"] == {}
+
+
+def test_a_session_found_ended_leaves_the_store_at_once(tmp_path: Path) -> None:
+    store = store_path(tmp_path / "home", tmp_path / "repo", "127.0.0.1", 4242)
+    mono, wall = [100.0], [1_000_000.0]
+    made = Sessions(idle_s=60, max_age_s=300, clock=lambda: mono[0], wall=lambda: wall[0])
+    made.persist(store)
+    session = made.exchange(made.new_link())
+    assert session is not None
+    mono[0] += 61
+    wall[0] += 61
+
+    assert not made.valid(session)
+
+    assert json.loads(store.read_text())["sessions"] == {}
