@@ -30,6 +30,7 @@ import ipaddress
 import json
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -253,15 +254,18 @@ def store_path(home: Path, root: Path, host: str, port: int) -> Path:
 def _read_store(store: Path) -> list[tuple[bytes, float, float]]:
     """(hash, started, seen) of each session in `store`, wall-clock times; nothing when the
     file is missing, unreadable, not ours, open to others, or not what we write."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    # O_NONBLOCK: a FIFO in the store's place must not hold the open (it is refused below).
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(store, flags)
     except OSError:
         return []
+    info = os.fstat(fd)
+    # A folder or a FIFO there, or a file open to others, is not what we wrote.
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        os.close(fd)
+        return []
     with contextlib.closing(os.fdopen(fd, "rb")) as handle:
-        info = os.fstat(handle.fileno())
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
-            return []
         try:
             data = json.loads(handle.read(1 << 20))
         except (OSError, ValueError):

@@ -156,3 +156,61 @@ def test_a_session_found_ended_leaves_the_store_at_once(tmp_path: Path) -> None:
     assert not made.valid(session)
 
     assert json.loads(store.read_text())["sessions"] == {}
+
+
+def _session_in(store: Path) -> tuple[str, dict[str, object]]:
+    """A live session, and the store's JSON that holds it."""
+    made = Sessions()
+    made.persist(store)
+    session = made.exchange(made.new_link())
+    assert session is not None
+    return session, json.loads(store.read_text())
+
+
+def _write(store: Path, data: object) -> None:
+    store.write_text(json.dumps(data))
+    os.chmod(store, 0o600)
+
+
+def test_a_store_behind_a_link_or_of_another_format_is_not_read(tmp_path: Path) -> None:
+    store = store_path(tmp_path / "home", tmp_path / "repo", "127.0.0.1", 4242)
+    session, data = _session_in(store)
+    elsewhere = tmp_path / "planted.json"
+    _write(elsewhere, data)
+    store.unlink()
+    store.symlink_to(elsewhere)  # ours, 0600, and what we wrote: still not read through a link
+    assert not _restarted(store).valid(session)
+
+    store.unlink()
+    _write(store, {**data, "format": 999})  # a later loopctl's: not guessed at
+    assert not _restarted(store).valid(session)
+
+
+def test_a_store_with_broken_entries_keeps_the_good_ones(tmp_path: Path) -> None:
+    store = store_path(tmp_path / "home", tmp_path / "repo", "127.0.0.1", 4242)
+    session, data = _session_in(store)
+    sessions = data["sessions"]
+    assert isinstance(sessions, dict)
+    ((key, times),) = sessions.items()
+    broken = {
+        "not-hex": times,  # ValueError
+        "ab" * 32: "not a mapping",  # TypeError
+        "cd" * 32: {"started": times["started"]},  # KeyError
+    }
+    _write(store, {**data, "sessions": {**broken, key: times}})
+
+    assert _restarted(store).valid(session)
+
+
+def test_a_folder_or_a_fifo_where_the_store_goes_neither_crashes_nor_holds_the_start(
+    tmp_path: Path,
+) -> None:
+    """Found by the AST run: a folder there ended `loopctl ui` with a traceback (it opens, and
+    only reading it fails), and a FIFO would have held the start until a writer came."""
+    folder = store_path(tmp_path / "home", tmp_path / "repo", "127.0.0.1", 4242)
+    folder.mkdir(parents=True, mode=0o700)
+    fifo = store_path(tmp_path / "home", tmp_path / "repo", "127.0.0.1", 4343)
+    os.mkfifo(fifo, 0o600)
+
+    assert not _restarted(folder).valid("anything")
+    assert not _restarted(fifo).valid("anything")
