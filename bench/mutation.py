@@ -2388,6 +2388,22 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         for operator in ("ast/ChangeString", "ast/EmptyString")
     ),
+    Equivalent(
+        "ui-security",
+        "ast/DropFlag",
+        'flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)',
+        _CLOEXEC,
+        "(os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_NOFOLLOW', 0))",
+    ),
+    Equivalent(
+        "ui-security",
+        "ast/DropElement",
+        "except (OSError, ValueError):",
+        "_read_store reads only a regular file it opened and checked (a folder, a FIFO, a link"
+        " are refused before): an OSError from reading it is an I/O error of the disk, not"
+        " something a test can make",
+        "(ValueError,)",
+    ),
     # fuse.py with the AST operators (scratch run, 2026-12-07).
     Equivalent(
         "*",
