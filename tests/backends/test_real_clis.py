@@ -41,7 +41,15 @@ from support.real_clis import (
     run_sealed,
     use_real_maker,
 )
-from support.repos import GOAL_BRANCH, all_text_under, commit_all, git, make_project, write_loop
+from support.repos import (
+    GOAL_BRANCH,
+    all_text_under,
+    commit_all,
+    git,
+    make_project,
+    make_repo,
+    write_loop,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "tests-green"
@@ -340,15 +348,22 @@ def test_the_real_claude_rate_limited_pauses_its_loop_which_then_resumes_by_itse
 
 @pytest.mark.parametrize("name", CLIS)
 def test_a_hung_model_is_ended_by_loopctls_timeout_with_the_whole_process_group(
-    repo: Path, name: str
+    tmp_path: Path, name: str
 ) -> None:
-    box = make_sandbox()
-    env = cli_environment(name, box)
-    # opencode and aider take seconds to start; the timeout must outlast that to hit the hang.
-    timeout = "6s" if name in ("claude", "codex") else "20s"
-    project(repo, name, box, config=PRICES + ONE_ATTEMPT, timeout=timeout)
-
-    run = run_sealed(repo, box, env, "goal", "tests green", script="hang")
+    # The timeout must outlast the CLI's start to hit the hang: opencode and aider take seconds,
+    # and a busy machine takes longer still. A run whose CLI never reached the server before
+    # the timeout proves nothing, so it is run again, in a fresh repository, with a timeout
+    # three times as long: the test waits on the request arriving, not on a guessed start time.
+    timeout_s = 6 if name in ("claude", "codex") else 20
+    for attempt in range(3):
+        repo = make_repo(tmp_path / f"repo-{attempt}")
+        box = make_sandbox()
+        env = cli_environment(name, box)
+        project(repo, name, box, config=PRICES + ONE_ATTEMPT, timeout=f"{timeout_s}s")
+        run = run_sealed(repo, box, env, "goal", "tests green", script="hang")
+        if run.posts() or attempt == 2:
+            break
+        timeout_s *= 3
 
     assert run.done.returncode == 1, run.done.stdout + run.done.stderr
     assert_sealed(run, box)

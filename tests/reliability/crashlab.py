@@ -19,7 +19,8 @@ from loopctl.paths import ProjectPaths
 
 PY = sys.executable
 AGENT = Path(__file__).parent / "agents" / "per_task.py"
-TASKS = ("a", "b", "c")
+# Two tasks: a kill between them (one finished, one not) is the case a third would only repeat.
+TASKS = ("a", "b")
 CHECK = (
     "import pathlib, sys; files = list(pathlib.Path('work').glob('*.txt'));"
     " sys.exit(0 if files and all(f.read_text() == 'done' for f in files) else 1)"
@@ -27,7 +28,7 @@ CHECK = (
 
 
 def make_template(root: Path) -> Path:
-    """A repository with a three-task loop `crash` and its maker, committed."""
+    """A repository with a two-task loop `crash` and its maker, committed."""
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     (root / "README.md").write_text("crash lab\n")

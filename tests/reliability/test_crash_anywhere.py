@@ -18,8 +18,8 @@ from pathlib import Path
 import crashlab
 import pytest
 
-# After each of a clean run's events (55 today), plus random times up to this many in all.
-POINTS = int(os.environ.get("CRASH_POINTS", "70"))
+# After each of a clean run's events (46 today), plus random times up to this many in all.
+POINTS = int(os.environ.get("CRASH_POINTS", "52"))
 LONG_POINTS = 1000
 
 
@@ -60,7 +60,7 @@ def _time_point(template: Path, where: Path, delay: float) -> list[str]:
     return [f"kill after {delay:.2f}s: {p}" for p in crashlab.check_invariants(repo, killed_after)]
 
 
-# About 200 loopctl runs, in shards that xdist spreads over its workers: one test of them all
+# About 150 loopctl runs, in shards that xdist spreads over its workers: one test of them all
 # held one worker for minutes while the other sat idle at the end of the suite. A shard runs its
 # points one after another; the shards together are every point.
 SHARDS = 4
