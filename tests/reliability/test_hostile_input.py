@@ -82,8 +82,8 @@ def test_hostile_ids_titles_and_bases_stay_data(tmp_path: Path) -> None:
     # its pid (never two writers at once): the argument count, then each argument, NUL-ended.
     wrapper.write_text(
         "#!/bin/sh\n"
-        f"printf '%s\\0' \"$#\" \"$@\" >> {shlex.quote(str(recorded))}/$$\n"
-        f"exec {shlex.quote(REAL_GIT)} \"$@\"\n"
+        f'printf \'%s\\0\' "$#" "$@" >> {shlex.quote(str(recorded))}/$$\n'
+        f'exec {shlex.quote(REAL_GIT)} "$@"\n'
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
 
