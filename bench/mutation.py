@@ -2006,8 +2006,9 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             target,
             "ast/IfFalse",
             "if staged.returncode != 0:",
-            "_gitlink_folders' failure check on `ls-files` (after `rev-parse --show-toplevel` found"
-            " a working tree): an index git cannot read is one every command that asks a submodule"
+            "_gitlink_folders' failure check on `ls-files`: with no repository it prints nothing,"
+            " so no gitlink is found, as the check's own case returns; an index git cannot read"
+            " is one every command that asks a submodule"
             " (add, status, commit, a diff against the index or the files) must read first, so that"
             " command fails before any submodule's driver could run; only commands that read no"
             " index (tree-to-tree diffs, cat-file) still run with the check off, and those ask no"
@@ -2015,6 +2016,26 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         )
         # git-config measures the whole module, so it meets the same mutant.
         for target in ("git-submodules", "git-config")
+    ),
+    *(
+        Equivalent(target, "ast/IfFalse", line, why)
+        for target in ("git-submodules", "git-config")
+        for line, why in (
+            (
+                "if not gitlinks:",
+                "_gitlink_folders' early return when the index holds no gitlink saves a"
+                " `rev-parse --show-toplevel`: without it that call runs and the empty list of"
+                " gitlinks still gives no folder (where there is no working tree, the call's own"
+                " case returns the same)",
+            ),
+            (
+                "if top.returncode != 0:",
+                "_gitlink_folders' check on `rev-parse --show-toplevel`, which fails only where"
+                " `ls-files` just read an index, so in a git dir: off, the gitlinks are looked for"
+                " under loopctl's own folder instead, where none is a populated repository; one"
+                " that were would only have its drivers blanked too, never one fewer",
+            ),
+        )
     ),
     *(
         Equivalent(

@@ -82,27 +82,37 @@ def _gitlink_folders(cwd: Path, env: dict[str, str], index: str | None) -> list[
     """The folders of the gitlinks (mode 160000) in the index of the repository at `cwd`."""
     if index is not None:
         env = {**env, "GIT_INDEX_FILE": index}
-    top = _run(
-        _git_argv("rev-parse", "--show-toplevel"),
-        cwd=cwd, env=env, timeout=30, input=None,
-    )  # fmt: skip
-    if top.returncode != 0:
-        if "must be run in a work tree" in top.stderr or "not a git repository" in top.stderr:
-            return []  # no working tree (a bare repository, a git dir, no repository yet)
-        raise GitError(f"cannot find the working tree of {cwd}: {_first_line(top)}")
+    # The index first: most repositories have no gitlink, and then the working tree's top (a
+    # git call on every guarded command) is never needed.
     staged = _run(
         _git_argv("ls-files", "--stage", "-z", "--full-name", "--", ":(top)"),
         cwd=cwd, env=env, timeout=60, input=None,
     )  # fmt: skip
     if staged.returncode != 0:
+        if _no_work_tree(staged.stderr):
+            return []  # no repository yet
         raise GitError(f"cannot list the index in {cwd}: {_first_line(staged)}")
+    gitlinks = [
+        path
+        for info, _, path in (record.partition("\t") for record in _split_z(staged.stdout))
+        if info.startswith("160000 ")
+    ]
+    if not gitlinks:
+        return []
+    top = _run(
+        _git_argv("rev-parse", "--show-toplevel"),
+        cwd=cwd, env=env, timeout=30, input=None,
+    )  # fmt: skip
+    if top.returncode != 0:
+        if _no_work_tree(top.stderr):
+            return []  # a git dir's own index: git runs no submodule's status from there
+        raise GitError(f"cannot find the working tree of {cwd}: {_first_line(top)}")
     root = Path(top.stdout.rstrip("\n"))
-    folders: list[Path] = []
-    for record in _split_z(staged.stdout):
-        info, _, path = record.partition("\t")
-        if info.startswith("160000 "):
-            folders.append(Path(os.path.realpath(root / path)))
-    return folders
+    return [Path(os.path.realpath(root / path)) for path in gitlinks]
+
+
+def _no_work_tree(stderr: str) -> bool:
+    return "must be run in a work tree" in stderr or "not a git repository" in stderr
 
 
 def _config_entries(

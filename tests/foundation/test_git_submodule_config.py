@@ -205,9 +205,11 @@ def test_a_submodule_the_agent_replaced_by_a_file_is_committed_as_that_file(
 def test_git_runs_where_there_is_no_working_tree(scene: Scene) -> None:
     """A bare repository (a mirror, a remote on disk) and a folder outside any repository
     (where a clone is made) have no working tree, so no gitlink git could ask: loopctl's
-    content commands run there as in a checkout. Kills the failed `rev-parse --show-toplevel`
-    check turned off, or its "no working tree" case, in git.neutralise._gitlink_folders (the
-    `ls-files` after it, or the GitError, fails the clone and the bare repository's reads)."""
+    content commands run there as in a checkout. Nor does a repository's own git dir, whose
+    index git lists there although it holds gitlinks. Kills the failed `ls-files` or
+    `rev-parse --show-toplevel` check turned off, or either's "no working tree" case, in
+    git.neutralise._gitlink_folders (the GitError fails the clone, the git dir's diff and the
+    bare repository's reads)."""
     nested_library(scene.repo / "lib")
     repos.commit_all(scene.repo, "the library")
     base = plain(scene.repo, "rev-parse", "HEAD~1").strip()
@@ -218,6 +220,8 @@ def test_git_runs_where_there_is_no_working_tree(scene: Scene) -> None:
     lgit.git(["clone", "-q", "--bare", "--", str(scene.repo), "mirror.git"], cwd=outside)
     bare = outside / "mirror.git"
     assert lgit.tree_changes(bare, base, head) == ["lib"]
+    assert "160000" in plain(scene.repo / ".git", "ls-files", "--stage")
+    assert lgit.tree_changes(scene.repo / ".git", base, head) == ["lib"]
     blob = lgit.write_blob(bare, "kept\n")
     assert plain(bare, "cat-file", "blob", blob) == "kept\n"
 
