@@ -35,6 +35,20 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return len(os.sched_getaffinity(0)) + 1
 
 
+# Tests of minutes, started first. Collected late, the fast mutation set started 255 s before the
+# end of a CI run (2026-12-07) and ran there alone while the other workers sat idle.
+LONG_FIRST = ("tests/test_mutation_fast.py", "tests/reliability/test_crash_anywhere.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A stable sort, the same in every xdist worker (they must collect one order).
+    def rank(item: pytest.Item) -> int:
+        firsts = (n for n, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix))
+        return next(firsts, len(LONG_FIRST))
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(autouse=True)
 def isolated_environment(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
