@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +41,39 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 # Tests of minutes, started first. Collected late, the fast mutation set started 255 s before the
 # end of a CI run (2026-12-07) and ran there alone while the other workers sat idle.
 LONG_FIRST = ("tests/test_mutation_fast.py", "tests/reliability/test_crash_anywhere.py")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # once, in the controller
+        warm_pytest_rewrite_cache()
+
+
+def warm_pytest_rewrite_cache() -> None:
+    """Let pytest cache its rewrite of the plugins installed in this venv, once.
+
+    pytest rewrites the asserts of every module of a plugin it loads from an entry point, and
+    caches the result beside the module's bytecode. Under $PYTHONDONTWRITEBYTECODE, or in the
+    sandbox (the venv read-only), it cannot, so each check that runs this venv's pytest rewrote
+    Hypothesis again when it printed its summary: 1.4 s a run instead of 0.7 s, a few hundred
+    times a suite. A user's own venv has the cache from their first pytest run; this gives the
+    suite's venv the same."""
+    import hypothesis
+
+    tag = f"{sys.implementation.cache_tag}-pytest-{pytest.__version__}"
+    cached = Path(hypothesis.__file__).parent / "__pycache__" / f"core.{tag}.pyc"
+    if cached.exists() or not os.access(cached.parent, os.W_OK):
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "test_warm.py").write_text("def test_warm():\n    assert True\n")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", folder],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,6 +13,7 @@ from loopctl.backends.base import auth_failure
 from loopctl.backends.output_tail import last_line
 from loopctl.checks import integrity, runners
 from loopctl.checks import verdicts as checks
+from loopctl.checks.bytecode import check_bytecode_env
 from loopctl.checks.counts import (
     TestCounts,
     parse_test_counts,
@@ -114,9 +115,11 @@ def worktree_check(
     """The argv and environment a check runs with so that it tests the worktree's code: a
     program named relative to the checkout that only the checkout has (an ignored venv) runs
     from there, and the project's import roots that point into the main checkout (an
-    editable install, PYTHONPATH) point into the worktree instead."""
+    editable install, PYTHONPATH) point into the worktree instead. No bytecode a maker could
+    have planted is read (checks.bytecode)."""
 
-    env = {**check_env(ctx.rec), "PYTHONPYCACHEPREFIX": str(folder / "pycache")}
+    cached = check_bytecode_env(workspace.path, workspace.base_sha, folder / "pycache")
+    env = {**check_env(ctx.rec), **cached}
     checkout = ctx.paths.root
     program = checkout_program(argv, checkout, workspace.path)
     roots = import_roots(program, checkout, workspace.path, env)
@@ -317,7 +320,6 @@ def run_check(
         done = process.run(
             list(armed.argv if armed else program),
             cwd=workspace.path,
-            # No cached bytecode is read: a planted .pyc would stand in for its source.
             env=run_env,
             timeout=timeout,
             stdout_path=folder / f"{name}.out",
