@@ -676,6 +676,13 @@ TARGETS: dict[str, Target] = {
         timeout=300.0,
         why="a pass proven by counted tests: fewer tests, or none, is not a pass",
     ),
+    # A check runs the worktree's sources, never bytecode a maker left beside them.
+    "bytecode": Target(
+        "loopctl/checks/bytecode.py",
+        ("tests/reliability/test_planted_bytecode.py",),
+        timeout=300.0,
+        why="invariant 12: no bytecode a maker planted in the worktree is run by a check",
+    ),
     # A proposal's patch and its application (issue 31): what the human approves is what
     # applies, and putting a worktree's definitions back follows no link.
     "git-patches": Target(
@@ -729,6 +736,7 @@ GUARANTEES = (
     "events",
     "secrets",
     "import-roots",
+    "bytecode",
     "verdicts",
     "conditions",
     "counts",
@@ -3198,6 +3206,14 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " SyntaxError, as is every other text that is not Python (read with errors='replace',"
         " no surrogate reaches it); both finders are tested, dropping SyntaxError is killed",
         replacement="(SyntaxError,)",
+    ),
+    Equivalent(
+        "bytecode",
+        "ast/DropKeyword",
+        "os.fwalk(worktree, follow_symlinks=False)",
+        "os.fwalk's own default is follow_symlinks=False: the keyword only says so where a"
+        " reader of this walk looks for it (a link to a folder is not entered either way,"
+        " test_every_cache_folder_is_found_and_none_is_entered)",
     ),
     Equivalent(
         "import-roots",

@@ -32,10 +32,16 @@ def check_bytecode_env(worktree: Path, base_sha: str, fresh_cache: Path) -> Mapp
     written; where that would change a tracked file, what the check's environment adds
     instead: a cache folder of its own (`fresh_cache`, which must not exist yet)."""
     found = planted_caches(worktree)
+    own_cache = {"PYTHONPYCACHEPREFIX": str(fresh_cache)}
     if found and git.tracked_under(worktree, base_sha, found):
-        return {"PYTHONPYCACHEPREFIX": str(fresh_cache)}
-    for relative in found:
-        nofollow.remove_tree(worktree / relative, within=worktree)
+        return own_cache
+    try:
+        for relative in found:
+            nofollow.remove_tree(worktree / relative, within=worktree)
+    except OSError:
+        # A folder became a link since the walk (sandbox off: a process the agent left
+        # behind): it is not followed, and what could not be removed is not read either.
+        return own_cache
     return {}
 
 

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from loopctl.definitions import Loop, Project
@@ -27,9 +27,10 @@ from loopctl.journal.inbox import ItemKind, new_item_id
 from loopctl.journal.recorder import Recorder
 from loopctl.journal.schema import TickSkipped
 from loopctl.journal.statuses import Outcome
+from loopctl.lock import read_holder
 from loopctl.scheduling.mandate import Watch
 from loopctl.scheduling.pauses import BackendPauses
-from loopctl.scheduling.review_wait import ReviewWait
+from loopctl.scheduling.review_wait import RECHECK_S, ReviewWait
 from loopctl.scheduling.timing import (
     Action,
     Decision,
@@ -165,6 +166,8 @@ class Scheduler:
         self._recorder = rec
         self._pending_loops: Mapping[str, Scheduled] | None = loops
         self._review = ReviewWait()  # [review] max_open: loops waiting for their reviewer
+        # Loops whose owed tick waits for another process working them (see `_apply`).
+        self._held_elsewhere: set[str] = set()
         self._pauses = BackendPauses()  # backends paused by a rate limit (scheduling.pauses)
 
     # --- configuration -------------------------------------------------------------------
@@ -361,9 +364,14 @@ class Scheduler:
                 earliest = wake
             self._tell_planned(name, entry, wake)
         recheck = None if self._limit_reached() else self._review.wake(now, self._entries)
+        if recheck is None and self._held_elsewhere and not self._limit_reached():
+            recheck = now + timedelta(seconds=RECHECK_S)
         if recheck is not None and (earliest is None or recheck < earliest):
             earliest = recheck
         return earliest
+
+    def _worked_elsewhere(self, loop: Loop) -> bool:
+        return read_holder(self._recorder.paths.locks_dir, loop.name) is not None
 
     def _tell_planned(self, name: str, entry: _Entry, wake: datetime | None) -> None:
         if not entry.reported or entry.planned != wake:
@@ -387,6 +395,14 @@ class Scheduler:
             return True
         if self._limit_reached():
             return False
+        if decision.fired is Fired.QUEUED and self._worked_elsewhere(entry.item.loop):
+            # An owed tick (queue-one, or a reviewer's wait) waits for whoever works the loop
+            # now, as for a tick of its own: a human's `inbox approve` delivering in another
+            # process must not make it a skipped tick, owed until the next slot (an hour later
+            # for `every = "1h"`). Looked at again in RECHECK_S.
+            self._held_elsewhere.add(name)
+            return False
+        self._held_elsewhere.discard(name)
         blown = self._fuse_blown(name, now)
         if blown is None and not self._review.may_start(self._recorder, entry.item.loop):
             # It waits for its reviewer: its slot is owed (queued), not skipped.

@@ -18,8 +18,16 @@ import pytest
 from support.cli import invoke
 from support.journal import events
 from support.outside_tmp import outside_tmp
-from support.repos import PYTEST_CHECK, commit_all, git, loop_worktrees, make_project
+from support.repos import (
+    PYTEST_CHECK,
+    commit_all,
+    git,
+    loop_worktrees,
+    make_project,
+    make_repo,
+)
 
+from loopctl.checks import bytecode
 from loopctl.checks.bytecode import planted_caches
 
 PY = sys.executable
@@ -135,3 +143,23 @@ def test_every_cache_folder_is_found_and_none_is_entered(tmp_path: Path) -> None
         "c/__pycache__",
         "d/__pycache__",
     ]
+
+
+def test_a_link_that_appears_after_the_walk_is_unlinked_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sandbox off, a process the agent left behind may swap a folder for a link between the
+    # walk and the removal: the removal opens each component itself and follows none.
+    worktree, victim = make_repo(tmp_path / "w"), tmp_path / "victim"
+    (victim / "b" / "__pycache__").mkdir(parents=True)
+    (victim / "b" / "__pycache__" / "kept.pyc").write_bytes(b"not the worktree's")
+    (worktree / "a").symlink_to(victim)
+    monkeypatch.setattr(bytecode, "planted_caches", lambda _: ["a/b/__pycache__"])
+
+    added = bytecode.check_bytecode_env(
+        worktree, git(worktree, "rev-parse", "HEAD").strip(), tmp_path / "own"
+    )
+
+    assert (victim / "b" / "__pycache__" / "kept.pyc").read_bytes() == b"not the worktree's"
+    # What could not be removed is not read: the check gets a bytecode cache of its own.
+    assert added == {"PYTHONPYCACHEPREFIX": str(tmp_path / "own")}

@@ -22,6 +22,7 @@ from support.repos import add_remote, commit_all, make_project, remote_refs, tas
 from support.repos import write_loop as write_loop_file
 
 from loopctl.journal.events import Event
+from loopctl.lock import RunnerLock
 
 GATED = '[deliver]\nactions = ["commit", "push"]\napprove = ["push"]\n'
 
@@ -190,6 +191,51 @@ def test_a_loop_waits_visibly_once_and_ticks_again_soon_after_a_decision(
     assert len([n for n in _waits(repo, mark) if n.seq < tick.seq]) == 1
     assert tick.data["trigger"]["fired"] == "queued"  # the owed slot, not a skipped one
     assert _status(repo)["ship"]["waiting_for_review"] is None
+
+
+def test_the_owed_tick_waits_for_whoever_works_the_loop_and_is_not_skipped(
+    repo: Path, tmp_path: Path, procs: list[Proc]
+) -> None:
+    # `inbox approve` delivers under the loop's lock in its own process: the tick the decision
+    # frees must wait for it, not be recorded as skipped and owed until the next slot (an hour
+    # for `every = "1h"`). Here the test holds the lock, for as long as it likes.
+    make_project(repo, "fixer.py", config_extra="\n[review]\nmax_open = 1\n")
+    add_remote(repo, tmp_path)
+    _write_loop(repo, "ship", "t1", "t2")
+    commit_all(repo, "a gated loop")
+    assert_clean_exit(run_loopctl(repo, "run", "ship", "--once"), 0)
+    mark = last_seq(repo)
+    up = spawn(procs, repo, tmp_path, "up")
+    wait_for(lambda: _waits(repo, mark), "the loop to wait for its reviewer")
+
+    (item,) = _open_approvals(repo)
+    decided = last_seq(repo)
+    with RunnerLock(repo / ".loop" / "locks", "ship"):
+        approved = run_loopctl(repo, "inbox", "approve", str(item["id"]))
+        assert_clean_exit(approved, 0)
+        assert "delivers it when its current tick ends" in approved.stdout
+        at = datetime.now(UTC)
+        # Three rechecks pass with the review cap free and the loop held elsewhere.
+        wait_for(
+            lambda: datetime.now(UTC) > at + timedelta(seconds=3.2),
+            "three rechecks while another process holds the loop",
+        )
+        ticks = ("tick_started", "tick_skipped")
+        assert [e.type for e in events(repo) if e.seq > decided and e.type in ticks] == []
+    (tick,) = wait_event(repo, "tick_started", after=decided, what="the tick once the loop is free")
+    wait_event(repo, "task_finished", after=decided, what="t2 worked", status="awaiting_approval")
+    assert_clean_exit(run_loopctl(repo, "down"), 0)
+    up.wait()
+
+    assert tick.data["trigger"]["fired"] == "queued"
+    # The owed tick was never skipped; the slots that passed meanwhile are, once, as for any
+    # tick that ran long (overlap = "skip").
+    skipped = [e.data for e in events(repo, "tick_skipped") if e.seq > decided]
+    assert [s["trigger"].get("fired") for s in skipped if "fired" in s["trigger"]] == []
+    assert {s["reason"] for s in skipped} <= {"the previous tick is still running"}
+    # The approval the held lock kept waiting was delivered by that tick, before t2's work.
+    (delivered,) = [e for e in events(repo, "inbox_closed") if e.seq > decided]
+    assert delivered.data["outcome"] == "delivered"
 
 
 def _waits(repo: Path, after: int) -> list[Event]:
