@@ -144,10 +144,7 @@ def test_three_loops_never_open_more_than_max_open_and_every_task_lands(
 def test_a_loop_waits_visibly_once_and_ticks_again_soon_after_a_decision(
     repo: Path, tmp_path: Path, procs: list[Proc]
 ) -> None:
-    make_project(repo, "fixer.py", config_extra="\n[review]\nmax_open = 1\n")
-    add_remote(repo, tmp_path)
-    _write_loop(repo, "ship", "t1", "t2")
-    commit_all(repo, "a gated loop")
+    _one_open_at_a_time(repo, tmp_path)
 
     # A run of several tasks stops starting them at the cap: t2 is not started, not lost.
     once = run_loopctl(repo, "run", "ship", "--once", "--json")
@@ -199,10 +196,7 @@ def test_the_owed_tick_waits_for_whoever_works_the_loop_and_is_not_skipped(
     # `inbox approve` delivers under the loop's lock in its own process: the tick the decision
     # frees must wait for it, not be recorded as skipped and owed until the next slot (an hour
     # for `every = "1h"`). Here the test holds the lock, for as long as it likes.
-    make_project(repo, "fixer.py", config_extra="\n[review]\nmax_open = 1\n")
-    add_remote(repo, tmp_path)
-    _write_loop(repo, "ship", "t1", "t2")
-    commit_all(repo, "a gated loop")
+    _one_open_at_a_time(repo, tmp_path)
     assert_clean_exit(run_loopctl(repo, "run", "ship", "--once"), 0)
     mark = last_seq(repo)
     up = spawn(procs, repo, tmp_path, "up")
@@ -236,6 +230,14 @@ def test_the_owed_tick_waits_for_whoever_works_the_loop_and_is_not_skipped(
     # The approval the held lock kept waiting was delivered by that tick, before t2's work.
     (delivered,) = [e for e in events(repo, "inbox_closed") if e.seq > decided]
     assert delivered.data["outcome"] == "delivered"
+
+
+def _one_open_at_a_time(repo: Path, tmp_path: Path) -> None:
+    """Loop `ship`, every second, tasks t1 and t2, each push gated; `max_open = 1`."""
+    make_project(repo, "fixer.py", config_extra="\n[review]\nmax_open = 1\n")
+    add_remote(repo, tmp_path)
+    _write_loop(repo, "ship", "t1", "t2")
+    commit_all(repo, "a gated loop")
 
 
 def _waits(repo: Path, after: int) -> list[Event]:
