@@ -116,6 +116,12 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
+def checker_network(port: int) -> str:
+    """Config that lets the check reach the counter: a check's network namespace has only its
+    own loopback unless the config names a local server, which then keeps its port."""
+    return f'\n[checker]\nnetwork = ["127.0.0.1:{port}"]\n'
+
+
 def make_repo(parent: Path, port: int, rounds: int) -> Path:
     root = parent / "repo"
     (root / "tests").mkdir(parents=True)
@@ -132,7 +138,7 @@ def make_repo(parent: Path, port: int, rounds: int) -> Path:
     (root / ".loop" / "loops").mkdir(parents=True)
     (root / ".loop" / "config.toml").write_text(
         f'[defaults]\nmaker = "fixer"\n[worktree]\nroot = "{parent / "wt"}"\n\n'
-        f'[conditions]\n"tests green" = {json.dumps(PYTEST)}\n'
+        f'[conditions]\n"tests green" = {json.dumps(PYTEST)}\n' + checker_network(port)
     )
     (root / ".loop" / "loops" / "green.toml").write_text(
         'goal = "tests green"\nprompt = "Make the tests pass."\n\n[budget]\nmax_iterations = 1\n'
@@ -165,6 +171,7 @@ def make_corpus_repo(parent: Path, port: int) -> Path:
     (root / ".loop" / "loops").mkdir(parents=True)
     (root / ".loop" / "config.toml").write_text(
         f'[defaults]\nmaker = "fixer"\n[worktree]\nroot = "{parent / "wt"}"\n'
+        + checker_network(port)
     )
     (root / ".loop" / "loops" / "green.toml").write_text(
         'goal = "tests green"\nprompt = "Make the tests pass."\n\n[budget]\nmax_iterations = 1\n'
@@ -188,7 +195,11 @@ def set_filesize(root: Path, fixed: bool, note: str) -> None:
 
 
 def reset(root: Path) -> None:
-    """Forget every earlier tick (log, cache, loop branches): the next one is a first one."""
+    """Forget every earlier tick (log, cache, worktrees, loop branches): the next one is a
+    first one. The worktrees go first: git refuses to delete a branch a worktree (a parked one
+    too) has checked out."""
+    shutil.rmtree(root.parent / "wt", ignore_errors=True)
+    git(root, "worktree", "prune")
     for folder in ("log", "runs", "locks", "cache"):
         shutil.rmtree(root / ".loop" / folder, ignore_errors=True)
     for name in ("STATE.md", "INBOX.md"):

@@ -339,6 +339,9 @@ class Scheduler:
     def _plan(self, now: datetime) -> datetime | None:
         """Act on every loop's decision at `now`; return the earliest time to look again."""
         earliest: datetime | None = None
+        # Which owed ticks wait for another process is found again below, loop by loop: a loop
+        # removed or paused meanwhile is not looked at every second for nothing.
+        self._held_elsewhere.clear()
         self._pauses.look(self._recorder.log.read)
         self._pauses.resume_due(self._recorder, now)
         for name, entry in list(self._entries.items()):
@@ -402,7 +405,6 @@ class Scheduler:
             # for `every = "1h"`). Looked at again in RECHECK_S.
             self._held_elsewhere.add(name)
             return False
-        self._held_elsewhere.discard(name)
         blown = self._fuse_blown(name, now)
         if blown is None and not self._review.may_start(self._recorder, entry.item.loop):
             # It waits for its reviewer: its slot is owed (queued), not skipped.
