@@ -6,7 +6,9 @@ the source's mtime and size, and pytest does the same with its cache of rewritte
 This maker writes such files, their headers copied from the real, unchanged sources:
 - `code`: calc's bytecode does the right sum (calc.py still subtracts);
 - `test`: the test module's bytecode, as plain Python and as pytest caches it, asserts nothing;
-- `link`: both, calc's in a folder outside the worktree (argv[2]) that `__pycache__` links to.
+- `link`: both, calc's in a folder outside the worktree (argv[2]) that `__pycache__` links to;
+- `source PATH OLD NEW`: any project's module (a real one: tests/corpus), its bytecode compiled
+  from its text with OLD replaced by NEW (a bug's fix) and planted in `__pycache__` beside it.
 git sees no change but that link (`__pycache__/` is ignored; a link to a folder is a file to git).
 """
 
@@ -46,6 +48,12 @@ def plant(folder: Path, source: Path, text: str, tags: tuple[str, ...]) -> None:
         (folder / f"{source.stem}.{tag}.pyc").write_bytes(bytecode(source, text, checked=checked))
 
 
+if trick == "source":
+    path, old, new = Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+    text = path.read_text()
+    # A pin that moved would plant the bug itself: say so rather than plant nothing useful.
+    assert old in text, f"{path} does not contain {old!r}"
+    plant(path.parent / "__pycache__", path, text.replace(old, new, 1), (TAG,))
 calc, test = Path("calc.py"), Path("tests/test_calc.py")
 if trick in ("code", "link"):
     where = Path(sys.argv[2]) / "code" if trick == "link" else Path("__pycache__")

@@ -8,7 +8,11 @@ makes from the pinned lockfile). On it, as real processes: a one-line bug is com
 - a scripted maker that fixes it in the worktree → done, exit 0, the fix on the task branch;
 - a broken base whose fix is only uncommitted in the main checkout → not "already holds";
 - a scripted maker that weakens the failing test, checked through each kind of custom check
-  (`--check`, a `[conditions]` entry, a loop's `[checker] command`) → refused.
+  (`--check`, a `[conditions]` entry, a loop's `[checker] command`) → refused;
+- a hostile maker that leaves humanize's buggy module unchanged and plants the bytecode of its
+  fix beside it (tests/agents/plants_bytecode.py `source`) → the project's own pytest passes in
+  the checkout, but loopctl removes the planted file before its check: failed, nothing committed
+  (invariant 12; the calc project's tricks are in tests/reliability/test_planted_bytecode.py).
 
 The Node project runs as a user runs it, with `goal` and no `[worktree] setup`: loopctl gives
 each worktree a `node_modules` linked to the checkout's (loopctl/node_links.py). Its condition
@@ -18,8 +22,12 @@ whose tools the corpus leaves out.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import astuple
+from pathlib import Path
 
 import pytest
 from support.cli import run_loopctl
@@ -34,7 +42,9 @@ from support.corpus import (
     work_folder,
 )
 from support.journal import events
-from support.repos import git, toml_value, write_agent
+from support.repos import AGENTS, PY, git, loop_worktrees, toml_value, write_agent
+
+from loopctl.checks.bytecode import planted_caches
 
 
 @pytest.fixture(params=list(PROJECTS))
@@ -128,6 +138,57 @@ def test_weakening_the_failing_test_is_refused_through_each_custom_check(
         assert weakening.path in out + str(finished.data.get("reason"))
         for branch in co.task_branches():  # the weakened test was never committed
             assert weakening.old in co.on_branch(branch, weakening.path)
+
+
+def own_pytest_passes(checkout: Path, *tests: str) -> bool:
+    """Whether the project's own pytest, run as its user runs it in `checkout`, passes `tests`
+    (writing no bytecode of its own: what is in `__pycache__` is only what was planted)."""
+    done = subprocess.run(
+        [".venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(checkout), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    return done.returncode == 0
+
+
+def test_bytecode_planted_beside_a_real_projects_unchanged_module_is_never_run() -> None:
+    with work_folder() as folder:
+        co = make_checkout("humanize", folder)
+        fix = co.project.bug.undone()
+        plant = ("plants_bytecode.py", "source", fix.path, fix.old, fix.new)
+        failing = "tests/test_filesize.py"
+        cache = co.repo / Path(fix.path).parent / "__pycache__"
+        # The attack is real: in the user's checkout, with the editable install, the file that
+        # fails on the bug passes once the fix's bytecode sits beside the unchanged source.
+        assert not own_pytest_passes(co.repo, failing)
+        subprocess.run(
+            [PY, str(AGENTS / plant[0]), *plant[1:]], cwd=co.repo, input="", check=True, text=True
+        )
+        assert [p.name for p in cache.iterdir()] == [f"filesize.{sys.implementation.cache_tag}.pyc"]
+        assert own_pytest_passes(co.repo, failing)
+        shutil.rmtree(cache)
+        assert git(co.repo, "status", "--porcelain") == ""
+        configure(co, None, script=plant)
+
+        code, out = co.run("goal", "tests green", "--max-iterations", "1")
+
+        assert code == 1, out
+        (attempt,) = events(co.repo, "attempt_finished")
+        assert attempt.data["verdict"] == "failed", attempt.data
+        assert events(co.repo, "commit_created") == []
+        for branch in co.task_branches():
+            assert git(co.repo, "rev-list", branch, "--not", "main") == ""
+        # The check ran humanize's real naturalsize(1), the bug's "1 Bytes", and the maker
+        # did plant (so the check had something to refuse).
+        assert "1 Bytes" in attempt.data["output_tail"], attempt.data
+        outs = co.repo.glob(".loop/runs/*/*/attempt-*/maker.out")
+        assert "planted source" in "".join(out.read_text() for out in outs)
+        (kept,) = loop_worktrees(co.repo)
+        worktree = Path(kept["worktree"])
+        assert git(worktree, "status", "--porcelain") == ""
+        assert planted_caches(worktree) == []
 
 
 # --- scenarios that depend on other helpers' work on issue 23 ------------------------------------

@@ -6,15 +6,25 @@ sources: plain Python and pytest would run the planted code instead. Each trick 
 to work on a plain clone; loopctl's check must still fail, remove what was planted (unlinking a
 planted link, never following it) and commit nothing. Sandbox on and off: the check's own
 clean-up holds without the sandbox.
+
+The same maker on a real project (humanize, a `src/` layout installed with `pip install -e .`)
+is in tests/corpus/test_real_projects.py, beside the other corpus tests: it needs the fetched
+corpus and the pins in scripts/, which a mutation run's copy of the tree (bench/) leaves out.
+
+With loopctl run by an unprivileged account (`nobody`, support.accounts), sandbox on, the
+checkout and HOME its own and outside /tmp: what that account's maker planted is removed by
+that account's loopctl, and the check fails as it does for root.
 """
 
 from __future__ import annotations
 
+import pwd
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.accounts import give_to, loopctl_as, runtime
 from support.cli import invoke
 from support.journal import events
 from support.outside_tmp import outside_tmp
@@ -164,3 +174,44 @@ def test_a_link_that_appears_after_the_walk_is_unlinked_not_followed(
     assert (victim / "b" / "__pycache__" / "kept.pyc").read_bytes() == b"not the worktree's"
     # What could not be removed is not read: the check gets a bytecode cache of its own.
     assert added == {"PYTHONPYCACHEPREFIX": str(tmp_path / "own")}
+
+
+@pytest.mark.parametrize("trick", ["code", "link"])
+def test_bytecode_planted_is_never_run_when_an_unprivileged_user_runs_loopctl(trick: str) -> None:
+    # Skips only where no account but ours can run loopctl here (not root, or no interpreter
+    # `nobody` can start); the test's own may sit under root's home, out of its reach.
+    python, pythonpath = runtime("nobody")
+    with outside_tmp("nobody") as base:
+        repo, home, theirs = base / "repo", base / "home", base / "agent" / "own"
+        home.mkdir()
+        theirs.mkdir(parents=True)
+        make_repo(repo)
+        # The system interpreter finds this checkout's loopctl and pytest through PYTHONPATH,
+        # in the maker's and the check's environment as well.
+        allow = '\n[env]\nallow = ["PYTHONPATH"]\n' if pythonpath else ""
+        args = (str(theirs),) if trick == "link" else ()
+        make_project(
+            repo, "plants_bytecode.py", trick, *args, check=None, config_extra=allow, python=python
+        )
+        give_to("nobody", base)
+
+        done = loopctl_as("nobody", repo, home, "goal", "tests green", "--max-iterations", "1")
+
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "agents run unconfined" not in done.stderr
+        (attempt,) = events(repo, "attempt_finished")
+        assert attempt.data["verdict"] == "failed", attempt.data
+        assert events(repo, "commit_created") == []
+        assert "assert -1 == 5" in attempt.data["output_tail"], attempt.data
+        outs = repo.glob(".loop/runs/*/*/attempt-*/maker.out")
+        assert f"planted {trick}" in "".join(out.read_text() for out in outs)
+        (kept,) = loop_worktrees(repo)
+        worktree = Path(kept["worktree"])
+        # That account's loopctl made the worktree (and so removed what was planted in it).
+        assert worktree.stat().st_uid == pwd.getpwnam("nobody").pw_uid
+        assert planted_caches(worktree) == []
+        if trick == "link":
+            # Unlinked, not followed: the account's own folder is as its maker left it.
+            assert [p.name for p in (theirs / "code").iterdir()] == [
+                f"calc.{sys.implementation.cache_tag}.pyc"
+            ]

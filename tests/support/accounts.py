@@ -77,3 +77,23 @@ def runtime(user: str | None) -> tuple[str, dict[str, str]]:
     python, path = found
     paths = [*own, *([path] if path else [])]
     return python, {"PYTHONPATH": os.pathsep.join(paths)} if paths else {}
+
+
+def loopctl_as(
+    user: str | None, repo: Path, home: Path, *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """The real `loopctl *args` in `repo`, run by `user` with `home` as its HOME (so its cache
+    and worktrees are there too) and the interpreter and PYTHONPATH `runtime` gives it; skips
+    as `runtime` does. The environment is a login's, nothing of the test's but PYTHONPATH."""
+    python, pythonpath = runtime(user)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LANG": "C.UTF-8",
+        **pythonpath,
+    }
+    return subprocess.run(
+        [python, "-m", "loopctl", *args], cwd=repo, env=env, capture_output=True, text=True,
+        timeout=timeout, check=False, stdin=subprocess.DEVNULL, **as_user(user),
+    )  # fmt: skip

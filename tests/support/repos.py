@@ -91,14 +91,21 @@ def toml_value(value: Any) -> str:
     return json.dumps(str(value))
 
 
-def agent_argv(script: str, *args: str | Path) -> list[str]:
-    return [PY, str(AGENTS / script), *(str(a) for a in args)]
+def agent_argv(script: str, *args: str | Path, python: str = PY) -> list[str]:
+    return [python, str(AGENTS / script), *(str(a) for a in args)]
 
 
 def write_agent(
-    repo: Path, name: str, script: str, *args: str | Path, extra: str = "", timeout: str = "60s"
+    repo: Path,
+    name: str,
+    script: str,
+    *args: str | Path,
+    extra: str = "",
+    timeout: str = "60s",
+    python: str = PY,
 ) -> Path:
-    """agents/<name>.toml running tests/agents/<script> with `args`.
+    """agents/<name>.toml running tests/agents/<script> with `args`, by `python` (another
+    account's interpreter when the test's own sits where that account cannot reach it).
 
     A file argument outside the repository is how a fake agent reports to its test (a marker,
     a prompt record): its folder is declared writable in the agent's `[sandbox]`, exactly as a
@@ -117,7 +124,7 @@ def write_agent(
     path.write_text(
         f'description = "fake agent {script}"\n'
         'backend = "command"\n'
-        f"argv = {toml_value(agent_argv(script, *args))}\n"
+        f"argv = {toml_value(agent_argv(script, *args, python=python))}\n"
         f'timeout = "{timeout}"\n' + extra + sandbox
     )
     return path
@@ -145,17 +152,19 @@ def make_project(
     agent_timeout: str = "60s",
     check: Sequence[str] | None = FAST_CHECK,
     config_extra: str = "",
+    python: str = PY,
 ) -> Path:
     """The calc project from issue 3 in `repo`, with one fake agent as the default maker.
 
     `check` None leaves "tests green" to the built-in pytest detection (which protects tests).
+    `python` runs the agent (support.accounts.runtime: another account's interpreter).
     """
     (repo / "calc.py").write_text(CALC)
     (repo / "tests").mkdir(exist_ok=True)
     (repo / "tests" / "test_calc.py").write_text(TEST_CALC)
     (repo / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     (repo / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
-    write_agent(repo, agent, script, *args, extra=agent_extra, timeout=agent_timeout)
+    write_agent(repo, agent, script, *args, extra=agent_extra, timeout=agent_timeout, python=python)
     config = f'version = 1\n\n[defaults]\nmaker = "{agent}"\n'
     if check is not None:
         config += f'\n[conditions]\n"tests green" = {toml_value(check)}\n'
