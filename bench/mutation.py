@@ -797,6 +797,23 @@ class Equivalent:
     occurrence: int | None = None  # which of the line's mutants of this operator, when needed
 
 
+# git/runner.py's _PINNED_ENV as the AST operators unparse it, to name one entry's drop.
+_PINNED_ENV_ENTRIES = (
+    "'GIT_NO_REPLACE_OBJECTS': '1'",
+    "'GIT_GRAFT_FILE': os.devnull",
+    "'GIT_EDITOR': ':'",
+    "'GIT_SEQUENCE_EDITOR': ':'",
+    "'GIT_ASKPASS': ''",
+    "'GIT_SSH_COMMAND': 'false'",
+    "'GIT_PROXY_COMMAND': ''",
+    "'GIT_NO_LAZY_FETCH': '1'",
+)
+
+
+def _pinned_env_without(key: str) -> str:
+    return "{" + ", ".join(e for e in _PINNED_ENV_ENTRIES if not e.startswith(f"'{key}'")) + "}"
+
+
 _UNUSED_DEFAULT = (
     "a default of budgets.Spend: its one constructor, budgets.spend, passes every field"
 )
@@ -1950,6 +1967,56 @@ EQUIVALENT: tuple[Equivalent, ...] = (
                     "['commit-tree', '-p', parent_sha, '-F', '-', tree]",
                 )
                 for target in ("git-snapshot", "git-hardening-snapshot")
+            ),
+        )
+    ),
+    *(
+        Equivalent(target, operator, line, why, replacement=replacement)
+        for target in ("git", "git-hardening-runner")
+        for operator, line, why, replacement in (
+            (
+                "ast/ChangeString",
+                '"-c", "core.untrackedCache=false",',
+                "an unknown value means `keep`, and no index loopctl reads carries an untracked"
+                " cache: each snapshot's private index starts from read-tree or the seed, and the"
+                " seed is the index `git worktree add` wrote, which holds none (checked with"
+                " core.untrackedCache=true and core.trustctime=false planted, 2026-12-07); a file"
+                " hidden from the worktree's own index by a stale cache is still in the snapshot's"
+                " tree, and the changed paths are the union of both",
+                "'core.untrackedCache=false-mutant'",
+            ),
+            (
+                "ast/ChangeString",
+                '"-c", "protocol.ext.allow=never",',
+                "git dies on an unknown protocol.*.allow value when a remote uses ext::, so"
+                " `never-mutant` still runs no ext:: command (its drop breaks a `-c` pair: killed)",
+                "'protocol.ext.allow=never-mutant'",
+            ),
+            *(
+                (
+                    op,
+                    '"GIT_NO_REPLACE_OBJECTS": "1",',
+                    "git only asks whether GIT_NO_REPLACE_OBJECTS is set (getenv non-NULL), not"
+                    " what it holds, so any value, the empty string too, keeps replace refs off",
+                    value,
+                )
+                for op, value in (("ast/ChangeString", "'1-mutant'"), ("ast/EmptyString", "''"))
+            ),
+            (
+                "ast/DropElement",
+                "_PINNED_ENV = {",
+                "without GIT_EDITOR: no git command loopctl runs opens an editor (commit takes"
+                " --file=-, merge is --ff-only, nothing runs rebase, tag or notes), so"
+                " core.editor is never read",
+                _pinned_env_without("GIT_EDITOR"),
+            ),
+            (
+                "ast/DropElement",
+                "_PINNED_ENV = {",
+                "without GIT_SEQUENCE_EDITOR: no git command loopctl runs opens an editor"
+                " (commit takes --file=-, merge is --ff-only, nothing runs rebase, tag or"
+                " notes), so sequence.editor is never read",
+                _pinned_env_without("GIT_SEQUENCE_EDITOR"),
             ),
         )
     ),
