@@ -162,6 +162,15 @@ def test_a_turn_without_an_attempt_number_is_not_counted_into_attempt_1() -> Non
     assert mean_attempt_cost(events) == (2000, 0.25)  # two attempts: (3000 + 1000) / 2
 
 
+def test_an_attempt_of_unknown_cost_adds_no_guessed_dollars_to_the_mean() -> None:
+    # A subscription CLI reports tokens but no price: its attempt costs nothing known, not a
+    # dollar (a guess would stop a cost budget that has all the room it needs).
+    from loopctl.journal.budgets import mean_attempt_cost
+
+    events = [task_agent(1, 0, "a", 1, 1000, None), task_agent(2, 1, "a", 2, 1000, 0.25)]
+    assert mean_attempt_cost(events) == (1000, 0.125)
+
+
 @pytest.mark.parametrize(("limit", "stops"), [(3999, True), (4000, False)])
 def test_a_token_budget_counts_every_task_of_the_run(limit: int, stops: bool) -> None:
     # 3000 used over both tasks, an attempt costs 1000: one more fits a 4000 budget exactly.

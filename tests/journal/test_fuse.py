@@ -156,3 +156,16 @@ def test_a_dismissed_fuse_item_stays_dismissed_that_day(repo: Path) -> None:
 
     assert open_items(rec.log.read()) == []
     assert [e.data["id"] for e in events(repo, "inbox_opened")] == [fuse_item_id(spent.day)]
+
+
+def test_the_fuse_item_states_the_days_dollars_to_the_micro_dollar(repo: Path) -> None:
+    # What the human reads is what was spent, rounded to a millionth of a dollar: neither the
+    # float's noise nor a cent-level rounding that hides a run of tiny calls.
+    make_project(repo, "fixer.py")
+    rec = Recorder(load_project(repo))
+    spent = day_spend([turn(1, "r1", "t", 1, 10, 0.1234567)], NOW, UTC)
+
+    open_fuse_item(rec, "daily budget fuse: $0.12 of $0.10 used", spent, "l")
+
+    (item,) = open_items(rec.log.read())
+    assert item.evidence["usd"] == 0.123457
