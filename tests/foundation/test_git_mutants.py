@@ -1054,7 +1054,8 @@ def the_trap_is_live(scene: Scene, folder: Path) -> None:
 
 
 def test_diffs_never_look_inside_a_submodules_files(scene: Scene) -> None:
-    """Kills `--ignore-submodules=dirty` dropped from git.diff._SAFE_DIFF."""
+    """No diff asks a dirty submodule, so its planted filter never runs (the diff.ignoreSubmodules
+    pin alone holds this; the next test takes that pin's place away)."""
     base = planted_in_a_submodule(scene)
     assert lgit.changed_paths(scene.repo, base) == ["README.md"]
     assert "README.md" in lgit.diff_stat(scene.repo, base)
@@ -1063,6 +1064,23 @@ def test_diffs_never_look_inside_a_submodules_files(scene: Scene) -> None:
     # The trap is live: plain git's diff asks the submodule, which runs the filter.
     plain(scene.repo, "diff", "HEAD")
     assert scene.ran()
+
+
+def test_diffs_never_look_inside_a_submodules_files_whatever_gitmodules_says(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first guard (blanking the submodules' drivers) is off here, and the agent's
+    .gitmodules says `ignore = none`, which beats the diff.ignoreSubmodules pin: only the
+    diffs' own --ignore-submodules=dirty keeps git out of the submodule, whose filter would run.
+    Kills `--ignore-submodules=dirty` dropped from git.diff._SAFE_DIFF (the test above holds
+    without it: the pin alone suffices there)."""
+    monkeypatch.setattr(git_neutralise, "_submodule_config_keys", lambda cwd, index: set())
+    base = planted_in_a_submodule(scene)
+    status_asks_submodules(scene.repo)
+    assert "README.md" in lgit.changed_paths(scene.repo, base)
+    assert "README.md" in lgit.diff_stat(scene.repo, base)
+    assert "+changed" in lgit.diff_text(scene.repo, base, 10_000)
+    the_trap_is_live(scene, scene.repo / "lib")
 
 
 def _stage(scene: Scene, call: str, base: str) -> list[str]:
@@ -1192,6 +1210,20 @@ def test_status_never_asks_a_submodule_whether_it_is_dirty(
     monkeypatch.setattr(git_neutralise, "_submodule_config_keys", lambda cwd, index: set())
     planted_in_a_submodule(scene)
     assert "README.md" in _stage(scene, "status_outside", scene.head())
+    the_trap_is_live(scene, scene.repo / "lib")
+
+
+def test_asking_whether_a_worktree_is_dirty_never_asks_a_submodule(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first guard (blanking the submodules' drivers) is off here, and the agent's
+    .gitmodules says `ignore = none`, which beats the diff.ignoreSubmodules pin: only is_dirty's
+    own --ignore-submodules=dirty keeps `git status` out of the submodule, whose filter would
+    run. Kills `--ignore-submodules=dirty` dropped from is_dirty."""
+    monkeypatch.setattr(git_neutralise, "_submodule_config_keys", lambda cwd, index: set())
+    planted_in_a_submodule(scene)
+    status_asks_submodules(scene.repo)
+    assert lgit.is_dirty(scene.repo)  # README.md is changed
     the_trap_is_live(scene, scene.repo / "lib")
 
 
