@@ -3598,6 +3598,35 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
             "tests/foundation/test_git_mutants.py::test_a_push_never_replaces_a_branch_it_did_not_expect",
         ),
     ),
+    # Three ways a repository's config steered a push, found by an independent review of
+    # git/remotes.py (2026-12-07) and fixed: each must stay killed.
+    HandWritten(
+        "git-hardening",
+        "name in _REWRITES and value is not None and url.startswith(value)",
+        "name in _REWRITES and value and url.startswith(value)",
+        "an empty url.<base>.insteadOf planted in the repository sends the push to <base><url>",
+        killers=(
+            "tests/foundation/test_git_network_review.py::test_an_empty_url_rewrite_planted_in_the_repository_is_refused",
+        ),
+    ),
+    HandWritten(
+        "git-hardening",
+        '"--no-verify", "--no-follow-tags",',
+        '"--no-verify",',
+        "a planted push.followTags publishes the agent's annotated tags with the branch",
+        killers=(
+            "tests/foundation/test_git_network_review.py::test_a_push_publishes_no_tag_the_repository_says_to_follow",
+        ),
+    ),
+    HandWritten(
+        "git-hardening",
+        '"-c", "push.pushOption=", "push",',
+        '"push",',
+        "a planted push.pushOption reaches the remote (ci.skip, a merge request opened)",
+        killers=(
+            "tests/foundation/test_git_network_review.py::test_a_push_carries_no_push_option_the_repository_names",
+        ),
+    ),
     # Issue 28 item 4: the approval path's old bugs, on the one routine both paths now share.
     HandWritten(
         "ending",

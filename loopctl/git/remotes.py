@@ -94,12 +94,17 @@ def push_commit(
     target = f"refs/heads/{branch}"
     lease = f"--force-with-lease={target}:{expect or ''}"
     url = _url_of(repo, remote, push=True)
+    # Only that ref: no tag config would follow it (push.followTags), and no push option
+    # (push.pushOption: a merge request opened, CI skipped) rides along; an empty value resets.
     result = _network_git(
-        ["push", "--porcelain", "--no-verify", _RECEIVE_PACK, lease, "--", url, f"{sha}:{target}"],
+        [
+            "-c", "push.pushOption=", "push", "--porcelain", "--no-verify", "--no-follow-tags",
+            _RECEIVE_PACK, lease, "--", url, f"{sha}:{target}",
+        ],
         cwd=repo,
         url=url,
         timeout=timeout,
-    )
+    )  # fmt: skip
     if result.returncode == 0:
         return
     # Porcelain marks a refused ref with "!" and gives git's reason in brackets.
@@ -232,7 +237,8 @@ def _refuse_steering(
     for key, value in planted:
         section, _, rest = key.partition(".")
         subsection, _, name = rest.rpartition(".")
-        if section == "url" and name in _REWRITES and value and url.startswith(value):
+        # An empty insteadOf is a prefix of every URL: git prepends its base to each one.
+        if section == "url" and name in _REWRITES and value is not None and url.startswith(value):
             why = f"url.{subsection}.{_REWRITES[name]} rewrites it"
         elif section == "remote" and subsection == url:
             why = f"a remote named after that URL ({key}) takes it over"
