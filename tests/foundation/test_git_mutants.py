@@ -22,17 +22,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import repos
 from support.outside_tmp import Place
 from support.repos import remote_refs
+from support.unauthorized import unauthorized_remote
 
 from loopctl import git as lgit
 from loopctl.errors import GitError
@@ -380,30 +378,10 @@ def test_a_diff_shows_no_colour_the_repository_asks_for(scene: Scene) -> None:
 # --- partial clones: a missing object is never fetched through what config names --------------
 
 
-class _Unauthorized(BaseHTTPRequestHandler):
-    """Every request wants a password, so git asks for one (askpass, credential helpers)."""
-
-    def do_GET(self) -> None:
-        self.send_response(401)
-        self.send_header("WWW-Authenticate", 'Basic realm="loopctl-test"')
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def http_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/project.git"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with unauthorized_remote() as (url, _):
+        yield url
 
 
 def lose_a_blob(scene: Scene, promisor: str, *, commit: bool = True) -> str:

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import repos
 from support.repos import remote_refs
+from support.unauthorized import unauthorized_remote
 
 from loopctl import git as lgit
 from loopctl.errors import ForeignWorkTree, GitError
@@ -215,30 +213,10 @@ def test_the_users_git_ssh_in_a_folder_with_a_space_runs(
     assert [line.split()[0] for line in lines(marker)] == ["ssh"]
 
 
-class _Unauthorized(BaseHTTPRequestHandler):
-    """Every request wants a password, so git asks the askpass program for one."""
-
-    def do_GET(self) -> None:
-        self.send_response(401)
-        self.send_header("WWW-Authenticate", 'Basic realm="loopctl-test"')
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def http_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/project.git"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with unauthorized_remote() as (url, _):
+        yield url
 
 
 def test_the_users_askpass_named_from_home_runs(

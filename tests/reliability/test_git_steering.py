@@ -17,17 +17,15 @@ import json
 import os
 import stat
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import repos
 from support.cli import assert_clean_exit, run_loopctl
 from support.journal import events
 from support.repos import PYTEST_CHECK, make_project, remote_refs, write_agent
+from support.unauthorized import unauthorized_remote
 
 from loopctl import git as lgit
 from loopctl.delivery import remotes
@@ -255,36 +253,11 @@ def script(path: Path, marker: Path, label: str, then: str = "") -> str:
     return str(path)
 
 
-class _Unauthorized(BaseHTTPRequestHandler):
-    """Every request wants a password, so git asks its credential helpers for one."""
-
-    seen: list[str]
-
-    def do_GET(self) -> None:
-        self.seen.append(self.path)
-        self.send_response(401)
-        self.send_header("WWW-Authenticate", 'Basic realm="loopctl-test"')
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def http_remote() -> Iterator[tuple[str, list[str]]]:
     """(URL of a repository on a local server that answers 401, the paths it was asked for)."""
-    seen: list[str] = []
-    handler = type("Handler", (_Unauthorized,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/project.git", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with unauthorized_remote() as remote:
+        yield remote
 
 
 @pytest.fixture
