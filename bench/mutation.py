@@ -814,6 +814,11 @@ def _pinned_env_without(key: str) -> str:
     return "{" + ", ".join(e for e in _PINNED_ENV_ENTRIES if not e.startswith(f"'{key}'")) + "}"
 
 
+_ONLY_SHAS = (
+    "_commit is asked only about refs/heads/ values from for-each-ref, always full hex shas"
+    " (user_branch_moves skips every other name and a ref that is new): a mutant that still"
+    " takes a 40-digit sha behaves the same (one that rejects it is killed)"
+)
 _UNUSED_DEFAULT = (
     "a default of budgets.Spend: its one constructor, budgets.spend, passes every field"
 )
@@ -1931,6 +1936,74 @@ EQUIVALENT: tuple[Equivalent, ...] = (
             " killed by the quoted-header test)",
         )
         for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
+    ),
+    # checks/integrity.py's first AST run (2026-12-07): survivors no test can tell apart.
+    *(
+        Equivalent("integrity", operator, "if e.seq > since_seq:", why)
+        for operator, why in (
+            (
+                "core/ReplaceComparisonOperator_Gt_GtE",
+                "a start at since_seq itself is explained either way: in `running` it is popped"
+                " only by a finish at or before since_seq, and its finish comes after it",
+            ),
+            (
+                "ast/IfFalse",
+                "every start then waits in `running`, popped only by a finish at or before"
+                " since_seq: a start after since_seq has none, so it is explained all the same",
+            ),
+        )
+    ),
+    *(
+        Equivalent("integrity", operator, line, _ONLY_SHAS)
+        for operator, line in (
+            ("core/ReplaceAndWithOr", "return text if len(text) >= 40 and all(c in"),
+            ("core/NumberReplacer", "return text if len(text) >= 40 and all(c in"),
+            ("ast/ChangeString", "return text if len(text) >= 40 and all(c in"),
+            ("ast/ChangeString", 'text = value or ""'),
+        )
+    ),
+    Equivalent(
+        "integrity",
+        "ast/DropKeyword",
+        "write_atomic(path, json.dumps(baseline.to_json(), sort_keys=True))",
+        "load compares the digest of the Baseline it parsed (Baseline.digest sorts its own"
+        " keys), never the saved text, so the keys' order in the file changes nothing",
+    ),
+    Equivalent(
+        "integrity",
+        "ast/DropKeyword",
+        'found = Baseline.from_json(json.loads(path.read_text(encoding="utf-8")))',
+        "tells apart only a non-UTF-8 locale; the test machines have C and C.utf8 only (Python"
+        " coerces C to UTF-8)",
+    ),
+    Equivalent(
+        "integrity",
+        "ast/DropKeyword",
+        "tree = git.snapshot_tree(worktree, parent, exclude=sorted(placed_then), seed=seed)",
+        "the seed index only saves hashing unchanged files: without it git.snapshot_tree builds"
+        " the same tree from the parent (test_a_snapshot_whose_seed_index_is_missing_is_made_"
+        "without_it)",
+    ),
+    Equivalent(
+        "integrity",
+        "ast/DropFlag",
+        "for path in before.placed.keys() | after.placed.keys()",
+        "both snapshots of a worktree hash the same placed paths (engine/snapshot.py passes"
+        " file_hashes(worktree, list(placed)) with the attempt's one `placed`), so either side's"
+        " keys are the union",
+    ),
+    Equivalent(
+        "integrity",
+        "ast/IfFalse",
+        "if not top.is_dir():",
+        "os.walk of a path that is no folder (missing, a socket) yields nothing: _walk returns"
+        " the same empty list",
+    ),
+    Equivalent(
+        "integrity",
+        "ast/DropKeyword",
+        "for folder, dirs, files in os.walk(top, followlinks=False):",
+        "followlinks=False is os.walk's default, written out",
     ),
     # git/ (issue 27): survivors no test can tell apart, with why.
     *(

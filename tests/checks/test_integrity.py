@@ -414,6 +414,7 @@ def test_branches_created_or_moved_forward_are_a_users_moves_and_nothing_else_is
 ) -> None:
     base = head(project)
     run_git(project, "branch", "side")
+    run_git(project, "branch", "feature")  # left as it was, and listed before main
     run_git(project, "branch", "loop/fix/task", base)
     before = integrity.take(project, 0)
     (project / "notes.txt").write_text("mine\n")
@@ -586,6 +587,15 @@ def test_a_finish_of_another_run_task_or_step_does_not_end_a_step(log: Log) -> N
     since = log.finished("a", 1, SHA_B)
 
     assert log.explained(since) == {SHA_A}
+
+
+def test_a_step_with_no_commit_is_passed_over_not_the_end_of_the_log(log: Log) -> None:
+    # A step that delivers no commit (a notification) explains nothing, and the steps after it
+    # are still read.
+    log.started("a", 0, None)
+    log.started("b", 0, SHA_B)
+
+    assert log.explained(0) == {SHA_B}
 
 
 def test_a_step_a_replanned_delivery_runs_again_is_a_new_start(log: Log) -> None:
