@@ -31,7 +31,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
     About a tenth of the suite's time is waiting, not computing (model servers, timers, an
     agent CLI starting), and a third worker on 2 cores fills it: the whole suite took 1,974 s
-    on 3 workers beside a mutation run, against 2,037 s on 2 workers alone (2026-12-06).
+    on 3 workers beside a mutation run, against 2,037 s on 2 workers alone (2026-12-06). A
+    fourth fills nothing more: CI's pytest took 1,500.57 s on 4 workers, 1,421.86 s on 3, the
+    same commit on the same idle machine (2026-12-07).
     $PYTEST_XDIST_AUTO_NUM_WORKERS still chooses (xdist's own hook reads it)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
