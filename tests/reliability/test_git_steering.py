@@ -215,6 +215,52 @@ def test_a_url_rewrite_planted_for_the_recorded_url_refuses_the_push(
     assert "insteadOf rewrites it" in finished.data["detail"]
 
 
+@pytest.mark.parametrize("mode", ["empty-rewrite", "follow-tags", "push-option"])
+def test_config_that_steers_what_a_push_carries_or_where_changes_nothing_it_sends(
+    repo: Path, tmp_path: Path, mode: str
+) -> None:
+    # steer plants push config that never names the recorded URL (tests/agents/
+    # repoints_remote.py says what each mode does) while ship's push waits; the human lets it
+    # stand and approves the push. Only ship's branch may reach origin, with no option, and
+    # nothing may reach the agent's repository.
+    trap = tmp_path / "agent"
+    origin = two_loops(repo, tmp_path, "fixer.py", "repoints_remote.py", trap, mode)
+    stolen = Path(f"{trap}{origin}")
+    plain_git(origin, "config", "receive.advertisePushOptions", "true")
+    options = tmp_path / "push-options.txt"
+    hook = origin / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho \"count=$GIT_PUSH_OPTION_COUNT\" >> '{options}'\n")
+    hook.chmod(0o755)
+    item = ship(repo)
+    assert_clean_exit(loopctl(repo, "inbox", "approve", steer(repo)), 0)
+    approved = loopctl(repo, "inbox", "approve", item)
+    (finished,) = events(repo, "action_finished")
+    (commit,) = [e for e in events(repo, "commit_created") if e.loop == "ship"]
+    print(
+        f"\n{mode}: push ok={finished.data['ok']}: {finished.data['detail']}; origin has"
+        f" {sorted(remote_refs(origin))}, options seen {ran(options)}"
+    )
+    assert "Traceback" not in approved.stdout + approved.stderr
+    if mode == "empty-rewrite":
+        assert finished.data["ok"] is False
+        assert "insteadOf rewrites it" in finished.data["detail"]
+        assert remote_refs(stolen) == {}
+        assert remote_refs(origin) == {}
+    else:
+        assert_clean_exit(approved, 0)
+        assert finished.data["ok"] is True
+        assert remote_refs(origin) == {f"refs/heads/{BRANCH}": commit.data["sha"]}
+        assert ran(options) == ["count=0"]
+    # Each trap is live: git as a user runs it sends the agent's tag, option or destination.
+    plain_git(repo, "push", "-q", str(origin), f"{commit.data['sha']}:refs/heads/by-hand")
+    live = {
+        "empty-rewrite": lambda: "refs/heads/by-hand" in remote_refs(stolen),
+        "follow-tags": lambda: "refs/tags/v9.9.9" in remote_refs(origin),
+        "push-option": lambda: ran(options)[-1] == "count=1",
+    }
+    assert live[mode]()
+
+
 def test_state_sync_refuses_a_remote_repointed_since_the_last_run(
     repo: Path, tmp_path: Path
 ) -> None:
