@@ -3700,6 +3700,24 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
             "tests/foundation/test_git_network_review.py::test_a_push_carries_no_push_option_the_repository_names",
         ),
     ),
+    HandWritten(
+        "git-hardening",
+        '_HTTP_FILES = frozenset({"cookiefile", "savecookies"})',
+        '_HTTP_FILES = frozenset({"savecookies"})',
+        "a planted http.cookieFile sends the agent's cookies with the user's push",
+        killers=(
+            "tests/foundation/test_git_network_review.py::test_a_cookie_jar_planted_in_the_repository_is_refused",
+        ),
+    ),
+    HandWritten(
+        "git-hardening",
+        '_HTTP_FILES = frozenset({"cookiefile", "savecookies"})',
+        '_HTTP_FILES = frozenset({"cookiefile"})',
+        "a planted http.saveCookies has git write the server's cookies over the user's own jar",
+        killers=(
+            "tests/foundation/test_git_network_review.py::test_a_cookie_jar_planted_in_the_repository_is_refused",
+        ),
+    ),
     # Issue 28 item 4: the approval path's old bugs, on the one routine both paths now share.
     HandWritten(
         "ending",

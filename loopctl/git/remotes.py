@@ -26,6 +26,9 @@ _TRANSPORT_CREDENTIALS = {
 # Repository-config keys that would let a network command talk to someone in between: a proxy,
 # or TLS checks switched off or pointed at another certificate authority.
 _HTTP_TRUST = frozenset({"proxy", "sslverify", "sslcainfo", "sslcapath", "curloptresolve"})
+# ... and keys that have git (as the user, outside any sandbox) read a file the config names, and
+# with http.saveCookies write the server's cookies over it: any file the user can write.
+_HTTP_FILES = frozenset({"cookiefile", "savecookies"})
 
 # Network commands name the other end's programs themselves: a remote section that config has
 # for the URL cannot swap in its own.
@@ -244,6 +247,8 @@ def _refuse_steering(
             why = f"a remote named after that URL ({key}) takes it over"
         elif section == "http" and transport == "http" and name in _HTTP_TRUST:
             why = f"{key} changes how it is reached"
+        elif section == "http" and transport == "http" and name in _HTTP_FILES:
+            why = f"{key} sets a file git reads cookies from and saves them to"
         elif key == "core.gitproxy" and any(k == "core.gitproxy" for k, _ in trusted):
             why = "core.gitProxy names a proxy program"
         else:

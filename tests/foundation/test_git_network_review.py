@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import repos
 from support.repos import remote_refs
-from support.unauthorized import unauthorized_remote
+from support.unauthorized import COOKIE, cookie_remote, unauthorized_remote
 
 from loopctl import git as lgit
 from loopctl.errors import ForeignWorkTree, GitError
@@ -104,6 +104,41 @@ def test_a_push_carries_no_push_option_the_repository_names(repo: Path, tmp_path
     lgit.push_commit(repo, str(remote), head(repo), "main", expect=None)
     assert remote_refs(remote) == {"refs/heads/main": head(repo)}
     assert seen.read_text().split() == ["count=0"]
+
+
+@pytest.mark.parametrize("planted", ["both", "both-for-the-url", "saving-only", "reading-only"])
+def test_a_cookie_jar_planted_in_the_repository_is_refused(
+    repo: Path, tmp_path: Path, planted: str
+) -> None:
+    """http.cookieFile and http.saveCookies planted (for every URL, or for the remote's own), or
+    saveCookies alone beside the user's own cookieFile: git, run by loopctl as the user outside
+    any sandbox, would write the server's cookies over that file (here one standing for
+    ~/.bashrc or another repository's config). cookieFile alone sends the agent's cookies (a
+    session of its own) with the user's push. Kills either cookie key dropped from
+    git.remotes._HTTP_FILES, or that rule off."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file\n")
+    with cookie_remote() as (url, seen):
+        scope = f"http.{url}" if planted == "both-for-the-url" else "http"
+        if planted == "saving-only":
+            user = Path(os.environ["GIT_CONFIG_GLOBAL"])
+            user.write_text(f"[http]\n\tcookieFile = {victim}\n")
+        else:
+            plain(repo, "config", f"{scope}.cookieFile", str(victim))
+        if planted != "reading-only":
+            plain(repo, "config", f"{scope}.saveCookies", "true")
+        with pytest.raises(GitError, match="sets a file git reads cookies from and saves them"):
+            lgit.remote_branch_sha(repo, url, "main")
+        with pytest.raises(GitError, match="refusing to reach"):
+            lgit.push_commit(repo, url, head(repo), "main", expect=None)
+        assert seen == []
+        assert victim.read_text() == "the user's own file\n"
+        # The trap is live: git as a user runs it overwrites the file with the server's cookie.
+        plain(repo, "ls-remote", url)
+        assert seen
+        if planted != "reading-only":
+            assert COOKIE.replace("=", "\t") in victim.read_text()
+            assert "the user's own file" not in victim.read_text()
 
 
 def test_http_settings_in_the_repository_stop_no_push_over_another_transport(
