@@ -3718,6 +3718,13 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
             "tests/foundation/test_git_network_review.py::test_a_cookie_jar_planted_in_the_repository_is_refused",
         ),
     ),
+    HandWritten(
+        "git-hardening",
+        '"--recurse-submodules=no", _RECEIVE_PACK, lease,',
+        "_RECEIVE_PACK, lease,",
+        "a planted push.recurseSubmodules pushes a submodule to the remote its own config names",
+        killers=("tests/foundation/test_git_mutants.py::test_a_push_never_pushes_a_submodule",),
+    ),
     # Issue 28 item 4: the approval path's old bugs, on the one routine both paths now share.
     HandWritten(
         "ending",

@@ -97,12 +97,14 @@ def push_commit(
     target = f"refs/heads/{branch}"
     lease = f"--force-with-lease={target}:{expect or ''}"
     url = _url_of(repo, remote, push=True)
-    # Only that ref: no tag config would follow it (push.followTags), and no push option
-    # (push.pushOption: a merge request opened, CI skipped) rides along; an empty value resets.
+    # Only that ref: no tag config would follow it (push.followTags), no push option
+    # (push.pushOption: a merge request opened, CI skipped) rides along (an empty value resets),
+    # and no submodule is pushed first to the remote its own config names (push.recurseSubmodules;
+    # the runner's submodule.recurse=false stops it too, this is the second guard).
     result = _network_git(
         [
             "-c", "push.pushOption=", "push", "--porcelain", "--no-verify", "--no-follow-tags",
-            _RECEIVE_PACK, lease, "--", url, f"{sha}:{target}",
+            "--recurse-submodules=no", _RECEIVE_PACK, lease, "--", url, f"{sha}:{target}",
         ],
         cwd=repo,
         url=url,

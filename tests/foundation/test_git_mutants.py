@@ -1205,6 +1205,35 @@ def test_asking_whether_a_worktree_is_dirty_never_asks_a_submodule(
     the_trap_is_live(scene, scene.repo / "lib")
 
 
+@pytest.mark.parametrize("first_guard", ["on", "off"])
+def test_a_push_never_pushes_a_submodule(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch, first_guard: str
+) -> None:
+    """push.recurseSubmodules=on-demand planted, the submodule's remote pointed at the agent's
+    repository, and a commit in the submodule that the pushed commit records: git would push
+    the submodule's branch there first, with the user's credentials (over ssh or https, or as
+    here a path once the user allows the file transport for submodules, a common fix since git
+    2.38.1). With submodule.recurse=false (the first guard, command scope) off too, kills
+    `--recurse-submodules=no` dropped from push_commit."""
+    if first_guard == "off":
+        monkeypatch.setattr(
+            git_runner, "_HARDENING", _without(git_runner._HARDENING, "submodule.recurse=false")
+        )
+    Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text('[protocol "file"]\n\tallow = always\n')
+    with_submodule(scene)
+    stolen, origin = scene.bare("stolen.git"), scene.bare("origin.git")
+    plain(scene.repo / "lib", "config", "remote.origin.url", str(stolen))
+    plain(scene.repo / "lib", "commit", "-q", "--allow-empty", "-m", "the agent's")
+    scene.commit("the library moved")
+    scene.config(push__recurseSubmodules="on-demand")
+    lgit.push_commit(scene.repo, str(origin), scene.head(), "loop/l/t", expect=None)
+    assert remote_refs(origin) == {"refs/heads/loop/l/t": scene.head()}
+    assert remote_refs(stolen) == {}
+    # The trap is live: git as a user runs it pushes the submodule's branch to the agent first.
+    plain(scene.repo, "push", "-q", str(origin), "HEAD:refs/heads/by-hand")
+    assert list(remote_refs(stolen)) == ["refs/heads/main"]
+
+
 @pytest.mark.parametrize("call", ["fetch_refs", "fetch_branch"])
 def test_a_fetch_never_recurses_into_a_submodule(
     scene: Scene, monkeypatch: pytest.MonkeyPatch, call: str
