@@ -22,7 +22,7 @@ from typing import Any
 from loopctl.definitions.skills import Skill
 from loopctl.engine.prompts import AttemptSummary, MakerContext, maker_prompt
 from loopctl.secrets import Redactor
-from loopctl.toolagent import SessionConfig, run_session
+from loopctl.toolagent.session import SessionConfig, run_session
 from loopctl.toolagent.wire import wire_for
 
 TASK = "Make the checks of PR #42 (Fix the parser) pass. " * 10

@@ -10,6 +10,8 @@ a start-up path that `bench/startup.py` measures.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,3 +84,19 @@ def test_every_lazy_import_outside_the_cli_says_why() -> None:
         if lines:
             unexplained[module] = lines
     assert unexplained == {}, "move these imports to the top, or say why they stay (# lazy: …)"
+
+
+def test_a_run_of_cli_agents_loads_no_tool_agent_session() -> None:
+    """The engine asks the model-API backend only for an agent's key variable: the session, its
+    HTTP client, MCP and asyncio (about 60 ms of every `loopctl run` and `goal` process until
+    2026-12-08) load when a model-API agent runs."""
+    code = (
+        "import sys, loopctl.cli.app, loopctl.engine.runner, loopctl.backend_registry\n"
+        "heavy = ('asyncio', 'httpx', 'httpcore', 'anyio')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy"
+        " or m.startswith(('loopctl.toolagent.session', 'loopctl.toolagent.mcp'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "[]"

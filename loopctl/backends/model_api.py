@@ -22,17 +22,16 @@ from loopctl.backends.base import (
 from loopctl.definitions.agents import Agent
 from loopctl.errors import AgentUnavailable
 from loopctl.secrets import Redactor
-from loopctl.toolagent import SessionConfig, run_session
-from loopctl.toolagent.client import uses_environment
 from loopctl.toolagent.wire import wire_for
 
 
 class ModelApiBackend:
     def __init__(self, wire_name: str) -> None:
-        # Lazy, as the two below: the registry imports every backend module to read its
-        # declaration, and the tool agent with httpx (~80 ms, `python -X importtime`) is for
-        # a model-API agent only, not for a run of CLI agents or the live view.
-
+        # The session, its client and httpx are imported where they are used (run, probe):
+        # the registry imports every backend module to read its declaration, and the engine
+        # asks this class for an agent's key variable, but the tool agent (~60 ms,
+        # `python -X importtime`, asyncio and ssl with it) is for a model-API agent only, not
+        # for every `loopctl run` of a CLI agent. tests/test_lazy_imports.py holds that.
         self.name = wire_name
         self.wire = wire_for(wire_name)
 
@@ -76,6 +75,7 @@ class ModelApiBackend:
         return Invocation([], request.prompt, self._tool_env(request, self._api_key(request.agent)))
 
     def run(self, request: AgentRequest) -> AgentResult:
+        from loopctl.toolagent.session import SessionConfig, run_session  # lazy: see __init__
 
         agent = request.agent
         key = self._api_key(agent)
@@ -149,6 +149,8 @@ class ModelApiBackend:
 
     def probe(self, agent: Agent, env: dict[str, str], cwd: Path) -> list[ProbeCheck]:
         import httpx  # lazy: see __init__
+
+        from loopctl.toolagent.client import uses_environment  # lazy: see __init__
 
         checks: list[ProbeCheck] = []
         name = self.key_env(agent)

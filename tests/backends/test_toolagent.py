@@ -20,7 +20,6 @@ from support.backends import anthropic_reply, make_agent, make_request, openai_r
 from support.model_server import Reply, Request, ScriptedModelServer, secret_digest
 
 from loopctl.secrets import Redactor
-from loopctl.toolagent import SessionConfig, run_session
 from loopctl.toolagent.client import (
     RetryPolicy,
     backoff,
@@ -28,6 +27,7 @@ from loopctl.toolagent.client import (
     retry_after,
     uses_environment,
 )
+from loopctl.toolagent.session import SessionConfig, run_session
 from loopctl.toolagent.tools import ToolContext, ask_match, call_tool, confine
 from loopctl.toolagent.wire import wire_for
 
