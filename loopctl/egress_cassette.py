@@ -41,6 +41,9 @@ from loopctl.secrets import REDACTED, Redactor, is_secret_name
 CASSETTE_FORMAT = 1
 CAP_BYTES = 32 * 1024 * 1024  # per turn's cassette: requests and responses together
 SUFFIX = ".cassette.jsonl"
+# Set (to the replay's plan file) in the environment of the loopctl that replays a run offline
+# (loopctl.egress_replay serves it; named here, where every run's engine looks for it).
+REPLAY_PLAN = "LOOPCTL_REPLAY_PLAN"
 # Request and response headers never written: they carry credentials or session cookies.
 _CREDENTIAL_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie"}

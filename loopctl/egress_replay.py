@@ -32,8 +32,6 @@ from loopctl.egress_cassette import (
 )
 from loopctl.secrets import Redactor
 
-# Set (to the replay's plan file) in the environment of the loopctl that replays a run offline.
-REPLAY_PLAN = "LOOPCTL_REPLAY_PLAN"
 _REFUSAL = json.dumps(
     {
         "type": "error",

@@ -86,15 +86,16 @@ def test_every_lazy_import_outside_the_cli_says_why() -> None:
     assert unexplained == {}, "move these imports to the top, or say why they stay (# lazy: …)"
 
 
-def test_a_run_of_cli_agents_loads_no_tool_agent_session() -> None:
-    """The engine asks the model-API backend only for an agent's key variable: the session, its
-    HTTP client, MCP and asyncio (about 60 ms of every `loopctl run` and `goal` process until
-    2026-12-08) load when a model-API agent runs."""
+def test_a_run_of_cli_agents_loads_no_tool_agent_session_and_no_replay_server() -> None:
+    """The engine asks the model-API backend only for an agent's key variable, and the cassettes
+    only whether a replay plan is set: the tool agent's session, its HTTP client, MCP and
+    asyncio (about 60 ms of every `loopctl run` and `goal` process until 2026-12-08) load when a
+    model-API agent runs, and the replay's server (http.server) for `replay --offline`."""
     code = (
         "import sys, loopctl.cli.app, loopctl.engine.runner, loopctl.backend_registry\n"
-        "heavy = ('asyncio', 'httpx', 'httpcore', 'anyio')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy"
-        " or m.startswith(('loopctl.toolagent.session', 'loopctl.toolagent.mcp'))))"
+        "heavy = ('asyncio', 'httpx', 'httpcore', 'anyio', 'http')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(("
+        "'loopctl.toolagent.session', 'loopctl.toolagent.mcp', 'loopctl.egress_replay'))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT

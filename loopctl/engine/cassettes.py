@@ -18,19 +18,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loopctl.egress_cassette import (
+    REPLAY_PLAN,
     SUFFIX,
     Cassette,
     CassetteWriter,
     EgressTap,
     read_cassette,
 )
-from loopctl.egress_replay import REPLAY_PLAN, TurnPlayer
 from loopctl.engine.context import RunContext
 from loopctl.errors import LoopctlError
 from loopctl.paths import cache_home
 from loopctl.secrets import Redactor
 
 if TYPE_CHECKING:
+    from loopctl.egress_replay import TurnPlayer
     from loopctl.sandbox import Sandbox
 
 
@@ -93,6 +94,9 @@ def with_tape(
 
 
 def _player(plan_file: Path, turn: str, places: dict[str, str], redactor: Redactor) -> TurnPlayer:
+    # lazy: the player and its HTTP server (~13 ms) serve `replay --offline` only, not every run
+    from loopctl.egress_replay import TurnPlayer
+
     try:
         plan = json.loads(plan_file.read_text(encoding="utf-8"))
         recorded = Path(plan["recorded"])  # the recorded run's folder, under `within`

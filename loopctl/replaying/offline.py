@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loopctl import git
-from loopctl.egress_cassette import SUFFIX, CassetteError, read_cassette
-from loopctl.egress_replay import REPLAY_PLAN
+from loopctl.egress_cassette import REPLAY_PLAN, SUFFIX, CassetteError, read_cassette
 from loopctl.errors import GitError, LoopctlError
 from loopctl.journal import history
 from loopctl.journal.events import Event, EventLog, EventType
