@@ -3988,10 +3988,14 @@ def _env(tree: Path) -> dict[str, str]:
 
 
 def _cr(tree: Path, *args: str) -> None:
+    # cosmic-ray's plugin loader (stevedore) caches entry points in $XDG_CACHE_HOME, else in
+    # ~/.cache/python-entrypoints: in the copy, so that a run never writes to the real home (a
+    # test run beside it checks that no test does, and blamed one of its own, 2026-12-07).
+    env = {**_env(tree), "XDG_CACHE_HOME": str(tree / ".cosmic-ray-cache")}
     subprocess.run(
         [_python(), "-m", "cosmic_ray.cli", *args],
         cwd=tree,
-        env=_env(tree),
+        env=env,
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
