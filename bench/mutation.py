@@ -3653,6 +3653,26 @@ HAND_WRITTEN: tuple[HandWritten, ...] = (
             ),
         )
     ),
+    # 2026-12-08: commands that read objects only skip the config reading; each must keep its
+    # own second guard, and no command that writes an index may join them.
+    HandWritten(
+        "git-hardening-command",
+        '_OBJECTS_ONLY_PINS = (("protocol.file.allow", "never"),)',
+        "_OBJECTS_ONLY_PINS: tuple[tuple[str, str], ...] = ()",
+        "a lazy fetch by a command that reads objects only runs the upload-pack config names",
+        killers=(
+            "tests/foundation/test_git_mutants.py::test_a_lazy_fetch_runs_no_upload_pack_the_config_names",
+        ),
+    ),
+    HandWritten(
+        "git-hardening-command",
+        '_OBJECTS_ONLY = frozenset({"commit-tree", "ls-tree", "mktree", "rev-list"})',
+        '_OBJECTS_ONLY = frozenset({"commit-tree", "ls-tree", "mktree", "rev-list", "write-tree"})',
+        "write-tree re-reads a racily clean file through the clean filter the agent planted",
+        killers=(
+            "tests/reliability/test_containment_and_torn_log.py::test_planted_hooks_fsmonitor_and_filters_never_run",
+        ),
+    ),
     HandWritten(
         "git-hardening-config",
         '        pins.append(("protocol.file.allow", "never"))\n',

@@ -41,12 +41,14 @@ _CONTENT_FREE = frozenset(
     }
 )
 
-# Commands that read or write objects only, as loopctl runs them (`_objects_only`): no filter,
-# textconv or driver runs, and git never runs inside a submodule, so the config that names
-# those is not read (two git processes fewer each: 107 to 89 in a `goal` run). What config could
-# still steer is a lazy fetch of a missing object, which GIT_NO_LAZY_FETCH stops; the second guard
-# refuses the local transport outright (the upload-pack program a remote names runs there).
-_OBJECTS_ONLY = frozenset({"commit-tree", "ls-tree", "mktree", "rev-list", "write-tree"})
+# Commands that read or write objects only, never the index or the working tree, as loopctl runs
+# them (`_objects_only`): no filter, textconv or driver runs, and git never runs inside a
+# submodule, so the config that names those is not read (two git processes fewer each: 107 to 97
+# in a `goal` run). Not read-tree or write-tree: writing an index re-reads a racily clean file's
+# content, through its clean filter. What config could still steer here is a lazy fetch of a
+# missing object, which GIT_NO_LAZY_FETCH stops; the second guard refuses the local transport
+# outright (where the upload-pack program a remote names would run).
+_OBJECTS_ONLY = frozenset({"commit-tree", "ls-tree", "mktree", "rev-list"})
 _OBJECTS_ONLY_PINS = (("protocol.file.allow", "never"),)
 
 # Commands that make a repository: the worktree around their folder is not theirs (git refuses
@@ -102,13 +104,10 @@ def _content_free(subcommand: str, args: Sequence[str]) -> bool:
 
 
 def _objects_only(subcommand: str, args: Sequence[str]) -> bool:
-    """True when the command reads and writes objects only: `read-tree` without an option (no
-    `-u`, which checks files out), `cat-file` without one that filters (`--filters`,
-    `--textconv`, or a batch that may), or one of `_OBJECTS_ONLY`."""
-    at = _subcommand_at(args)
-    options = [arg for arg in args[at + 1 :] if arg.startswith("-")] if at is not None else []
-    if subcommand == "read-tree":
-        return not options
+    """True when the command reads or writes objects only: one of `_OBJECTS_ONLY`, or
+    `cat-file` without an option that filters (`--filters`, `--textconv`, a batch that may)."""
     if subcommand == "cat-file":
+        at = _subcommand_at(args)
+        options = [arg for arg in args[at + 1 :] if arg.startswith("-")] if at is not None else []
         return all(option in ("-t", "-s", "-e", "-p") for option in options)
     return subcommand in _OBJECTS_ONLY

@@ -423,22 +423,29 @@ def test_a_lazy_fetch_runs_no_program_the_config_names(
     assert scene.ran() == []
 
 
+@pytest.mark.parametrize("reader", ["cat-file", "diff"])
 def test_a_lazy_fetch_runs_no_upload_pack_the_config_names(
-    scene: Scene, monkeypatch: pytest.MonkeyPatch
+    scene: Scene, monkeypatch: pytest.MonkeyPatch, reader: str
 ) -> None:
     """GIT_NO_LAZY_FETCH is off here. The promisor is a real repository on this machine that
     holds the blob, and `remote.origin.uploadpack` names a planted program, which the local
     transport would run. git keeps the first uploadpack it reads, so loopctl refuses that
-    transport: the read fails and nothing runs. Kills the protocol.file.allow pin dropped from
-    git.neutralise._filter_neutralisers (git.py pinned remote.<name>.uploadpack itself until
-    issue 27, which git ignored: the planted program ran)."""
+    transport: the read fails and nothing runs. A blob is read by `cat-file` (a command that
+    reads objects only) or by a diff. Kills the protocol.file.allow pin dropped from
+    git.command._OBJECTS_ONLY_PINS, or from git.neutralise._filter_neutralisers (git.py pinned
+    remote.<name>.uploadpack itself until issue 27, which git ignored: the planted program ran)."""
     monkeypatch.delitem(git_runner._PINNED_ENV, "GIT_NO_LAZY_FETCH")
     promisor = scene.bare("promisor.git")
+    base = scene.head()
     head = scene.commit("a blob to lose", **{"f.txt": "content\n"})
     plain(scene.repo, "push", "-q", str(promisor), "HEAD:refs/heads/main")
     lose_a_blob(scene, promisor.as_uri(), commit=False)
     scene.config(remote__origin__uploadpack=scene.program("upload"))
-    assert lgit.read_blob(scene.repo, head, "f.txt") is None
+    if reader == "cat-file":
+        assert lgit.read_blob(scene.repo, head, "f.txt") is None
+    else:
+        with pytest.raises(GitError):
+            lgit.patch_between(scene.repo, base, head)
     assert scene.ran() == []
     # The trap is live: plain git, asked to fetch lazily, runs the planted program.
     subprocess.run(["git", "cat-file", "-e", f"{head}:f.txt"], cwd=scene.repo, capture_output=True)
