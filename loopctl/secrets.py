@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import AnyStr
@@ -17,6 +18,7 @@ REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 6
 
 
+@functools.cache  # asked of every variable for each git call: a run makes hundreds
 def is_secret_name(name: str) -> bool:
     """True if a variable's name marks its value as a credential."""
     upper = name.upper()
