@@ -917,6 +917,11 @@ _NEVER_THROUGH_GIT = (
     " test_a_submodule_the_agent_broke_stops_no_command_that_reads_no_file"
 )
 
+_NARROWER_OBJECTS_ONLY = (
+    "fewer commands read objects only: each one left out is guarded by the full neutralisers,"
+    " a superset of the objects-only pin, and is only slower"
+)
+
 EQUIVALENT: tuple[Equivalent, ...] = (
     *(
         Equivalent("nofollow", "ast/DropFlag", line, why, replacement=replacement)
@@ -2815,6 +2820,20 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         " none of them, the same empty set; only an unknown commit would then raise, and both"
         " callers (definitions/environment.py, backends/command.py, worktree_pool.py) return"
         " before asking about no paths",
+    ),
+    # 2026-12-08: a command taken out of the objects-only set (or cat-file with one of its
+    # options) goes through the full neutralisers instead: its own and its submodules' config
+    # read, every driver blanked, the upload-pack pin where a remote names one. The same guards
+    # and more, two git processes slower; only a count of processes could tell. (A command put
+    # in is no such mutant: test_planted_hooks_fsmonitor_and_filters_never_run kills write-tree.)
+    *(
+        Equivalent("git-command", operator, line, _NARROWER_OBJECTS_ONLY)
+        for operator in ("ast/DropElement", "ast/ChangeString", "ast/EmptyString")
+        for line in (
+            '_OBJECTS_ONLY = frozenset({"commit-tree", "ls-tree", "mktree", "rev-list"})',
+            'return all(option in ("-t", "-s", "-e", "-p") for option in options)',
+            'if subcommand == "cat-file":',
+        )
     ),
     Equivalent(
         "git-command",
